@@ -1,0 +1,1 @@
+"""A RocketMQ-compatible NameServer on trio."""

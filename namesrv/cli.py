@@ -1,0 +1,117 @@
+"""``mqnamesrv``: start a NameServer, with RocketMQ's command-line options."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from typing import Optional
+
+import trio
+import typer
+
+from namesrv.config import ConfigError, NamesrvConfig, load_file
+from namesrv.kvconfig import KVConfig, KVConfigError
+from namesrv.server import NameServer
+
+log = logging.getLogger("namesrv")
+
+
+class StartupError(Exception):
+    """The server could not start (e.g. its port is taken)."""
+
+app = typer.Typer(
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+@app.command(help="Start a RocketMQ-compatible NameServer.")
+def main(
+    config_file: Optional[str] = typer.Option(
+        None, "-c", "--configFile", metavar="FILE", help="Name server config properties file."
+    ),
+    print_config: bool = typer.Option(False, "-p", "--printConfigItem", help="Print all config items and exit."),
+    namesrv_addr: Optional[str] = typer.Option(
+        None, "-n", "--namesrvAddr", metavar="ADDR", help="Accepted for RocketMQ compatibility; ignored."
+    ),
+) -> None:
+    config = load_file(config_file) if config_file else NamesrvConfig()
+    if print_config:
+        for key in NamesrvConfig.keys():
+            value = getattr(config, key)
+            print(f"{key}={'true' if value is True else 'false' if value is False else value}")
+        return
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s - %(message)s"
+    )
+    if config_file:
+        print(f"load config properties file OK, {config_file}", flush=True)
+    kv = KVConfig(config.kvConfigPath)
+    kv.load()
+    try:
+        trio.run(_serve, config, kv)
+    except BaseException as exc:
+        err = _first(exc, OSError)
+        if err is None:
+            raise
+        where = f"{config.bindAddress}:{config.listenPort}"
+        raise StartupError(f"cannot listen on {where}: {getattr(err, 'strerror', None) or err}") from None
+
+
+async def _serve(config: NamesrvConfig, kv: KVConfig) -> None:
+    server = NameServer(config, kv)
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            host, port = await nursery.start(server.serve)
+            print(f"The Name Server boot success. serializeType=JSON, address {host}:{port}", flush=True)
+            async for signum in signals:
+                log.info("received %s: stopping", signal.Signals(signum).name)
+                server.stop()
+                break
+    log.info("name server stopped")
+
+
+def _first(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _first(inner, kind)
+            if found is not None:
+                return found
+    return None
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Console-script entry point: one clear line and a non-zero exit on failure."""
+    command = typer.main.get_command(app)
+    try:
+        command.main(args=argv, prog_name="mqnamesrv", standalone_mode=False)
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        return 130
+    except (ConfigError, KVConfigError, StartupError) as exc:
+        print(f"mqnamesrv: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):  # a usage error
+            print(f"mqnamesrv: {exc.format_message()} (see mqnamesrv -h)", file=sys.stderr)
+            return int(exc.exit_code)
+        raise
+    except BaseException as exc:
+        if _first(exc, KeyboardInterrupt) is not None:
+            return 130
+        raise
+    return 0
+
+
+def entry() -> None:
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    entry()

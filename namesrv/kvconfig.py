@@ -1,0 +1,81 @@
+"""KV config: namespaced string settings, persisted in RocketMQ's kvConfig.json.
+
+The table is plain state; :meth:`KVConfig.snapshot` gives the bytes to
+persist, and the server writes them with :func:`namesrv.durable.write_atomic`
+before it acknowledges a change, so an acknowledged PUT survives a crash.
+"""
+
+from __future__ import annotations
+
+import os
+
+import orjson
+
+from namesrv.durable import remove_stale_temp_files, write_atomic
+
+
+class KVConfigError(Exception):
+    """The KV file exists but cannot be read as RocketMQ's format."""
+
+
+class KVConfig:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.table: dict[str, dict[str, str]] = {}
+
+    def load(self) -> None:
+        """Read the file if present (missing means empty, as in Java)."""
+        remove_stale_temp_files(self.path)
+        try:
+            with open(self.path, "rb") as fh:
+                data = fh.read()
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise KVConfigError(f"cannot read KV config {self.path}: {exc.strerror}") from None
+        if not data.strip():
+            return
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise KVConfigError(f"KV config {self.path} is not valid JSON: {exc}") from None
+        table = obj.get("configTable") if isinstance(obj, dict) else None
+        if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
+            raise KVConfigError(f'KV config {self.path} has no {{"configTable": {{...}}}} object')
+        for namespace, entries in table.items():
+            ns = self.table.setdefault(str(namespace), {})
+            for key, value in entries.items():
+                if value is not None:
+                    ns[str(key)] = value if isinstance(value, str) else orjson.dumps(value).decode()
+
+    def put(self, namespace: str, key: str, value: str | None) -> None:
+        ns = self.table.setdefault(namespace, {})
+        if value is None:
+            ns.pop(key, None)
+        else:
+            ns[key] = value
+
+    def get(self, namespace: str, key: str) -> str | None:
+        ns = self.table.get(namespace)
+        return ns.get(key) if ns is not None else None
+
+    def delete(self, namespace: str, key: str) -> None:
+        ns = self.table.get(namespace)
+        if ns is not None:
+            ns.pop(key, None)
+
+    def namespace(self, namespace: str) -> dict[str, str] | None:
+        ns = self.table.get(namespace)
+        return dict(ns) if ns is not None else None
+
+    def snapshot(self) -> bytes:
+        """The whole table as Java writes it: ``{"configTable":{...}}``."""
+        return orjson.dumps({"configTable": self.table})
+
+    def persist(self, data: bytes | None = None) -> None:
+        """Write ``data`` (default: a fresh snapshot) atomically and durably."""
+        write_atomic(self.path, self.snapshot() if data is None else data)
+
+    @property
+    def exists_on_disk(self) -> bool:
+        return os.path.exists(self.path)

@@ -1,0 +1,432 @@
+"""Request handlers of the NameServer: request code -> function of the state.
+
+No sockets here. The processor owns the route table, the KV config and the
+configuration; the server hands it decoded requests (with an opaque
+connection token) and writes back whatever it returns. Persistence is
+injected as two async callables, so an acknowledged write is on disk
+before its response exists. Remarks and codes follow Java 5.3.3.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import logging
+import zlib
+from typing import Any, Awaitable, Callable, Hashable
+
+from namesrv.config import ConfigError, NamesrvConfig
+from namesrv.kvconfig import KVConfig
+from namesrv.routes import RouteOptions, RouteTable, Registration, UNIT_TOPIC_FLAGS
+from remoting import fastjson, properties
+from remoting.bodies import (
+    BodyError,
+    DataVersion,
+    TopicRouteData,
+    encode_kv_table,
+    encode_topic_list,
+    parse_register_body,
+)
+from remoting.codec import encode, encode_success_json
+from remoting.codes import NAMESPACE_ORDER_TOPIC_CONFIG, RequestCode, ResponseCode, Version
+from remoting.command import RemotingCommand, response_to
+
+log = logging.getLogger("namesrv")
+
+FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+Persist = Callable[[str, bytes], Awaitable[None]]
+
+
+class BadHeader(Exception):
+    """A header parameter with the wrong type; answered with SYSTEM_ERROR."""
+
+
+def _long(req: RemotingCommand, key: str) -> int | None:
+    text = req.ext(key)
+    if text is None:
+        return None
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise BadHeader(f"{key} is not a number: {text!r}") from None
+
+
+def _flag(req: RemotingCommand, key: str) -> bool | None:
+    """Java's Boolean.parseBoolean, or None when the key is absent."""
+    text = req.ext(key)
+    return None if text is None else text.strip().lower() == "true"
+
+
+def _required(req: RemotingCommand, *keys: str) -> list[str]:
+    values = [req.ext(k) for k in keys]
+    missing = [k for k, v in zip(keys, values) if not v]
+    if missing:
+        raise BadHeader(f"missing header field(s): {', '.join(missing)}")
+    return values  # type: ignore[return-value]
+
+
+class NameServerProcessor:
+    def __init__(
+        self,
+        config: NamesrvConfig,
+        kv: KVConfig,
+        *,
+        clock: Callable[[], float],
+        persist: Persist,
+    ) -> None:
+        self.config = config
+        self.kv = kv
+        self.clock = clock  # seconds, monotonic
+        self.persist = persist
+        self.started_at = clock()
+        self.table = RouteTable(RouteOptions())
+        self.sync_options()
+        self._handlers: dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]] = {
+            RequestCode.GET_KV_CONFIG: self.get_kv_config,
+            RequestCode.REGISTER_BROKER: self.register_broker,
+            RequestCode.UNREGISTER_BROKER: self.unregister_broker,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self.cluster_info,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.all_topics,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
+            RequestCode.REGISTER_TOPIC_IN_NAMESRV: self.register_topic,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self.kv_list,
+            RequestCode.GET_TOPICS_BY_CLUSTER: self.topics_by_cluster,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.system_topics,
+            RequestCode.GET_UNIT_TOPIC_LIST: self.unit_topics,
+            RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self.unit_topics,
+            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self.unit_topics,
+            RequestCode.GET_NAMESRV_CONFIG: self.get_config,
+            RequestCode.QUERY_DATA_VERSION: self.query_data_version,
+            RequestCode.GET_BROKER_MEMBER_GROUP: self.member_group,
+            RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
+        }
+        self._async_handlers: dict[int, Callable[[RemotingCommand], Awaitable[RemotingCommand]]] = {
+            RequestCode.PUT_KV_CONFIG: self.put_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.update_config,
+        }
+
+    def now_ms(self) -> float:
+        return self.clock() * 1000.0
+
+    def sync_options(self) -> None:
+        """Push per-request config flags into the route table."""
+        opts = self.table.options
+        acting = self.config.supportActingMaster
+        if opts.support_acting_master != acting:
+            opts.support_acting_master = acting
+            self.table.invalidate_all()
+        opts.delete_topic_with_broker_registration = self.config.deleteTopicWithBrokerRegistration
+        opts.default_timeout_ms = self.config.brokerChannelExpiredTime
+
+    # ------------------------------------------------------------------
+    # dispatch
+
+    def is_async(self, code: int) -> bool:
+        return code in self._async_handlers
+
+    def handle(self, req: RemotingCommand, conn: Hashable) -> bytes | None:
+        """Answer a request that needs no I/O; None means "no response"."""
+        handler = self._handlers.get(req.code)
+        if handler is None:
+            resp: RemotingCommand | bytes | None = response_to(
+                req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {req.code} not supported"
+            )
+        else:
+            try:
+                resp = handler(req, conn)
+            except (BadHeader, BodyError) as exc:
+                resp = response_to(req, ResponseCode.SYSTEM_ERROR, str(exc))
+            except Exception as exc:  # a handler bug must not take the server down
+                log.exception("request %s failed", req.code)
+                resp = response_to(req, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        if resp is None or req.is_oneway:
+            return None
+        return resp if isinstance(resp, bytes) else encode(resp)
+
+    async def handle_async(self, req: RemotingCommand) -> bytes | None:
+        """Answer a request whose effect must be persisted before the reply."""
+        try:
+            resp = await self._async_handlers[req.code](req)
+        except (BadHeader, BodyError) as exc:
+            resp = response_to(req, ResponseCode.SYSTEM_ERROR, str(exc))
+        except Exception as exc:
+            log.exception("request %s failed", req.code)
+            resp = response_to(req, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        return None if req.is_oneway else encode(resp)
+
+    # ------------------------------------------------------------------
+    # KV config
+
+    async def _kv_change(self, req: RemotingCommand, namespace: str, key: str, value: str | None) -> RemotingCommand:
+        before = self.kv.get(namespace, key)
+        had_namespace = namespace in self.kv.table
+        self.kv.put(namespace, key, value)
+        try:
+            await self.persist(self.kv.path, self.kv.snapshot())
+        except OSError as exc:
+            # Not on disk, so not acknowledged: memory must match the file.
+            self.kv.put(namespace, key, before)
+            if not had_namespace and not self.kv.table.get(namespace):
+                self.kv.table.pop(namespace, None)
+            log.error("cannot persist KV config to %s: %s", self.kv.path, exc)
+            return response_to(req, ResponseCode.SYSTEM_ERROR, f"cannot persist KV config: {exc}")
+        return response_to(req, ResponseCode.SUCCESS)
+
+    async def put_kv_config(self, req: RemotingCommand) -> RemotingCommand:
+        namespace, key = req.ext("namespace"), req.ext("key")
+        if namespace is None or key is None:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, "namespace or key is null")
+        return await self._kv_change(req, namespace, key, req.ext("value"))
+
+    async def delete_kv_config(self, req: RemotingCommand) -> RemotingCommand:
+        namespace, key = req.ext("namespace"), req.ext("key")
+        if namespace is None or key is None:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, "namespace or key is null")
+        return await self._kv_change(req, namespace, key, None)
+
+    def get_kv_config(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        namespace, key = req.ext("namespace"), req.ext("key")
+        value = self.kv.get(namespace or "", key or "")
+        if value is None:
+            return response_to(
+                req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace} Key: {key}", {}
+            )
+        return response_to(req, ResponseCode.SUCCESS, ext_fields={"value": value})
+
+    def kv_list(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        namespace = req.ext("namespace")
+        table = self.kv.namespace(namespace or "")
+        if table is None:
+            return response_to(req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}")
+        return response_to(req, ResponseCode.SUCCESS, body=encode_kv_table(table))
+
+    # ------------------------------------------------------------------
+    # brokers
+
+    def register_broker(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        name, addr, cluster = _required(req, "brokerName", "brokerAddr", "clusterName")
+        broker_id = _long(req, "brokerId")
+        if broker_id is None:
+            raise BadHeader("missing header field(s): brokerId")
+        body = req.body
+        crc = _long(req, "bodyCrc32") or 0
+        if crc and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, "crc32 not match")
+        compressed = bool(_flag(req, "compressed"))
+        version = req.version
+        digest = None
+        if body:
+            digest = hashlib.blake2b(body, digest_size=16).digest() + bytes([compressed]) + version.to_bytes(4, "big", signed=True)
+        reg = Registration(
+            cluster=cluster,
+            addr=addr,
+            name=name,
+            broker_id=broker_id,
+            ha_server_addr=req.ext("haServerAddr"),
+            zone_name=req.ext("__ZONE_NAME"),
+            heartbeat_timeout_ms=_long(req, "heartbeatTimeoutMillis"),
+            enable_acting_master=_flag(req, "enableActingMaster"),
+        )
+        outcome = self.table.register_broker(
+            reg,
+            lambda: parse_register_body(body, compressed=compressed, version=version),
+            body_digest=digest,
+            conn=conn,
+            now=self.now_ms(),
+        )
+        if not outcome.ok:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, "register broker failed")
+        ext = {}
+        if outcome.ha_server_addr is not None or outcome.master_addr is not None:
+            ext = {"haServerAddr": outcome.ha_server_addr, "masterAddr": outcome.master_addr}
+        resp_body = b""
+        if self.config.returnOrderTopicConfigToBroker:
+            orders = self.kv.namespace(NAMESPACE_ORDER_TOPIC_CONFIG)
+            if orders is not None:
+                resp_body = encode_kv_table(orders)
+        return response_to(req, ResponseCode.SUCCESS, ext_fields=ext, body=resp_body)
+
+    def unregister_broker(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        name, addr, cluster = _required(req, "brokerName", "brokerAddr", "clusterName")
+        removed = self.table.unregister_broker(cluster, addr, name)
+        if removed is not None:
+            log.info("broker %s %s (%s) unregistered", name, addr, cluster)
+        return response_to(req, ResponseCode.SUCCESS)
+
+    def broker_heartbeat(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        _, addr, cluster = _required(req, "brokerName", "brokerAddr", "clusterName")
+        self.table.heartbeat(cluster, addr, self.now_ms())
+        return response_to(req, ResponseCode.SUCCESS)
+
+    def query_data_version(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        _, addr, cluster = _required(req, "brokerName", "brokerAddr", "clusterName")
+        sent = DataVersion.decode(req.body) if req.body else DataVersion()
+        changed, stored = self.table.query_data_version(cluster, addr, sent, self.now_ms())
+        return response_to(
+            req,
+            ResponseCode.SUCCESS,
+            ext_fields={"changed": changed},
+            body=stored.encode() if stored is not None else b"",
+        )
+
+    def member_group(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        cluster, name = req.ext("clusterName"), req.ext("brokerName")
+        group: dict[str, Any] = {"brokerAddrs": self.table.broker_member_group(name or "")}
+        if name is not None:
+            group["brokerName"] = name
+        if cluster is not None:
+            group["cluster"] = cluster
+        return response_to(req, ResponseCode.SUCCESS, body=fastjson.dumps({"brokerMemberGroup": group}))
+
+    def wipe_write_perm(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        (name,) = _required(req, "brokerName")
+        count = self.table.wipe_write_perm(name)
+        log.info("wipe write perm of broker %s: %d topics", name, count)
+        return response_to(req, ResponseCode.SUCCESS, ext_fields={"wipeTopicCount": count})
+
+    def add_write_perm(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        (name,) = _required(req, "brokerName")
+        count = self.table.add_write_perm(name)
+        log.info("add write perm of broker %s: %d topics", name, count)
+        return response_to(req, ResponseCode.SUCCESS, ext_fields={"addTopicCount": count})
+
+    # ------------------------------------------------------------------
+    # routes and topics
+
+    def get_route(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand | bytes:
+        config = self.config
+        if config.needWaitForService and self.clock() - self.started_at < config.waitSecondsForService:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, "name server not ready")
+        ext = req.ext_fields or {}
+        topic = ext.get("topic")
+        standard = req.version >= Version.V4_9_4 or ext.get("acceptStandardJsonOnly", "").lower() == "true"
+        order_conf = None
+        if config.orderMessageEnable and topic is not None:
+            order_conf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
+        zone = ext.get("__ZONE_NAME", "").strip() if ext.get("__ZONE_MODE", "").lower() == "true" else ""
+        if topic is None:
+            body = None
+        elif zone:
+            body = self._zone_route(topic, order_conf, zone)
+        elif order_conf is not None:
+            body = self.table.encode_route(topic, standard, order_conf)
+        else:
+            body = self.table.route_body(topic, standard)
+        if body is None:
+            return response_to(
+                req,
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"No topic route info in name server for the topic: {topic}\nSee {FAQ_URL} for further details.",
+            )
+        if req.serialize_type == 0:
+            return encode_success_json(req.opaque, body)
+        return response_to(req, ResponseCode.SUCCESS, body=body)
+
+    def _zone_route(self, topic: str, order_conf: str | None, zone: str) -> bytes | None:
+        """5.x ZoneRouteRPCHook: keep brokers of the caller's zone (or without a master)."""
+        obj = self.table.route_obj(topic, order_conf)
+        if obj is None:
+            return None
+        keep, dropped = [], set()
+        for bd in obj["brokerDatas"]:
+            if (bd.get("zoneName") or "").lower() == zone.lower() or 0 not in bd["brokerAddrs"]:
+                keep.append(bd)
+            else:
+                dropped.add(bd["brokerName"])
+                for addr in bd["brokerAddrs"].values():
+                    obj["filterServerTable"].pop(addr, None)
+        obj["brokerDatas"] = keep
+        obj["queueDatas"] = [q for q in obj["queueDatas"] if q["brokerName"] not in dropped]
+        return fastjson.dumps(obj)
+
+    def cluster_info(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        return response_to(req, ResponseCode.SUCCESS, body=self.table.cluster_info_body())
+
+    def all_topics(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        if not self.config.enableAllTopicList:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, "disable")
+        return response_to(req, ResponseCode.SUCCESS, body=encode_topic_list(self.table.all_topics()))
+
+    def topics_by_cluster(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        if not self.config.enableTopicList:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, "disable")
+        topics = self.table.topics_by_cluster(req.ext("cluster") or "")
+        return response_to(req, ResponseCode.SUCCESS, body=encode_topic_list(topics))
+
+    def system_topics(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        topics, addr = self.table.system_topics()
+        return response_to(req, ResponseCode.SUCCESS, body=encode_topic_list(topics, addr))
+
+    def unit_topics(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        if not self.config.enableTopicList:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, "disable")
+        kind = {
+            RequestCode.GET_UNIT_TOPIC_LIST: "unit",
+            RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: "unit_sub",
+            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: "unit_sub_ununit",
+        }[RequestCode(req.code)]
+        want, exclude = UNIT_TOPIC_FLAGS[kind]
+        return response_to(req, ResponseCode.SUCCESS, body=encode_topic_list(self.table.unit_topics(want, exclude)))
+
+    def delete_topic(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        topic = req.ext("topic")
+        if topic is not None:
+            self.table.delete_topic(topic, req.ext("clusterName"))
+            log.info("topic %s deleted (cluster %s)", topic, req.ext("clusterName") or "*")
+        return response_to(req, ResponseCode.SUCCESS)
+
+    def register_topic(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        topic = req.ext("topic")
+        if topic is not None and req.body:
+            route = TopicRouteData.decode(req.body)
+            self.table.register_topic(
+                topic,
+                [
+                    (q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag)
+                    for q in route.queue_datas
+                ],
+            )
+        return response_to(req, ResponseCode.SUCCESS)
+
+    # ------------------------------------------------------------------
+    # configuration
+
+    def get_config(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        text = self.config.render()
+        return response_to(req, ResponseCode.SUCCESS, body=text.encode() if text.strip() else b"")
+
+    async def update_config(self, req: RemotingCommand) -> RemotingCommand:
+        if not req.body:
+            return response_to(req, ResponseCode.SUCCESS)
+        try:
+            props = properties.loads(req.body.decode("utf-8"))
+        except (UnicodeDecodeError, properties.PropertiesError):
+            return response_to(req, ResponseCode.SYSTEM_ERROR, "string2Properties error")
+        protected = self.config.protected_keys()
+        refused = sorted(k for k in props if k in protected or NamesrvConfig.is_path_key(k))
+        if refused:
+            log.warning("refused config update of protected key(s) %s", ", ".join(refused))
+            return response_to(req, ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+        updated = copy.deepcopy(self.config)
+        try:
+            updated.apply(updated.parse_values(props))
+            updated.validate()
+        except ConfigError as exc:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, f"invalid config value: {exc}")
+        for key, value in props.items():
+            if key in updated.extra:
+                updated.extra[key] = value
+        try:
+            await self.persist(updated.configStorePath, updated.render().encode())
+        except OSError as exc:
+            log.error("cannot persist config to %s: %s", updated.configStorePath, exc)
+            return response_to(req, ResponseCode.SYSTEM_ERROR, f"cannot persist config: {exc}")
+        self.config.apply({k: getattr(updated, k) for k in NamesrvConfig.keys()})
+        self.config.extra = updated.extra
+        self.sync_options()
+        log.info("config updated: %s", ", ".join(f"{k}={v}" for k, v in props.items()))
+        return response_to(req, ResponseCode.SUCCESS)

@@ -1,0 +1,352 @@
+"""Sans-IO codec for RocketMQ remoting frames.
+
+Feed bytes to a :class:`FrameDecoder`, get whole :class:`RemotingCommand`
+objects out; give :func:`encode` a command, get the frame's bytes. Nothing
+here touches a socket, so the same code serves the trio server, the clients
+and the property tests, and every malformed input surfaces as a single
+exception type, :class:`ProtocolError`.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import orjson
+
+from remoting.codes import (
+    DEFAULT_FRAME_MAX_LENGTH,
+    LANGUAGE_BY_NAME,
+    LanguageCode,
+    SerializeType,
+)
+from remoting.command import RemotingCommand
+
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
+_HEADER_LENGTH_MASK = 0xFFFFFF
+_BINARY_FIXED = struct.Struct(">hbhiii")  # code, language, version, opaque, flag, remarkLength
+_U32 = struct.Struct(">I")
+_I32 = struct.Struct(">i")
+_U16 = struct.Struct(">H")
+_FRAME_PREFIX = struct.Struct(">II")
+
+
+class ProtocolError(Exception):
+    """The peer sent something that is not a valid remoting frame.
+
+    The only exception the decoder raises; a server answers it by closing
+    that one connection, as Java's NettyDecoder does.
+    """
+
+
+# --------------------------------------------------------------------------
+# decoding
+
+
+class FrameDecoder:
+    """Incremental frame parser for one connection.
+
+    It keeps at most one partial frame (bounded by ``max_frame_length``) and
+    never grows its buffer past that: an over-long declared length is refused
+    as soon as its 4 bytes arrive.
+    """
+
+    __slots__ = ("_buf", "_need", "max_frame_length", "_broken")
+
+    def __init__(self, max_frame_length: int = DEFAULT_FRAME_MAX_LENGTH) -> None:
+        self._buf = bytearray()
+        self._need = 4
+        self.max_frame_length = max_frame_length
+        self._broken = False
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for a frame not yet complete."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[RemotingCommand]:
+        """Add received bytes; return every command they complete."""
+        if self._broken:
+            raise ProtocolError("decoder already failed on this connection")
+        buf = self._buf
+        buf += data
+        if len(buf) < self._need:
+            return []
+        out: list[RemotingCommand] = []
+        pos = 0
+        end = len(buf)
+        limit = self.max_frame_length
+        try:
+            while end - pos >= 4:
+                length = _U32.unpack_from(buf, pos)[0]
+                if length + 4 > limit:
+                    raise ProtocolError(f"frame length {length + 4} exceeds the limit of {limit} bytes")
+                if length < 4:
+                    raise ProtocolError(f"frame length {length} is too short for a header")
+                if end - pos - 4 < length:
+                    self._need = length + 4
+                    break
+                out.append(_decode_frame_payload(buf, pos + 4, length))
+                pos += 4 + length
+            else:
+                self._need = 4
+        except ProtocolError:
+            self._broken = True
+            raise
+        if pos:
+            del buf[:pos]
+        return out
+
+
+def decode_frame(frame: bytes) -> RemotingCommand:
+    """Decode exactly one whole frame (length prefix included)."""
+    if len(frame) < 8:
+        raise ProtocolError("frame shorter than 8 bytes")
+    length = _U32.unpack_from(frame, 0)[0]
+    if length != len(frame) - 4:
+        raise ProtocolError(f"frame length field {length} does not match {len(frame) - 4} bytes")
+    return _decode_frame_payload(frame, 4, length)
+
+
+def _decode_frame_payload(buf: bytes | bytearray, start: int, length: int) -> RemotingCommand:
+    word = _U32.unpack_from(buf, start)[0]
+    header_length = word & _HEADER_LENGTH_MASK
+    stype = word >> 24
+    if header_length > length - 4:
+        raise ProtocolError(f"header length {header_length} larger than its frame ({length - 4})")
+    hstart = start + 4
+    hend = hstart + header_length
+    body = bytes(buf[hend : start + length])
+    if stype == 0:
+        cmd = decode_json_header(bytes(buf[hstart:hend]))
+    elif stype == 1:
+        cmd = decode_binary_header(bytes(buf[hstart:hend]))
+    else:
+        raise ProtocolError(f"unknown serialize type {stype}")
+    cmd.body = body
+    return cmd
+
+
+def _as_int(value: Any, name: str, lo: int = _INT32_MIN, hi: int = _INT32_MAX) -> int:
+    if type(value) is int:
+        result = value
+    elif isinstance(value, str):
+        try:
+            result = int(value.strip())
+        except ValueError:
+            raise ProtocolError(f"header field {name!r} is not an integer: {value!r}") from None
+    else:
+        raise ProtocolError(f"header field {name!r} has the wrong type: {type(value).__name__}")
+    if not lo <= result <= hi:
+        raise ProtocolError(f"header field {name!r} out of range: {result}")
+    return result
+
+
+def _field_text(value: Any) -> str | None:
+    """One extFields value as the text Java's typed headers would parse."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return None
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    return orjson.dumps(value).decode()
+
+
+def decode_json_header(header: bytes) -> RemotingCommand:
+    """Parse a JSON header the way fastjson would, within our own type rules."""
+    try:
+        obj = orjson.loads(header)
+    except orjson.JSONDecodeError as exc:
+        raise ProtocolError(f"invalid JSON header: {exc}") from None
+    if type(obj) is not dict:
+        raise ProtocolError("JSON header is not an object")
+    get = obj.get
+    code = get("code", 0)
+    opaque = get("opaque", 0)
+    flag = get("flag", 0)
+    version = get("version", 0)
+    # The common case (every field an int) skips the slower checked path.
+    if not (type(code) is int and type(opaque) is int and type(flag) is int and type(version) is int):
+        code = _as_int(code, "code")
+        opaque = _as_int(opaque, "opaque")
+        flag = _as_int(flag, "flag")
+        version = _as_int(version, "version")
+    elif not (
+        _INT32_MIN <= code <= _INT32_MAX
+        and _INT32_MIN <= opaque <= _INT32_MAX
+        and _INT32_MIN <= flag <= _INT32_MAX
+        and _INT32_MIN <= version <= _INT32_MAX
+    ):
+        raise ProtocolError("header integer out of range")
+    lang_value = get("language", "JAVA")
+    if isinstance(lang_value, str):
+        language: LanguageCode | None = LANGUAGE_BY_NAME.get(lang_value)
+    elif type(lang_value) is int:
+        language = LanguageCode(lang_value) if 0 <= lang_value < len(LanguageCode) else None
+    elif lang_value is None:
+        language = None
+    else:
+        raise ProtocolError("header field 'language' has the wrong type")
+    remark = get("remark")
+    if remark is not None and not isinstance(remark, str):
+        raise ProtocolError("header field 'remark' has the wrong type")
+    ext = get("extFields")
+    if ext is not None:
+        if type(ext) is not dict:
+            raise ProtocolError("header field 'extFields' is not an object")
+        for value in ext.values():
+            if type(value) is not str:  # e.g. C++ clients send numbers: normalise all
+                ext = {k: t for k, v in ext.items() if (t := _field_text(v)) is not None}
+                break
+    return RemotingCommand(
+        code,
+        opaque=opaque,
+        flag=flag,
+        language=language,
+        version=version,
+        remark=remark,
+        ext_fields=ext,
+        serialize_type=SerializeType.JSON,
+    )
+
+
+def _read_string(header: bytes, pos: int, size: int) -> tuple[str | None, int]:
+    end = pos + size
+    if size > len(header) or end > len(header):
+        raise ProtocolError("binary header string runs past the header")
+    if size == 0:
+        return None, pos
+    try:
+        return header[pos:end].decode("utf-8"), end
+    except UnicodeDecodeError:
+        raise ProtocolError("binary header string is not UTF-8") from None
+
+
+def decode_binary_header(header: bytes) -> RemotingCommand:
+    """Parse a ROCKETMQ (binary) header, with Java's bounds checks."""
+    hl = len(header)
+    if hl < _BINARY_FIXED.size:
+        raise ProtocolError("binary header too short")
+    code, lang_byte, version, opaque, flag, remark_len = _BINARY_FIXED.unpack_from(header, 0)
+    pos = _BINARY_FIXED.size
+    if remark_len < 0:
+        raise ProtocolError("negative remark length")
+    remark, pos = _read_string(header, pos, remark_len)
+    if pos + 4 > hl:
+        raise ProtocolError("binary header has no extFields length")
+    ext_len = _I32.unpack_from(header, pos)[0]
+    pos += 4
+    if ext_len < 0 or ext_len > hl or pos + ext_len > hl:
+        raise ProtocolError("extFields length runs past the header")
+    ext: dict[str, str] | None = None
+    if ext_len > 0:
+        ext = {}
+        end = pos + ext_len
+        while pos < end:
+            if pos + 2 > end:
+                raise ProtocolError("truncated extFields key length")
+            klen = _U16.unpack_from(header, pos)[0]
+            key, pos = _read_string(header, pos + 2, klen)
+            if pos + 4 > end:
+                raise ProtocolError("truncated extFields value length")
+            vlen = _I32.unpack_from(header, pos)[0]
+            if vlen < 0:
+                raise ProtocolError("negative extFields value length")
+            value, pos = _read_string(header, pos + 4, vlen)
+            if pos > end:
+                raise ProtocolError("extFields entry runs past its section")
+            if key is not None and value is not None:
+                ext[key] = value
+    language = LanguageCode(lang_byte) if 0 <= lang_byte < len(LanguageCode) else None
+    return RemotingCommand(
+        code,
+        opaque=opaque,
+        flag=flag,
+        language=language,
+        version=version,
+        remark=remark,
+        ext_fields=ext,
+        serialize_type=SerializeType.ROCKETMQ,
+    )
+
+
+# --------------------------------------------------------------------------
+# encoding
+
+
+def encode_json_header(cmd: RemotingCommand) -> bytes:
+    """The header as Java's fastjson writes it: alphabetical keys, nulls omitted."""
+    header: dict[str, Any] = {"code": cmd.code}
+    if cmd.ext_fields is not None:
+        header["extFields"] = cmd.ext_fields
+    header["flag"] = cmd.flag
+    header["language"] = cmd.language.name if cmd.language is not None else "JAVA"
+    header["opaque"] = cmd.opaque
+    if cmd.remark is not None:
+        header["remark"] = cmd.remark
+    header["serializeTypeCurrentRPC"] = "JSON"
+    header["version"] = cmd.version
+    return orjson.dumps(header)
+
+
+def encode_binary_header(cmd: RemotingCommand) -> bytes:
+    """The ROCKETMQ header; codes and versions must fit in 16 bits."""
+    if not (-32768 <= cmd.code <= 32767 and -32768 <= cmd.version <= 32767):
+        raise ValueError("code and version must fit in 16 bits for a ROCKETMQ header")
+    remark = cmd.remark.encode() if cmd.remark else b""
+    parts = [
+        _BINARY_FIXED.pack(
+            cmd.code,
+            int(cmd.language) if cmd.language is not None else 0,
+            cmd.version,
+            cmd.opaque,
+            cmd.flag,
+            len(remark),
+        ),
+        remark,
+    ]
+    entries = bytearray()
+    for key, value in (cmd.ext_fields or {}).items():
+        if not key or value is None:
+            continue
+        kb = key.encode()
+        vb = value.encode()
+        entries += _U16.pack(len(kb)) + kb + _I32.pack(len(vb)) + vb
+    parts.append(_I32.pack(len(entries)))
+    parts.append(bytes(entries))
+    return b"".join(parts)
+
+
+def encode(cmd: RemotingCommand) -> bytes:
+    """One whole frame for ``cmd``, in its own serialization."""
+    if cmd.serialize_type == SerializeType.ROCKETMQ:
+        header = encode_binary_header(cmd)
+        word = (1 << 24) | len(header)
+    else:
+        header = encode_json_header(cmd)
+        word = len(header)
+    body = cmd.body or b""
+    return _FRAME_PREFIX.pack(4 + len(header) + len(body), word) + header + body
+
+
+# Route answers are the NameServer's hot path: a JSON success response with
+# no remark and no extFields differs between requests only in its opaque.
+_SUCCESS_JSON_HEADER = (
+    b'{"code":0,"flag":1,"language":"JAVA","opaque":%d,"serializeTypeCurrentRPC":"JSON","version":'
+    + str(RemotingCommand(0).version).encode()
+    + b"}"
+)
+
+
+def encode_success_json(opaque: int, body: bytes) -> bytes:
+    """Same bytes as ``encode`` for a bare JSON SUCCESS response, faster."""
+    header = _SUCCESS_JSON_HEADER % opaque
+    return _FRAME_PREFIX.pack(4 + len(header) + len(body), len(header)) + header + body

@@ -1,0 +1,144 @@
+"""Numeric constants of the RocketMQ remoting protocol.
+
+The numbers are the ones Apache RocketMQ puts on the wire (RequestCode,
+ResponseCode, LanguageCode, MQVersion ordinals); see the protocol reference.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class RequestCode(enum.IntEnum):
+    """Request codes this project sends or serves."""
+
+    SEND_MESSAGE = 10
+    PULL_MESSAGE = 11
+    QUERY_CONSUMER_OFFSET = 14
+    UPDATE_CONSUMER_OFFSET = 15
+    UPDATE_AND_CREATE_TOPIC = 17
+    GET_ALL_TOPIC_CONFIG = 21
+    UPDATE_BROKER_CONFIG = 25
+    GET_BROKER_CONFIG = 26
+    GET_BROKER_RUNTIME_INFO = 28
+    GET_MIN_OFFSET = 29
+    GET_MAX_OFFSET = 30
+    HEART_BEAT = 34
+    UNREGISTER_CLIENT = 35
+    GET_CONSUMER_LIST_BY_GROUP = 38
+    PUT_KV_CONFIG = 100
+    GET_KV_CONFIG = 101
+    DELETE_KV_CONFIG = 102
+    REGISTER_BROKER = 103
+    UNREGISTER_BROKER = 104
+    GET_ROUTEINFO_BY_TOPIC = 105
+    GET_BROKER_CLUSTER_INFO = 106
+    WIPE_WRITE_PERM_OF_BROKER = 205
+    GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    DELETE_TOPIC_IN_BROKER = 215
+    DELETE_TOPIC_IN_NAMESRV = 216
+    REGISTER_TOPIC_IN_NAMESRV = 217
+    GET_KVLIST_BY_NAMESPACE = 219
+    GET_TOPICS_BY_CLUSTER = 224
+    GET_SYSTEM_TOPIC_LIST_FROM_NS = 304
+    SEND_MESSAGE_V2 = 310
+    GET_UNIT_TOPIC_LIST = 311
+    GET_HAS_UNIT_SUB_TOPIC_LIST = 312
+    GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST = 313
+    UPDATE_NAMESRV_CONFIG = 318
+    GET_NAMESRV_CONFIG = 319
+    SEND_BATCH_MESSAGE = 320
+    QUERY_DATA_VERSION = 322
+    ADD_WRITE_PERM_OF_BROKER = 327
+    GET_BROKER_MEMBER_GROUP = 901
+    BROKER_HEARTBEAT = 904
+
+
+class ResponseCode(enum.IntEnum):
+    """Response codes (RemotingSysResponseCode and ResponseCode)."""
+
+    SUCCESS = 0
+    SYSTEM_ERROR = 1
+    SYSTEM_BUSY = 2
+    REQUEST_CODE_NOT_SUPPORTED = 3
+    FLUSH_DISK_TIMEOUT = 10
+    SLAVE_NOT_AVAILABLE = 11
+    FLUSH_SLAVE_TIMEOUT = 12
+    MESSAGE_ILLEGAL = 13
+    SERVICE_NOT_AVAILABLE = 14
+    VERSION_NOT_SUPPORTED = 15
+    NO_PERMISSION = 16
+    TOPIC_NOT_EXIST = 17
+    TOPIC_EXIST_ALREADY = 18
+    PULL_NOT_FOUND = 19
+    PULL_RETRY_IMMEDIATELY = 20
+    PULL_OFFSET_MOVED = 21
+    QUERY_NOT_FOUND = 22
+    INVALID_PARAMETER = 29
+    CONSUMER_NOT_ONLINE = 206
+    FLOW_CONTROL = 215
+
+
+class SerializeType(enum.IntEnum):
+    """Header serialization, the high byte of the frame's header-length word."""
+
+    JSON = 0
+    ROCKETMQ = 1
+
+
+class LanguageCode(enum.IntEnum):
+    """Sender language; JSON headers carry the name, binary headers the byte."""
+
+    JAVA = 0
+    CPP = 1
+    DOTNET = 2
+    PYTHON = 3
+    DELPHI = 4
+    ERLANG = 5
+    RUBY = 6
+    OTHER = 7
+    HTTP = 8
+    GO = 9
+    PHP = 10
+    OMS = 11
+    RUST = 12
+    NODE_JS = 13
+
+
+LANGUAGE_BY_NAME: dict[str, LanguageCode] = {c.name: c for c in LanguageCode}
+
+
+class Version(enum.IntEnum):
+    """Ordinals of Java's MQVersion.Version that change behaviour on the wire."""
+
+    V3_0_11 = 37
+    V4_6_0 = 333
+    V4_9_4 = 401
+    V4_9_7 = 407
+    V5_0_0 = 413
+    V5_3_3 = 479
+
+
+#: The version we claim in every command we build (Apache RocketMQ 5.3.3).
+CURRENT_VERSION = int(Version.V5_3_3)
+
+#: Java's default frame limit (com.rocketmq.remoting.frameMaxLength).
+DEFAULT_FRAME_MAX_LENGTH = 16 * 1024 * 1024
+
+#: Flag bits of the command header.
+FLAG_RESPONSE = 1
+FLAG_ONEWAY = 2
+
+#: Permission bits (PermName).
+PERM_PRIORITY = 8
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+
+#: Topic sys flags (TopicSysFlag).
+FLAG_UNIT = 1
+FLAG_UNIT_SUB = 2
+
+MASTER_ID = 0
+DEFAULT_TOPIC = "TBW102"
+NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
