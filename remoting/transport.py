@@ -1,0 +1,183 @@
+"""A trio client for the remoting protocol: one connection, many requests.
+
+Responses are matched to requests by ``opaque``; every call has a
+timeout; the number of requests in flight is bounded.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
+
+import trio
+
+from remoting.codec import FrameDecoder, ProtocolError, encode
+from remoting.command import RemotingCommand
+
+log = logging.getLogger("remoting")
+
+DEFAULT_TIMEOUT = 3.0
+MAX_IN_FLIGHT = 4096
+
+
+class RemotingError(Exception):
+    """A request could not be completed; the message names the address."""
+
+
+class RemotingTimeout(RemotingError):
+    pass
+
+
+class ConnectError(RemotingError):
+    pass
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    """``host:port`` -> (host, port), with a clear error for anything else."""
+    host, sep, port = addr.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"not a host:port address: {addr!r}")
+    return host.strip("[]"), int(port)
+
+
+class _Pending:
+    __slots__ = ("event", "response")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.response: RemotingCommand | None = None
+
+
+class RemotingClient:
+    """Use through :func:`connect`; it owns the reader task."""
+
+    def __init__(self, addr: str, stream: trio.SocketStream, *, max_frame_length: int) -> None:
+        self.addr = addr
+        self._stream = stream
+        self._decoder = FrameDecoder(max_frame_length)
+        self._pending: dict[int, _Pending] = {}
+        self._opaques = itertools.count(1)
+        self._send_lock = trio.Lock()
+        self._slots = trio.Semaphore(MAX_IN_FLIGHT)
+        self._closed: str | None = None
+
+    def _next_opaque(self) -> int:
+        return next(self._opaques) & 0x7FFFFFFF
+
+    async def _reader(self) -> None:
+        try:
+            while True:
+                data = await self._stream.receive_some(256 * 1024)
+                if not data:
+                    self._fail("connection closed by peer")
+                    return
+                for cmd in self._decoder.feed(data):
+                    if not cmd.is_response:
+                        log.debug("ignoring request %s from %s", cmd.code, self.addr)
+                        continue
+                    pending = self._pending.pop(cmd.opaque, None)
+                    if pending is None:
+                        log.debug("dropping response with unknown opaque %s from %s", cmd.opaque, self.addr)
+                        continue
+                    pending.response = cmd
+                    pending.event.set()
+        except ProtocolError as exc:
+            self._fail(f"malformed frame from server: {exc}")
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self._fail(f"connection lost: {exc}")
+
+    def _fail(self, reason: str) -> None:
+        self._closed = reason
+        for pending in self._pending.values():
+            pending.event.set()
+        self._pending.clear()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed is not None
+
+    async def _send(self, data: bytes) -> None:
+        async with self._send_lock:
+            try:
+                await self._stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                self._fail(f"connection lost: {exc}")
+                raise RemotingError(f"{self.addr}: {self._closed}") from None
+
+    async def invoke(self, req: RemotingCommand, timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
+        """Send ``req`` and wait for its response (at most ``timeout`` seconds)."""
+        if self._closed is not None:
+            raise RemotingError(f"{self.addr}: {self._closed}")
+        with trio.move_on_after(timeout) as scope:
+            async with self._slots:
+                req.opaque = self._next_opaque()
+                pending = _Pending()
+                self._pending[req.opaque] = pending
+                try:
+                    await self._send(encode(req))
+                    await pending.event.wait()
+                finally:
+                    self._pending.pop(req.opaque, None)
+        if scope.cancelled_caught:
+            raise RemotingTimeout(f"{self.addr}: no response to request code {req.code} within {timeout:g} s")
+        if pending.response is None:
+            raise RemotingError(f"{self.addr}: {self._closed}")
+        return pending.response
+
+    async def invoke_oneway(self, req: RemotingCommand, timeout: float = DEFAULT_TIMEOUT) -> None:
+        req.flag |= 2
+        req.opaque = self._next_opaque()
+        with trio.move_on_after(timeout) as scope:
+            await self._send(encode(req))
+        if scope.cancelled_caught:
+            raise RemotingTimeout(f"{self.addr}: could not send request code {req.code} within {timeout:g} s")
+
+    async def send_raw(self, data: bytes) -> None:
+        """Write bytes as they are (for tests of hostile input)."""
+        await self._send(data)
+
+
+@asynccontextmanager
+async def connect(
+    addr: str,
+    *,
+    connect_timeout: float = DEFAULT_TIMEOUT,
+    max_frame_length: int = 16 * 1024 * 1024,
+) -> AsyncIterator[RemotingClient]:
+    """Open a connection to ``addr`` (``host:port``) for the duration of a block."""
+    host, port = parse_addr(addr)
+    with trio.move_on_after(connect_timeout) as scope:
+        try:
+            stream = await trio.open_tcp_stream(host, port)
+        except OSError as exc:
+            raise ConnectError(f"cannot connect to {addr}: {exc.strerror or exc}") from None
+    if scope.cancelled_caught:
+        raise ConnectError(f"cannot connect to {addr}: timed out after {connect_timeout:g} s")
+    client = RemotingClient(addr, stream, max_frame_length=max_frame_length)
+    async with stream:
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(client._reader)
+                try:
+                    yield client
+                finally:
+                    nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The reader never raises, so the group holds the caller's own
+            # exception: give it back unwrapped.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+
+
+__all__ = [
+    "ConnectError",
+    "RemotingClient",
+    "RemotingError",
+    "RemotingTimeout",
+    "connect",
+    "parse_addr",
+    "DEFAULT_TIMEOUT",
+]
