@@ -34,6 +34,7 @@ from remoting.command import RemotingCommand, response_to
 log = logging.getLogger("namesrv")
 
 FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+_STANDARD_JSON_SINCE = int(Version.V4_9_4)  # a plain int: compared on every route query
 Persist = Callable[[str, bytes], Awaitable[None]]
 
 
@@ -121,6 +122,9 @@ class NameServerProcessor:
             self.table.invalidate_all()
         opts.delete_topic_with_broker_registration = self.config.deleteTopicWithBrokerRegistration
         opts.default_timeout_ms = self.config.brokerChannelExpiredTime
+        # Routes that need neither a readiness wait nor an order conf come
+        # straight from the table's cache.
+        self._plain_routes = not (self.config.needWaitForService or self.config.orderMessageEnable)
 
     # ------------------------------------------------------------------
     # dispatch
@@ -143,9 +147,9 @@ class NameServerProcessor:
             except Exception as exc:  # a handler bug must not take the server down
                 log.exception("request %s failed", req.code)
                 resp = response_to(req, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
-        if resp is None or req.is_oneway:
+        if resp is None or req.flag & 2:  # oneway: never answered
             return None
-        return resp if isinstance(resp, bytes) else encode(resp)
+        return resp if type(resp) is bytes else encode(resp)
 
     async def handle_async(self, req: RemotingCommand) -> bytes | None:
         """Answer a request whose effect must be persisted before the reply."""
@@ -298,33 +302,43 @@ class NameServerProcessor:
     # routes and topics
 
     def get_route(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand | bytes:
-        config = self.config
-        if config.needWaitForService and self.clock() - self.started_at < config.waitSecondsForService:
-            return response_to(req, ResponseCode.SYSTEM_ERROR, "name server not ready")
+        """GET_ROUTEINFO_BY_TOPIC: the hot path, one cached body per topic."""
         ext = req.ext_fields or {}
         topic = ext.get("topic")
-        standard = req.version >= Version.V4_9_4 or ext.get("acceptStandardJsonOnly", "").lower() == "true"
-        order_conf = None
-        if config.orderMessageEnable and topic is not None:
-            order_conf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
-        zone = ext.get("__ZONE_NAME", "").strip() if ext.get("__ZONE_MODE", "").lower() == "true" else ""
-        if topic is None:
-            body = None
-        elif zone:
-            body = self._zone_route(topic, order_conf, zone)
-        elif order_conf is not None:
-            body = self.table.encode_route(topic, standard, order_conf)
+        standard = req.version >= _STANDARD_JSON_SINCE or ext.get("acceptStandardJsonOnly", "").lower() == "true"
+        if self._plain_routes and "__ZONE_MODE" not in ext:
+            body = self.table.route_body(topic, standard) if topic is not None else None
         else:
-            body = self.table.route_body(topic, standard)
+            body = self._special_route(req, topic, standard)
         if body is None:
             return response_to(
                 req,
                 ResponseCode.TOPIC_NOT_EXIST,
                 f"No topic route info in name server for the topic: {topic}\nSee {FAQ_URL} for further details.",
             )
+        if type(body) is not bytes:
+            return body  # an error answer from _special_route
         if req.serialize_type == 0:
             return encode_success_json(req.opaque, body)
         return response_to(req, ResponseCode.SUCCESS, body=body)
+
+    def _special_route(self, req: RemotingCommand, topic: str | None, standard: bool) -> bytes | RemotingCommand | None:
+        """Routes that depend on more than the table: waits, order confs, zones."""
+        config = self.config
+        if config.needWaitForService and self.clock() - self.started_at < config.waitSecondsForService:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, "name server not ready")
+        if topic is None:
+            return None
+        ext = req.ext_fields or {}
+        order_conf = None
+        if config.orderMessageEnable:
+            order_conf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
+        zone = ext.get("__ZONE_NAME", "").strip() if ext.get("__ZONE_MODE", "").lower() == "true" else ""
+        if zone:
+            return self._zone_route(topic, order_conf, zone)
+        if order_conf is not None:
+            return self.table.encode_route(topic, standard, order_conf)
+        return self.table.route_body(topic, standard)
 
     def _zone_route(self, topic: str, order_conf: str | None, zone: str) -> bytes | None:
         """5.x ZoneRouteRPCHook: keep brokers of the caller's zone (or without a master)."""
