@@ -151,7 +151,7 @@ class NameServerProcessor:
             return None
         return resp if type(resp) is bytes else encode(resp)
 
-    async def handle_async(self, req: RemotingCommand) -> bytes | None:
+    async def handle_async(self, req: RemotingCommand, conn: Hashable) -> bytes | None:
         """Answer a request whose effect must be persisted before the reply."""
         try:
             resp = await self._async_handlers[req.code](req)

@@ -18,7 +18,7 @@ from namesrv.config import NamesrvConfig
 from namesrv.durable import write_atomic
 from namesrv.kvconfig import KVConfig
 from namesrv.processor import NameServerProcessor
-from namesrv.reactor import Reactor
+from remoting.reactor import Reactor
 
 log = logging.getLogger("namesrv")
 
@@ -32,6 +32,7 @@ class NameServer:
         self.processor = NameServerProcessor(config, kv, clock=clock, persist=self._persist)
         self.reactor = Reactor(
             self.processor,
+            on_close=self._connection_closed,
             max_frame=config.frameMaxLength,
             max_connections=lambda: self.config.serverMaxConnections,
             idle_seconds=lambda: float(self.config.serverChannelMaxIdleTimeSeconds),
@@ -62,6 +63,13 @@ class NameServer:
                     await trio.sleep(0.005)
             self.reactor.close_all("server stopping")
             nursery.cancel_scope.cancel()
+
+    def _connection_closed(self, conn_id: int, peer: str, reason: str) -> None:
+        for removed in self.processor.table.connection_closed(conn_id):
+            log.warning(
+                "broker %s %s (%s) removed: its connection %s closed (%s)",
+                removed.name, removed.addr, removed.cluster, peer, reason,
+            )
 
     def stop(self) -> None:
         """Begin a graceful stop (safe to call more than once)."""

@@ -1,9 +1,10 @@
-"""All client connections of the NameServer, multiplexed by one trio task.
+"""All connections of a remoting server, multiplexed by one trio task.
 
 Why not one trio task per connection: on the 2-core benchmark machine a
 trio task that parks in ``recv`` and yields in ``send`` for every request
 tops out near 27,000 round trips/s over 16 connections, below the 40,000
-route queries/s the NameServer must answer. Here one task waits (through
+route queries/s the NameServer must answer (the broker stub has the same
+need for sends). Here one task waits (through
 trio) on a level-triggered selector that holds every connection, then
 reads, answers and writes all ready connections in one pass: about 80,000
 round trips/s on the same machine. Everything else (signals, timers, KV
@@ -21,19 +22,36 @@ import itertools
 import logging
 import selectors
 import socket
-from typing import Callable, Hashable
+from typing import Callable, Hashable, Protocol
 
 import trio
 
-from namesrv.processor import NameServerProcessor
 from remoting.codec import FrameDecoder, ProtocolError
+from remoting.command import RemotingCommand
 
-log = logging.getLogger("namesrv")
+log = logging.getLogger("remoting")
 
 RECV_SIZE = 256 * 1024
 ACCEPTS_PER_WAKEUP = 128
 READ = selectors.EVENT_READ
 WRITE = selectors.EVENT_WRITE
+
+
+class Processor(Protocol):
+    """What the reactor needs from a server's request handlers."""
+
+    def is_async(self, code: int) -> bool:
+        """True if answering ``code`` must await (then the connection waits for it)."""
+
+    def handle(self, req: RemotingCommand, conn: Hashable) -> bytes | None:
+        """The encoded answer (None: no answer) of a request that needs no I/O."""
+
+    async def handle_async(self, req: RemotingCommand, conn: Hashable) -> bytes | None:
+        """The encoded answer of a request that awaits (a disk write, a fault delay)."""
+
+
+#: Called with (connection id, peer, reason) after a connection closed.
+OnClose = Callable[[int, str, str], None]
 
 
 class Connection:
@@ -54,14 +72,16 @@ class Connection:
 class Reactor:
     def __init__(
         self,
-        processor: NameServerProcessor,
+        processor: Processor,
         *,
+        on_close: OnClose,
         max_frame: int,
         max_connections: Callable[[], int],
         idle_seconds: Callable[[], float],
         clock: Callable[[], float] = trio.current_time,
     ) -> None:
         self.processor = processor
+        self.on_close = on_close
         self.max_frame = max_frame
         self.max_connections = max_connections
         self.idle_seconds = idle_seconds
@@ -153,7 +173,7 @@ class Reactor:
             conn.interest = interest
 
     def close(self, conn: Connection, reason: str) -> None:
-        """Close one connection and drop every broker that registered over it."""
+        """Close one connection and tell the server (which may drop its brokers)."""
         if conn.closed:
             return
         conn.closed = True
@@ -164,11 +184,7 @@ class Reactor:
         self.connections.pop(conn.id, None)
         if reason.startswith("malformed"):
             log.warning("closing connection from %s: %s", conn.peer, reason)
-        for removed in self.processor.table.connection_closed(conn.id):
-            log.warning(
-                "broker %s %s (%s) removed: its connection %s closed (%s)",
-                removed.name, removed.addr, removed.cluster, conn.peer, reason,
-            )
+        self.on_close(conn.id, conn.peer, reason)
 
     def close_by_id(self, conn_id: Hashable, reason: str) -> None:
         conn = self.connections.get(conn_id) if isinstance(conn_id, int) else None
@@ -223,14 +239,14 @@ class Reactor:
             self._write(conn, out[0] if len(out) == 1 else b"".join(out))
         self._set_interest(conn)
 
-    async def _answer_in_order(self, conn: Connection, requests: list) -> None:  # type: ignore[type-arg]
+    async def _answer_in_order(self, conn: Connection, requests: list[RemotingCommand]) -> None:
         processor = self.processor
         try:
             for req in requests:
                 if req.flag & 1:
                     continue
                 if processor.is_async(req.code):
-                    answer = await processor.handle_async(req)
+                    answer = await processor.handle_async(req, conn.id)
                 else:
                     answer = processor.handle(req, conn.id)
                 if answer is not None and not conn.closed:
