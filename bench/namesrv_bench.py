@@ -272,8 +272,8 @@ def run(args: argparse.Namespace, pid: int, addr: str, loadgen: Path, workdir: P
 
     # -- one broker with 100,000 topics -----------------------------------
     big = [TopicConfig(f"big-{i:06d}", 8, 8, 6) for i in range(args.big_topics)]
-    big_out = {}
-    for label, kw in (("compressed_v407", {"compressed": True, "version": 407}), ("json_raised_frame_limit", {})):
+    big_out: dict[str, object] = {}
+    for label, kw in [] if not args.big_topics else (("compressed_v407", {"compressed": True, "version": 407}), ("json_raised_frame_limit", {})):
         conn = BlockingConn(addr)
         frame = encode(
             rq.register_broker(

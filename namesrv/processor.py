@@ -109,6 +109,7 @@ class NameServerProcessor:
             RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
             RequestCode.UPDATE_NAMESRV_CONFIG: self.update_config,
         }
+        self.async_codes = frozenset(self._async_handlers)
 
     def now_ms(self) -> float:
         return self.clock() * 1000.0
@@ -128,9 +129,6 @@ class NameServerProcessor:
 
     # ------------------------------------------------------------------
     # dispatch
-
-    def is_async(self, code: int) -> bool:
-        return code in self._async_handlers
 
     def handle(self, req: RemotingCommand, conn: Hashable) -> bytes | None:
         """Answer a request that needs no I/O; None means "no response"."""

@@ -40,8 +40,8 @@ WRITE = selectors.EVENT_WRITE
 class Processor(Protocol):
     """What the reactor needs from a server's request handlers."""
 
-    def is_async(self, code: int) -> bool:
-        """True if answering ``code`` must await (then the connection waits for it)."""
+    #: Codes whose answer must await (the connection waits for each of them).
+    async_codes: frozenset[int]
 
     def handle(self, req: RemotingCommand, conn: Hashable) -> bytes | None:
         """The encoded answer (None: no answer) of a request that needs no I/O."""
@@ -117,11 +117,14 @@ class Reactor:
         """Serve until cancelled; answers of awaiting handlers run in a child nursery."""
         fd = self.selector.fileno()
         select = self.selector.select
+        clock = self.clock
+        read = self._read
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._sweep_idle)
             while True:
                 await trio.lowlevel.wait_readable(fd)
+                now = clock()
                 for key, events in select(0):
                     conn = key.data
                     if conn is None:
@@ -130,7 +133,7 @@ class Reactor:
                     if events & WRITE:
                         self._flush(conn)
                     if events & READ and not conn.closed:
-                        self._read(conn)
+                        read(conn, now)
 
     # ------------------------------------------------------------------
     # connections
@@ -202,7 +205,7 @@ class Reactor:
     # ------------------------------------------------------------------
     # traffic
 
-    def _read(self, conn: Connection) -> None:
+    def _read(self, conn: Connection, now: float) -> None:
         try:
             data = conn.sock.recv(RECV_SIZE)
         except (BlockingIOError, InterruptedError):
@@ -213,7 +216,7 @@ class Reactor:
         if not data:
             self.close(conn, "closed by peer")
             return
-        conn.last_active = self.clock()
+        conn.last_active = now
         try:
             requests = conn.decoder.feed(data)
         except ProtocolError as exc:
@@ -223,11 +226,12 @@ class Reactor:
             return
         processor = self.processor
         handle = processor.handle
+        async_codes = processor.async_codes
         out = []
         for i, req in enumerate(requests):
             if req.flag & 1:
                 continue  # a response: this server sends no requests
-            if processor.is_async(req.code):
+            if req.code in async_codes:
                 conn.busy = True
                 assert self._nursery is not None
                 self._nursery.start_soon(self._answer_in_order, conn, requests[i:])
@@ -237,7 +241,8 @@ class Reactor:
                 out.append(answer)
         if out:
             self._write(conn, out[0] if len(out) == 1 else b"".join(out))
-        self._set_interest(conn)
+        if conn.out or conn.busy:
+            self._set_interest(conn)
 
     async def _answer_in_order(self, conn: Connection, requests: list[RemotingCommand]) -> None:
         processor = self.processor
@@ -245,7 +250,7 @@ class Reactor:
             for req in requests:
                 if req.flag & 1:
                     continue
-                if processor.is_async(req.code):
+                if req.code in processor.async_codes:
                     answer = await processor.handle_async(req, conn.id)
                 else:
                     answer = processor.handle(req, conn.id)
