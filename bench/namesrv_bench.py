@@ -21,7 +21,6 @@ import platform
 import re
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -284,7 +283,7 @@ def run(args: argparse.Namespace, pid: int, addr: str, loadgen: Path, workdir: P
         stall: dict[str, float] = {}
         done = threading.Event()
 
-        def probe() -> None:
+        def probe(done: threading.Event = done, stall: dict[str, float] = stall) -> None:
             probe_conn = BlockingConn(addr)
             worst = 0.0
             frame_q = encode(request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": all_topics[0]}))

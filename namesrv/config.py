@@ -119,7 +119,7 @@ class NamesrvConfig:
     @staticmethod
     def is_path_key(key: str) -> bool:
         lowered = key.lower()
-        return lowered.endswith(("path", "dir", "home", "file", "directory")) or "path" in lowered
+        return "path" in lowered or lowered.endswith(("dir", "directory", "home", "file"))
 
     def validate(self) -> None:
         if not 0 <= self.listenPort <= 65535:

@@ -7,8 +7,6 @@ before it acknowledges a change, so an acknowledged PUT survives a crash.
 
 from __future__ import annotations
 
-import os
-
 import orjson
 
 from namesrv.durable import remove_stale_temp_files, write_atomic
@@ -75,7 +73,3 @@ class KVConfig:
     def persist(self, data: bytes | None = None) -> None:
         """Write ``data`` (default: a fresh snapshot) atomically and durably."""
         write_atomic(self.path, self.snapshot() if data is None else data)
-
-    @property
-    def exists_on_disk(self) -> bool:
-        return os.path.exists(self.path)

@@ -60,7 +60,7 @@ def _flag(req: RemotingCommand, key: str) -> bool | None:
 
 def _required(req: RemotingCommand, *keys: str) -> list[str]:
     values = [req.ext(k) for k in keys]
-    missing = [k for k, v in zip(keys, values) if not v]
+    missing = [k for k, v in zip(keys, values, strict=True) if not v]
     if missing:
         raise BadHeader(f"missing header field(s): {', '.join(missing)}")
     return values  # type: ignore[return-value]
