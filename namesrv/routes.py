@@ -14,7 +14,7 @@ is then two dict lookups.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterable
 
 from remoting import fastjson
@@ -213,7 +213,9 @@ class RouteTable:
         body that fails to parse leaves the table untouched. It is not called
         at all for the common case of a broker re-sending the very body it
         sent last time (same ``body_digest``) when nothing it registered has
-        been removed since: that registration can only refresh liveness.
+        been removed since and, with deleteTopicWithBrokerRegistration, the
+        table holds no topic of it that the body lacks: that registration can
+        only refresh liveness.
         """
         key = (reg.cluster, reg.addr)
         cached = self.live.get(key)
@@ -237,6 +239,11 @@ class RouteTable:
             and cached is not None
             and cached.applied_as_writer == is_writer
             and cached.applied_epoch == self._removal_epoch.get(reg.name, 0)
+            and not (
+                self.options.delete_topic_with_broker_registration
+                and is_writer
+                and self._topic_count_of(reg.name) != cached.topic_count
+            )
         )
         body: RegisterBody | None = None
         if not same_body or (is_writer and not skip_topics):
@@ -258,10 +265,25 @@ class RouteTable:
         if prev_addr is not None and prev_addr != reg.addr:
             holder = self.live.get((reg.cluster, prev_addr))
             if holder is not None and holder.data_version.state_version > sent_version.state_version:
+                # Java drops this address's entries under other ids (the
+                # slave-to-master switch) before it rejects; keeping them
+                # would leave an address without a live entry, which nothing
+                # ever expires.
+                assert broker is not None
+                stale = [i for i, a in broker.addrs.items() if a == reg.addr and i != reg.broker_id]
+                for i in stale:
+                    del broker.addrs[i]
+                if stale:
+                    self.invalidate_all()
                 self._drop_live(key)
                 return RegisterOutcome(True)
 
-        self.clusters.setdefault(reg.cluster, {})[reg.name] = None
+        members = self.clusters.setdefault(reg.cluster, {})
+        if reg.name not in members:
+            # A known broker name can join another cluster without any other
+            # change; the cached ClusterInfo must still show the membership.
+            members[reg.name] = None
+            self._cluster_info = None
         acting = False if old_broker else bool(reg.enable_acting_master)
         if broker is None:
             broker = BrokerEntry(reg.cluster, reg.name, {}, acting, reg.zone_name)
@@ -316,6 +338,18 @@ class RouteTable:
                 if master is not None:
                     return RegisterOutcome(True, master.ha_server_addr, master_addr)
         return RegisterOutcome(True)
+
+    def _topic_count_of(self, name: str) -> int:
+        """How many topics have a QueueData for broker ``name``.
+
+        With deleteTopicWithBrokerRegistration on, 5.x drops a writer's
+        unreported topics on every registration. Every topic of an unchanged
+        body is still in the table (a removal bumps the epoch), so the table
+        holds topics the broker no longer reports exactly when it counts more
+        of them than the body has (e.g. the option was turned on at run time,
+        or REGISTER_TOPIC_IN_NAMESRV added one).
+        """
+        return sum(1 for qmap in self.topic_queues.values() if name in qmap)
 
     def _apply_topics(
         self,
