@@ -13,6 +13,7 @@ import typer
 from namesrv.config import ConfigError, NamesrvConfig, load_file
 from namesrv.kvconfig import KVConfig, KVConfigError
 from namesrv.server import NameServer
+from remoting.climain import first_of, run_app
 
 log = logging.getLogger("namesrv")
 
@@ -54,7 +55,7 @@ def main(
     try:
         trio.run(_serve, config, kv)
     except BaseException as exc:
-        err = _first(exc, OSError)
+        err = first_of(exc, OSError)
         if err is None:
             raise
         where = f"{config.bindAddress}:{config.listenPort}"
@@ -74,39 +75,9 @@ async def _serve(config: NamesrvConfig, kv: KVConfig) -> None:
     log.info("name server stopped")
 
 
-def _first(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
-    if isinstance(exc, kind):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _first(inner, kind)
-            if found is not None:
-                return found
-    return None
-
-
 def run(argv: list[str] | None = None) -> int:
     """Console-script entry point: one clear line and a non-zero exit on failure."""
-    command = typer.main.get_command(app)
-    try:
-        command.main(args=argv, prog_name="mqnamesrv", standalone_mode=False)
-    except typer.Exit as exc:
-        return exc.exit_code
-    except typer.Abort:
-        return 130
-    except (ConfigError, KVConfigError, StartupError) as exc:
-        print(f"mqnamesrv: {exc}", file=sys.stderr)
-        return 1
-    except Exception as exc:
-        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):  # a usage error
-            print(f"mqnamesrv: {exc.format_message()} (see mqnamesrv -h)", file=sys.stderr)
-            return int(exc.exit_code)
-        raise
-    except BaseException as exc:
-        if _first(exc, KeyboardInterrupt) is not None:
-            return 130
-        raise
-    return 0
+    return run_app(app, "mqnamesrv", argv, (ConfigError, KVConfigError, StartupError))
 
 
 def entry() -> None:
