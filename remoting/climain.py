@@ -36,7 +36,7 @@ def run_app(
     """Run ``app``; expected errors and usage errors become one stderr line."""
     command = typer.main.get_command(app)
     try:
-        command.main(args=list(argv) if argv is not None else None, prog_name=prog, standalone_mode=False)
+        result = command.main(args=list(argv) if argv is not None else None, prog_name=prog, standalone_mode=False)
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
@@ -52,4 +52,5 @@ def run_app(
             print(f"{prog}: {exc.format_message()} (see {prog} -h)", file=sys.stderr)  # type: ignore[attr-defined]
             return int(exc.exit_code)  # type: ignore[attr-defined]
         raise
-    return 0
+    # Without standalone mode an Exit raised by a command comes back as its code.
+    return result if isinstance(result, int) else 0

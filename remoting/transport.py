@@ -7,6 +7,7 @@ timeout; the number of requests in flight is bounded.
 from __future__ import annotations
 
 import itertools
+import os
 import logging
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
@@ -40,6 +41,18 @@ def parse_addr(addr: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"not a host:port address: {addr!r}")
     return host.strip("[]"), int(port)
+
+
+def _reason(exc: OSError) -> str:
+    """The OS's words for a failed connect (trio wraps them in a summary)."""
+    if exc.strerror:
+        return exc.strerror
+    cause = exc.__cause__
+    inner = getattr(cause, "exceptions", None) or ([cause] if cause is not None else [])
+    for err in inner:
+        if isinstance(err, OSError) and err.errno:
+            return os.strerror(err.errno)
+    return str(exc)
 
 
 class _Pending:
@@ -152,7 +165,7 @@ async def connect(
         try:
             stream = await trio.open_tcp_stream(host, port)
         except OSError as exc:
-            raise ConnectError(f"cannot connect to {addr}: {exc.strerror or exc}") from None
+            raise ConnectError(f"cannot connect to {addr}: {_reason(exc)}") from None
     if scope.cancelled_caught:
         raise ConnectError(f"cannot connect to {addr}: timed out after {connect_timeout:g} s")
     client = RemotingClient(addr, stream, max_frame_length=max_frame_length)

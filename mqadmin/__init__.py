@@ -1,0 +1,1 @@
+"""Admin tools: a client library over the remoting protocol and the mqadmin CLI."""

@@ -1,0 +1,260 @@
+"""``mqadmin``: Apache RocketMQ's admin commands, with Rich output and --json.
+
+Thin by design: each command resolves the NameServer addresses, calls one
+:mod:`mqadmin.client` function and renders the result.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from mqadmin.client import AdminClient, AdminError, PerServer, namesrv_from_env, run, split_addrs
+from remoting.bodies import TopicRouteData
+from remoting.climain import run_app
+
+app = typer.Typer(
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    no_args_is_help=True,
+    help="RocketMQ admin commands (Apache mqadmin names and options) for NameServers and brokers.",
+)
+out = Console(highlight=False, markup=False, soft_wrap=True)
+
+NamesrvOpt = typer.Option(None, "-n", "--namesrvAddr", metavar="ADDR", help="NameServer(s), 'host:port;host:port' (default: $NAMESRV_ADDR).")
+JsonOpt = typer.Option(False, "--json", help="Print JSON instead of a table.")
+TimeoutOpt = typer.Option(3.0, "--timeout", help="Seconds to wait for each server.")
+
+
+def _client(namesrv: Optional[str], timeout: float) -> AdminClient:
+    addrs = split_addrs(namesrv) if namesrv else namesrv_from_env()
+    if not addrs:
+        raise AdminError("no NameServer address: give -n host:port or set NAMESRV_ADDR")
+    return AdminClient(addrs, timeout=timeout)
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, sort_keys=False) + "\n")
+
+
+def _per_server(results: list[PerServer], ok_line: str, fail_line: str) -> None:
+    """One line per NameServer; exit 1 if any failed."""
+    for r in results:
+        if r.ok:
+            out.print(ok_line.format(addr=r.addr, value=r.value))
+        else:
+            out.print(fail_line.format(addr=r.addr, error=r.error), style="red")
+    if not all(r.ok for r in results):
+        raise typer.Exit(1)
+
+
+def route_json(route: TopicRouteData) -> dict[str, Any]:
+    """The documented --json shape of a route (standard JSON, string ids)."""
+    obj = route.to_obj()
+    for bd in obj["brokerDatas"]:
+        bd["brokerAddrs"] = {str(k): v for k, v in bd["brokerAddrs"].items()}
+    return obj
+
+
+@app.command("topicRoute", help="Show a topic's route: brokers, addresses, queues.")
+def topic_route(
+    topic: str = typer.Option(..., "-t", "--topic", help="Topic name."),
+    list_format: bool = typer.Option(False, "-l", "--list", help="One row per broker."),
+    namesrv: Optional[str] = NamesrvOpt,
+    as_json: bool = JsonOpt,
+    timeout: float = TimeoutOpt,
+) -> None:
+    route = run(_client(namesrv, timeout).topic_route, topic)
+    if as_json or not list_format:
+        _print_json(route_json(route))
+        return
+    queues = {q.broker_name: q for q in route.queue_datas}
+    table = Table("#ClusterName", "#BrokerName", "#BrokerAddrs", "#ReadQueue", "#WriteQueue", "#Perm")
+    total_r = total_w = 0
+    for bd in sorted(route.broker_datas, key=lambda b: b.broker_name):
+        q = queues.get(bd.broker_name)
+        r, w = (q.read_queue_nums, q.write_queue_nums) if q else (0, 0)
+        total_r, total_w = total_r + r, total_w + w
+        addrs = "{" + ", ".join(f"{k}={v}" for k, v in sorted(bd.broker_addrs.items())) + "}"
+        table.add_row(bd.cluster, bd.broker_name, addrs, str(r), str(w), str(q.perm) if q else "-")
+    table.add_section()
+    table.add_row("Total:", str(len(route.broker_datas)), "", str(total_r), str(total_w), "")
+    out.print(table)
+
+
+@app.command("topicList", help="List every topic the NameServer knows.")
+def topic_list(namesrv: Optional[str] = NamesrvOpt, as_json: bool = JsonOpt, timeout: float = TimeoutOpt) -> None:
+    topics = sorted(run(_client(namesrv, timeout).topic_list))
+    if as_json:
+        _print_json({"topicList": topics})
+    else:
+        for t in topics:
+            out.print(t)
+
+
+@app.command("clusterList", help="List clusters and brokers, with each broker's runtime stats.")
+def cluster_list(
+    cluster: Optional[str] = typer.Option(None, "-c", "--clusterName", help="Only this cluster."),
+    namesrv: Optional[str] = NamesrvOpt,
+    as_json: bool = JsonOpt,
+    timeout: float = TimeoutOpt,
+) -> None:
+    client = _client(namesrv, timeout)
+    rows = run(_cluster_rows, client, cluster)
+    if as_json:
+        _print_json({"brokers": rows})
+        return
+    table = Table("#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS", "#OutTPS", "#Status")
+    for r in rows:
+        status = Text("OK", style="green") if r["reachable"] else Text(str(r["error"]), style="red")
+        table.add_row(
+            r["cluster"], r["brokerName"], str(r["brokerId"]), r["addr"],
+            r["version"] or "-", r["inTps"] or "-", r["outTps"] or "-", status,
+        )
+    out.print(table)
+
+
+async def _cluster_rows(client: AdminClient, only: str | None) -> list[dict[str, Any]]:
+    import trio
+
+    info = await client.cluster_info()
+    if only is not None and only not in info.cluster_addr_table:
+        raise AdminError(f"cluster {only} is not known to the NameServer")
+    rows: list[dict[str, Any]] = []
+    for cluster in sorted(info.cluster_addr_table):
+        if only is not None and cluster != only:
+            continue
+        for name in sorted(info.cluster_addr_table[cluster]):
+            bd = info.broker_addr_table.get(name)
+            for bid, addr in sorted((bd.broker_addrs if bd else {}).items()):
+                rows.append({"cluster": cluster, "brokerName": name, "brokerId": bid, "addr": addr,
+                             "reachable": False, "error": None, "version": None, "inTps": None, "outTps": None})
+
+    async def fill(row: dict[str, Any]) -> None:
+        try:
+            kv = await client.broker_runtime_info(row["addr"])
+        except AdminError as exc:
+            row["error"] = str(exc).split(": ", 1)[-1]
+            return
+        row.update(reachable=True, version=kv.get("brokerVersionDesc"),
+                   inTps=(kv.get("putTps") or "").split(" ")[0] or None,
+                   outTps=(kv.get("getTransferredTps") or kv.get("getTransferedTps") or "").split(" ")[0] or None)
+
+    async with trio.open_nursery() as nursery:
+        for row in rows:
+            nursery.start_soon(fill, row)
+    return rows
+
+
+@app.command("updateKvConfig", help="Create or update a KV config entry on every NameServer.")
+def update_kv(
+    namespace: str = typer.Option(..., "-s", "--namespace"),
+    key: str = typer.Option(..., "-k", "--key"),
+    value: str = typer.Option(..., "-v", "--value"),
+    namesrv: Optional[str] = NamesrvOpt,
+    timeout: float = TimeoutOpt,
+) -> None:
+    results = run(_client(namesrv, timeout).put_kv, namespace, key, value)
+    _per_server(results, "create or update kv config to namespace success. [{addr}]", "{error}")
+
+
+@app.command("deleteKvConfig", help="Delete a KV config entry on every NameServer.")
+def delete_kv(
+    namespace: str = typer.Option(..., "-s", "--namespace"),
+    key: str = typer.Option(..., "-k", "--key"),
+    namesrv: Optional[str] = NamesrvOpt,
+    timeout: float = TimeoutOpt,
+) -> None:
+    results = run(_client(namesrv, timeout).delete_kv, namespace, key)
+    _per_server(results, "delete kv config from namespace success. [{addr}]", "{error}")
+
+
+@app.command("getKvConfig", help="Show one KV config value, or a whole namespace.")
+def get_kv(
+    namespace: str = typer.Option(..., "-s", "--namespace"),
+    key: Optional[str] = typer.Option(None, "-k", "--key"),
+    namesrv: Optional[str] = NamesrvOpt,
+    as_json: bool = JsonOpt,
+    timeout: float = TimeoutOpt,
+) -> None:
+    client = _client(namesrv, timeout)
+    table = {key: run(client.get_kv, namespace, key)} if key is not None else run(client.kv_list, namespace)
+    if as_json:
+        _print_json({"namespace": namespace, "table": table})
+        return
+    grid = Table("#Key", "#Value", title=f"namespace {namespace}")
+    for k, v in sorted(table.items()):
+        grid.add_row(k, v)
+    out.print(grid)
+
+
+@app.command("wipeWritePerm", help="Remove write permission of a broker's topics on every NameServer.")
+def wipe_write_perm(
+    broker: str = typer.Option(..., "-b", "--brokerName"),
+    namesrv: Optional[str] = NamesrvOpt,
+    timeout: float = TimeoutOpt,
+) -> None:
+    results = run(_client(namesrv, timeout).wipe_write_perm, broker)
+    _per_server(
+        results,
+        f"wipe write perm of broker[{broker}] in name server[{{addr}}] OK, {{value}}",
+        f"wipe write perm of broker[{broker}] in name server[{{addr}}] Failed: {{error}}",
+    )
+
+
+@app.command("addWritePerm", help="Restore write permission of a broker's topics on every NameServer.")
+def add_write_perm(
+    broker: str = typer.Option(..., "-b", "--brokerName"),
+    namesrv: Optional[str] = NamesrvOpt,
+    timeout: float = TimeoutOpt,
+) -> None:
+    results = run(_client(namesrv, timeout).add_write_perm, broker)
+    _per_server(
+        results,
+        f"add write perm of broker[{broker}] in name server[{{addr}}] OK, {{value}}",
+        f"add write perm of broker[{broker}] in name server[{{addr}}] Failed: {{error}}",
+    )
+
+
+@app.command("getNamesrvConfig", help="Show every NameServer's configuration.")
+def get_namesrv_config(namesrv: Optional[str] = NamesrvOpt, as_json: bool = JsonOpt, timeout: float = TimeoutOpt) -> None:
+    results = run(_client(namesrv, timeout).namesrv_configs)
+    if as_json:
+        _print_json({r.addr: (r.value if r.ok else {"error": r.error}) for r in results})
+    else:
+        for r in results:
+            out.print(f"============{r.addr}============")
+            if not r.ok:
+                out.print(r.error, style="red")
+                continue
+            for k, v in r.value.items():
+                out.print(f"{k:<50}=  {v}")
+    if not all(r.ok for r in results):
+        raise typer.Exit(1)
+
+
+@app.command("updateNamesrvConfig", help="Change one setting on every NameServer.")
+def update_namesrv_config(
+    key: str = typer.Option(..., "-k", "--key"),
+    value: str = typer.Option(..., "-v", "--value"),
+    namesrv: Optional[str] = NamesrvOpt,
+    timeout: float = TimeoutOpt,
+) -> None:
+    results = run(_client(namesrv, timeout).update_namesrv_config, key, value)
+    _per_server(results, f"update name server config success! [{{addr}}] {key} : {value}", "{error}")
+
+
+
+
+def entry() -> None:
+    debug = "--debug" in sys.argv
+    argv = [a for a in sys.argv[1:] if a != "--debug"]
+    sys.exit(run_app(app, "mqadmin", argv, (AdminError,), debug=debug))

@@ -1,0 +1,112 @@
+"""The mqadmin CLI against a real NameServer process (brokers faked by registrations)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import trio
+
+from remoting import requests as rq
+from remoting.bodies import DataVersion, TopicConfig
+from remoting.transport import RemotingClient, connect
+from tests.procs import NamesrvProcess
+
+
+async def mqadmin(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    if env is None:
+        env = dict(os.environ, COLUMNS="200")
+    proc = await trio.run_process(
+        [sys.executable, "-c", "from mqadmin.cli import entry; entry()", *args],
+        capture_stdout=True, capture_stderr=True, check=False, env=env,
+    )
+    return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+
+
+async def fake_broker(c: RemotingClient, name: str, addr: str, broker_id: int = 0) -> None:
+    topics = [TopicConfig("TBW102", 8, 8, 7), TopicConfig("TopicA", 4, 4, 6)]
+    resp = await c.invoke(
+        rq.register_broker(cluster="DefaultCluster", broker_name=name, broker_addr=addr, broker_id=broker_id,
+                           topics=topics, data_version=DataVersion(1, 1))
+    )
+    assert resp.code == 0
+
+
+async def test_route_and_topic_list(namesrv: NamesrvProcess) -> None:
+    async with connect(namesrv.addr) as c:
+        await fake_broker(c, "broker-a", "127.0.0.1:10911")
+        await fake_broker(c, "broker-a", "127.0.0.1:10921", 1)
+        rc, stdout, _ = await mqadmin("topicRoute", "-t", "TopicA", "-n", namesrv.addr)
+        assert rc == 0
+        route = json.loads(stdout)
+        assert route["brokerDatas"][0]["brokerAddrs"] == {"0": "127.0.0.1:10911", "1": "127.0.0.1:10921"}
+        assert route["queueDatas"][0]["writeQueueNums"] == 4
+        rc, stdout, _ = await mqadmin("topicRoute", "-t", "TopicA", "-l", "-n", namesrv.addr)
+        assert rc == 0 and "broker-a" in stdout and "{0=127.0.0.1:10911, 1=127.0.0.1:10921}" in stdout
+        rc, stdout, _ = await mqadmin("topicList", "--json", "-n", namesrv.addr)
+        assert rc == 0 and json.loads(stdout) == {"topicList": ["TBW102", "TopicA"]}
+
+
+async def test_cluster_list_shows_unreachable_broker(namesrv: NamesrvProcess) -> None:
+    async with connect(namesrv.addr) as c:
+        await fake_broker(c, "broker-a", "127.0.0.1:1")  # nothing listens there
+        rc, stdout, stderr = await mqadmin("clusterList", "--json", "--timeout", "1", "-n", namesrv.addr)
+        assert rc == 0, stderr
+        (row,) = json.loads(stdout)["brokers"]
+        assert row["cluster"] == "DefaultCluster" and row["brokerName"] == "broker-a" and row["brokerId"] == 0
+        assert row["reachable"] is False and row["error"] == "Connection refused"
+        rc, stdout, _ = await mqadmin("clusterList", "-n", namesrv.addr, "--timeout", "1")
+        assert rc == 0 and "broker-a" in stdout
+
+
+async def test_kv_commands_go_to_every_namesrv(start_namesrv) -> None:  # type: ignore[no-untyped-def]
+    a, b = start_namesrv("a"), start_namesrv("b")
+    both = f"{a.addr};{b.addr}"
+    rc, stdout, _ = await mqadmin("updateKvConfig", "-s", "ns", "-k", "k", "-v", "v1", "-n", both)
+    assert rc == 0 and stdout.count("success") == 2
+    for addr in (a.addr, b.addr):
+        rc, stdout, _ = await mqadmin("getKvConfig", "-s", "ns", "-k", "k", "--json", "-n", addr)
+        assert rc == 0 and json.loads(stdout) == {"namespace": "ns", "table": {"k": "v1"}}
+    rc, _, _ = await mqadmin("deleteKvConfig", "-s", "ns", "-k", "k", "-n", both)
+    assert rc == 0
+    rc, _, stderr = await mqadmin("getKvConfig", "-s", "ns", "-k", "k", "-n", a.addr)
+    assert rc == 1 and stderr.strip() == f"mqadmin: {a.addr}: get kv ns/k failed: QUERY_NOT_FOUND (No config item, Namespace: ns Key: k)"
+
+
+async def test_perm_commands_report_each_namesrv(start_namesrv) -> None:  # type: ignore[no-untyped-def]
+    a = start_namesrv("a")
+    async with connect(a.addr) as c:
+        await fake_broker(c, "broker-a", "127.0.0.1:10911")
+        rc, stdout, _ = await mqadmin("wipeWritePerm", "-b", "broker-a", "-n", f"{a.addr};127.0.0.1:1", "--timeout", "1")
+        assert rc == 1  # one NameServer failed
+        assert f"wipe write perm of broker[broker-a] in name server[{a.addr}] OK, 2" in stdout
+        assert "name server[127.0.0.1:1] Failed" in stdout
+        rc, stdout, _ = await mqadmin("addWritePerm", "-b", "broker-a", "-n", a.addr)
+        assert rc == 0 and "OK, 2" in stdout
+
+
+async def test_namesrv_config_commands(namesrv: NamesrvProcess) -> None:
+    rc, stdout, _ = await mqadmin("updateNamesrvConfig", "-k", "enableTopicList", "-v", "false", "-n", namesrv.addr)
+    assert rc == 0 and "success" in stdout
+    rc, stdout, _ = await mqadmin("getNamesrvConfig", "--json", "-n", namesrv.addr)
+    assert rc == 0 and json.loads(stdout)[namesrv.addr]["enableTopicList"] == "false"
+    rc, stdout, _ = await mqadmin("updateNamesrvConfig", "-k", "kvConfigPath", "-v", "/tmp/x", "-n", namesrv.addr)
+    assert rc == 1 and "NO_PERMISSION" in stdout
+
+
+async def test_errors_are_one_line() -> None:
+    rc, _, stderr = await mqadmin("topicRoute", "-t", "T", "-n", "127.0.0.1:1", "--timeout", "1")
+    assert rc == 1 and stderr == "mqadmin: cannot connect to 127.0.0.1:1: Connection refused\n"
+    rc, _, stderr = await mqadmin("topicRoute", "-t", "T", "-n", "not-an-address")
+    assert rc == 1 and stderr == "mqadmin: not a host:port address: 'not-an-address'\n"
+    rc, _, stderr = await mqadmin("topicRoute", "-n", "127.0.0.1:1")
+    assert rc == 2 and stderr.count("\n") == 1 and "--topic" in stderr
+    rc, _, stderr = await mqadmin("topicRoute", "-t", "T", env={"PATH": "/usr/bin"})
+    assert rc == 1 and "NAMESRV_ADDR" in stderr
+
+
+async def test_unknown_topic(namesrv: NamesrvProcess) -> None:
+    rc, stdout, stderr = await mqadmin("topicRoute", "-t", "Nope", "-n", namesrv.addr)
+    assert rc == 1 and stdout == ""
+    assert stderr.startswith(f"mqadmin: {namesrv.addr}: route of topic Nope failed: TOPIC_NOT_EXIST (No topic route info")
