@@ -535,3 +535,27 @@ def test_corrupt_kv_file_is_one_clear_line(tmp_path) -> None:  # type: ignore[no
     cfg.write_text(f"listenPort=0\nbindAddress=127.0.0.1\nkvConfigPath={kv}\n")
     out = subprocess.run([sys.executable, "-m", "namesrv.cli", "-c", str(cfg)], capture_output=True, text=True, timeout=30)
     assert out.returncode == 1 and out.stderr.count("\n") == 1 and str(kv) in out.stderr
+
+
+async def test_idle_connection_is_closed_and_its_broker_dropped(start_namesrv) -> None:  # type: ignore[no-untyped-def]
+    ns = start_namesrv(serverChannelMaxIdleTimeSeconds=1, brokerChannelExpiredTime=60000)
+    async with connect(ns.addr) as admin:
+        idle = _raw(ns.addr)
+        req = rq.register_broker(
+            cluster=CLUSTER, broker_name="broker-a", broker_addr="127.0.0.1:10911", broker_id=0,
+            topics=topics("TopicA"), data_version=DataVersion(1, 1),
+        )
+        await trio.to_thread.run_sync(idle.sendall, encode(req))
+        dec = FrameDecoder()
+        while not dec.feed(await trio.to_thread.run_sync(idle.recv, 65536)):
+            pass
+        assert await route(admin, "TopicA") is not None
+        # The admin connection stays busy; the broker's goes quiet.
+        took = 0.0
+        with trio.fail_after(5):
+            while await route(admin, "TopicA") is not None:
+                await trio.sleep(0.1)
+                took += 0.1
+        assert 0.8 <= took <= 3.5
+        assert await trio.to_thread.run_sync(_closed_by_server, idle)
+        idle.close()
