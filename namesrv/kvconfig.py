@@ -47,11 +47,11 @@ class KVConfig:
                     ns[str(key)] = value if isinstance(value, str) else orjson.dumps(value).decode()
 
     def put(self, namespace: str, key: str, value: str | None) -> None:
-        ns = self.table.setdefault(namespace, {})
+        """Set a value; None deletes it (Java stores null, which reads as absent)."""
         if value is None:
-            ns.pop(key, None)
+            self.delete(namespace, key)
         else:
-            ns[key] = value
+            self.table.setdefault(namespace, {})[key] = value
 
     def get(self, namespace: str, key: str) -> str | None:
         ns = self.table.get(namespace)

@@ -170,8 +170,10 @@ class NameServerProcessor:
         try:
             await self.persist(self.kv.path, self.kv.snapshot())
         except OSError as exc:
-            # Not on disk, so not acknowledged: memory must match the file.
-            self.kv.put(namespace, key, before)
+            # Not on disk, so not acknowledged: memory must match the file
+            # (unless a later request changed the key again meanwhile).
+            if self.kv.get(namespace, key) == value:
+                self.kv.put(namespace, key, before)
             if not had_namespace and not self.kv.table.get(namespace):
                 self.kv.table.pop(namespace, None)
             log.error("cannot persist KV config to %s: %s", self.kv.path, exc)

@@ -559,3 +559,9 @@ async def test_idle_connection_is_closed_and_its_broker_dropped(start_namesrv) -
         assert 0.8 <= took <= 3.5
         assert await trio.to_thread.run_sync(_closed_by_server, idle)
         idle.close()
+
+
+async def test_delete_in_unknown_namespace_creates_nothing(namesrv: NamesrvProcess) -> None:
+    async with connect(namesrv.addr) as c:
+        assert (await c.invoke(rq.delete_kv("ghost", "k"))).code == ResponseCode.SUCCESS
+        assert (await c.invoke(rq.kv_list("ghost"))).code == ResponseCode.QUERY_NOT_FOUND
