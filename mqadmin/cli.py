@@ -7,7 +7,9 @@ Thin by design: each command resolves the NameServer addresses, calls one
 from __future__ import annotations
 
 import json
+import signal
 import sys
+from pathlib import Path
 from typing import Any, Optional
 
 import typer
@@ -15,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from mqadmin import cluster
 from mqadmin.client import AdminClient, AdminError, PerServer, namesrv_from_env, run, split_addrs
 from remoting.bodies import TopicRouteData
 from remoting.climain import run_app
@@ -35,9 +38,17 @@ TimeoutOpt = typer.Option(3.0, "--timeout", help="Seconds to wait for each serve
 
 
 def _client(namesrv: Optional[str], timeout: float) -> AdminClient:
+    """-n, else $NAMESRV_ADDR, else the running local cluster."""
     addrs = split_addrs(namesrv) if namesrv else namesrv_from_env()
     if not addrs:
-        raise AdminError("no NameServer address: give -n host:port or set NAMESRV_ADDR")
+        try:
+            state = cluster.ClusterState.load(cluster.default_dir())
+        except cluster.ClusterError:
+            state = None
+        running = [p.addr for p in state.namesrvs if p.alive()] if state else []
+        if not running:
+            raise AdminError("no NameServer address: give -n host:port, set NAMESRV_ADDR or run mqadmin start")
+        addrs = running
     return AdminClient(addrs, timeout=timeout)
 
 
@@ -129,13 +140,13 @@ async def _cluster_rows(client: AdminClient, only: str | None) -> list[dict[str,
     if only is not None and only not in info.cluster_addr_table:
         raise AdminError(f"cluster {only} is not known to the NameServer")
     rows: list[dict[str, Any]] = []
-    for cluster in sorted(info.cluster_addr_table):
-        if only is not None and cluster != only:
+    for cluster_name in sorted(info.cluster_addr_table):
+        if only is not None and cluster_name != only:
             continue
-        for name in sorted(info.cluster_addr_table[cluster]):
+        for name in sorted(info.cluster_addr_table[cluster_name]):
             bd = info.broker_addr_table.get(name)
             for bid, addr in sorted((bd.broker_addrs if bd else {}).items()):
-                rows.append({"cluster": cluster, "brokerName": name, "brokerId": bid, "addr": addr,
+                rows.append({"cluster": cluster_name, "brokerName": name, "brokerId": bid, "addr": addr,
                              "reachable": False, "error": None, "version": None, "inTps": None, "outTps": None})
 
     async def fill(row: dict[str, Any]) -> None:
@@ -254,7 +265,185 @@ def update_namesrv_config(
 
 
 
+# ---------------------------------------------------------------------------
+# local cluster runner
+
+DirOpt = typer.Option(None, "--dir", help="State directory of the local cluster (default ~/.local/state/mqadmin/cluster).")
+
+
+def _dir(directory: Optional[Path]) -> Path:
+    return directory if directory is not None else cluster.default_dir()
+
+
+def _status_table(state: cluster.ClusterState) -> Table:
+    table = Table("#Process", "#Role", "#Addr", "#PID", "#State", title=f"local cluster in {state.dir}")
+    for p in state.procs:
+        role = "namesrv" if p.kind == "namesrv" else ("master" if p.broker_id == 0 else f"slave {p.broker_id}")
+        st = _proc_state(p)
+        table.add_row(p.name, role, p.addr, str(p.pid), Text(st, style="green" if st == "running" else "red"))
+    return table
+
+
+def _proc_state(p: cluster.Proc) -> str:
+    if not p.alive():
+        return "stopped"
+    try:
+        with open(f"/proc/{p.pid}/stat") as fh:
+            return "paused (SIGSTOP)" if fh.read().rsplit(")", 1)[1].split()[0] == "T" else "running"
+    except OSError:
+        return "running"
+
+
+async def _wait_routable(state: cluster.ClusterState, timeout: float) -> None:
+    """Until every NameServer routes TBW102 to every master."""
+    import trio
+
+    masters = {p.broker_name for p in state.brokers if p.broker_id == 0}
+    if not masters:
+        return
+    client = AdminClient([p.addr for p in state.namesrvs], timeout=1.0)
+    with trio.move_on_after(timeout):
+        while True:
+            results = await client.topic_routes_everywhere("TBW102")
+            if all(r.ok and {b.broker_name for b in r.value.broker_datas} >= masters for r in results):
+                return
+            await trio.sleep(0.1)
+    raise AdminError(f"brokers not routable on every NameServer after {timeout:g} s")
+
+
+@app.command("start", help="Start a local cluster of NameServers and broker stubs on 127.0.0.1.")
+def start_cmd(
+    namesrvs: int = typer.Option(2, "--namesrvs", help="NameServer processes."),
+    brokers: int = typer.Option(2, "--brokers", help="Broker groups (broker-a, broker-b, ...)."),
+    slaves: int = typer.Option(0, "--slaves", help="Slaves per broker group."),
+    cluster_name: str = typer.Option("DefaultCluster", "--cluster", help="Cluster name."),
+    register_period: int = typer.Option(30000, "--register-period", help="Broker registration period, ms."),
+    broker_timeout: int = typer.Option(120000, "--broker-timeout", help="NameServer heartbeat timeout for brokers, ms."),
+    directory: Optional[Path] = DirOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    opts = cluster.StartOptions(namesrvs, brokers, slaves, cluster_name, register_period, broker_timeout)
+    state = cluster.start(_dir(directory), opts)
+    try:
+        run(_wait_routable, state, 15.0)
+    except AdminError:
+        cluster.stop_procs(state.procs)
+        raise
+    if as_json:
+        _print_json({"dir": state.dir, "namesrvAddr": state.namesrv_addr, "procs": [vars(p) for p in state.procs]})
+        return
+    out.print(_status_table(state))
+    out.print(f"export NAMESRV_ADDR='{state.namesrv_addr}'")
+
+
+@app.command("status", help="Show the local cluster's processes.")
+def status_cmd(directory: Optional[Path] = DirOpt, as_json: bool = JsonOpt) -> None:
+    state = cluster.ClusterState.load(_dir(directory))
+    if as_json:
+        _print_json({"dir": state.dir, "namesrvAddr": state.namesrv_addr,
+                     "procs": [dict(vars(p), state=_proc_state(p)) for p in state.procs]})
+    else:
+        out.print(_status_table(state))
+
+
+@app.command("stop", help="Stop every process of the local cluster (graceful, then forced).")
+def stop_cmd(directory: Optional[Path] = DirOpt) -> None:
+    state = cluster.ClusterState.load(_dir(directory))
+    brokers_first = state.brokers + state.namesrvs
+    forced = cluster.stop_procs(state.brokers) + cluster.stop_procs(state.namesrvs)
+    (Path(state.dir) / cluster.STATE_FILE).unlink(missing_ok=True)
+    out.print(f"stopped {len(brokers_first)} processes" + (f" (forced: {', '.join(forced)})" if forced else ""))
+
+
+SIGNALS = {"KILL": signal.SIGKILL, "TERM": signal.SIGTERM, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT}
+
+
+def _signal(value: str) -> signal.Signals:
+    sig = SIGNALS.get(value.upper().removeprefix("SIG"))
+    if sig is None:
+        raise AdminError(f"unknown signal {value!r}: use KILL, TERM, STOP or CONT")
+    return sig
+
+
+@app.command("killBroker", help="Send a signal to a broker's processes (default KILL: a crash).")
+def kill_broker(
+    broker: str = typer.Option(..., "-b", "--brokerName"),
+    broker_id: Optional[int] = typer.Option(None, "--id", help="Only this broker id (default: all of the group)."),
+    sig: str = typer.Option("KILL", "--signal", help="KILL, TERM, STOP (hang) or CONT (resume)."),
+    directory: Optional[Path] = DirOpt,
+) -> None:
+    state = cluster.ClusterState.load(_dir(directory))
+    signum = _signal(sig)
+    for p in state.find_broker(broker, broker_id):
+        cluster.signal_proc(p, signum)
+        out.print(f"sent SIG{signum.name.removeprefix('SIG')} to {p.name} (pid {p.pid}, {p.addr})")
+
+
+@app.command("restartBroker", help="Restart a broker's processes on their previous ports.")
+def restart_broker(
+    broker: str = typer.Option(..., "-b", "--brokerName"),
+    broker_id: Optional[int] = typer.Option(None, "--id"),
+    directory: Optional[Path] = DirOpt,
+) -> None:
+    state = cluster.ClusterState.load(_dir(directory))
+    for p in state.find_broker(broker, broker_id):
+        cluster.restart(p)
+        state.save()
+        out.print(f"restarted {p.name} (pid {p.pid}, {p.addr})")
+
+
+def _namesrv(state: cluster.ClusterState, index: int) -> cluster.Proc:
+    if not 0 <= index < len(state.namesrvs):
+        raise AdminError(f"no NameServer {index}: the cluster has {len(state.namesrvs)} (0-{len(state.namesrvs) - 1})")
+    return state.namesrvs[index]
+
+
+@app.command("killNamesrv", help="Send a signal to one NameServer (default KILL).")
+def kill_namesrv(
+    index: int = typer.Option(0, "-i", "--index", help="Which NameServer (0-based)."),
+    sig: str = typer.Option("KILL", "--signal"),
+    directory: Optional[Path] = DirOpt,
+) -> None:
+    state = cluster.ClusterState.load(_dir(directory))
+    p = _namesrv(state, index)
+    signum = _signal(sig)
+    cluster.signal_proc(p, signum)
+    out.print(f"sent SIG{signum.name.removeprefix('SIG')} to {p.name} (pid {p.pid}, {p.addr})")
+
+
+@app.command("restartNamesrv", help="Restart one NameServer on its previous port (its routes start empty).")
+def restart_namesrv(
+    index: int = typer.Option(0, "-i", "--index"),
+    directory: Optional[Path] = DirOpt,
+) -> None:
+    state = cluster.ClusterState.load(_dir(directory))
+    p = _namesrv(state, index)
+    cluster.restart(p)
+    state.save()
+    out.print(f"restarted {p.name} (pid {p.pid}, {p.addr})")
+
+
+@app.command("logs", help="Print the last lines of a process's log.")
+def logs_cmd(
+    name: Optional[str] = typer.Argument(None, help="Process name (see status); default: all."),
+    lines: int = typer.Option(20, "-l", "--lines"),
+    directory: Optional[Path] = DirOpt,
+) -> None:
+    state = cluster.ClusterState.load(_dir(directory))
+    procs = [p for p in state.procs if name is None or p.name == name]
+    if not procs:
+        raise AdminError(f"no process named {name} (see mqadmin status)")
+    for p in procs:
+        out.print(f"==> {p.name} ({p.log}) <==", style="bold")
+        try:
+            text = Path(p.log).read_text(errors="replace").splitlines()[-lines:]
+        except OSError as exc:
+            text = [f"(cannot read: {exc})"]
+        for line in text:
+            out.print(line)
+
+
 def entry() -> None:
     debug = "--debug" in sys.argv
     argv = [a for a in sys.argv[1:] if a != "--debug"]
-    sys.exit(run_app(app, "mqadmin", argv, (AdminError,), debug=debug))
+    sys.exit(run_app(app, "mqadmin", argv, (AdminError, cluster.ClusterError), debug=debug))

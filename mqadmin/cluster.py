@@ -1,0 +1,277 @@
+"""Local cluster runner: NameServer and broker-stub processes on loopback.
+
+``start`` launches the processes detached (they outlive the command), each
+on a free loopback port with its own config and log in a state directory,
+and records them in ``cluster.json`` so that later commands (status, stop,
+killBroker, restartNamesrv, ...) find them. No process is left behind by
+``stop``: a graceful SIGTERM first, SIGKILL after a bounded wait.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=JSON, address ([\d.]+):(\d+)")
+BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), ([\d.]+):(\d+)\] boot success")
+STATE_FILE = "cluster.json"
+BOOT_TIMEOUT = 20.0
+STOP_GRACE = 5.0
+
+
+class ClusterError(Exception):
+    """A cluster operation failed; the message is one line."""
+
+
+def default_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "mqadmin" / "cluster"
+
+
+@dataclass
+class Proc:
+    """One process of the cluster, as recorded in cluster.json."""
+
+    kind: str  # "namesrv" or "broker"
+    name: str  # "namesrv-0", "broker-a-0" (broker name + id)
+    config: str
+    log: str
+    port: int = 0
+    pid: int = 0
+    broker_name: str | None = None
+    broker_id: int | None = None
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def alive(self) -> bool:
+        return pid_alive(self.pid)
+
+
+@dataclass
+class ClusterState:
+    dir: str
+    cluster: str = "DefaultCluster"
+    procs: list[Proc] = field(default_factory=list)
+
+    @property
+    def namesrvs(self) -> list[Proc]:
+        return [p for p in self.procs if p.kind == "namesrv"]
+
+    @property
+    def brokers(self) -> list[Proc]:
+        return [p for p in self.procs if p.kind == "broker"]
+
+    @property
+    def namesrv_addr(self) -> str:
+        return ";".join(p.addr for p in self.namesrvs)
+
+    def save(self) -> None:
+        path = Path(self.dir) / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, directory: Path) -> "ClusterState":
+        path = directory / STATE_FILE
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ClusterError(f"no local cluster in {directory} (start one with: mqadmin start)") from None
+        except (OSError, ValueError) as exc:
+            raise ClusterError(f"cannot read {path}: {exc}") from None
+        return cls(dir=data["dir"], cluster=data.get("cluster", "DefaultCluster"), procs=[Proc(**p) for p in data["procs"]])
+
+    def find_broker(self, name: str, broker_id: int | None) -> list[Proc]:
+        found = [p for p in self.brokers if p.broker_name == name and (broker_id is None or p.broker_id == broker_id)]
+        if not found:
+            known = ", ".join(sorted({p.broker_name or "" for p in self.brokers})) or "none"
+            raise ClusterError(f"no broker {name}{'' if broker_id is None else f' id {broker_id}'} in the cluster (brokers: {known})")
+        return found
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of ours is not alive
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def broker_names(count: int) -> list[str]:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return [f"broker-{letters[i]}" if i < 26 else f"broker-{i}" for i in range(count)]
+
+
+def _write_props(path: Path, props: dict[str, object]) -> None:
+    path.write_text("".join(f"{k}={'true' if v is True else 'false' if v is False else v}\n" for k, v in props.items()))
+
+
+def _spawn(proc: Proc, module: str) -> None:
+    log = open(proc.log, "ab")
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", module, "-c", proc.config],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,  # outlives `mqadmin start`, and Ctrl-C of it
+        )
+    finally:
+        log.close()
+    proc.pid = child.pid
+
+
+def _wait_boot(proc: Proc, pattern: re.Pattern[str], offset: int, timeout: float = BOOT_TIMEOUT) -> re.Match[str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(proc.log, "rb") as fh:
+                fh.seek(offset)
+                text = fh.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            text = ""
+        match = pattern.search(text)
+        if match:
+            return match
+        if not proc.alive():
+            tail = text.strip().splitlines()[-1:] or ["(no output)"]
+            raise ClusterError(f"{proc.name} exited during start: {tail[0]} (log: {proc.log})")
+        time.sleep(0.05)
+    raise ClusterError(f"{proc.name} did not start within {timeout:g} s (log: {proc.log})")
+
+
+def _log_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def start_namesrv(proc: Proc) -> None:
+    offset = _log_size(proc.log)
+    _spawn(proc, "namesrv.cli")
+    match = _wait_boot(proc, NAMESRV_BOOT, offset)
+    proc.port = int(match.group(2))
+
+
+def start_broker(proc: Proc) -> None:
+    offset = _log_size(proc.log)
+    _spawn(proc, "broker_stub.cli")
+    match = _wait_boot(proc, BROKER_BOOT, offset)
+    proc.port = int(match.group(3))
+
+
+def signal_proc(proc: Proc, sig: signal.Signals) -> None:
+    if not proc.alive():
+        raise ClusterError(f"{proc.name} (pid {proc.pid}) is not running")
+    os.kill(proc.pid, sig)
+
+
+def stop_procs(procs: Iterable[Proc], grace: float = STOP_GRACE) -> list[str]:
+    """SIGTERM, wait, then SIGKILL what is left; returns the names force-killed."""
+    procs = [p for p in procs if p.alive()]
+    for p in procs:
+        try:
+            os.kill(p.pid, signal.SIGCONT)  # a stopped process cannot handle SIGTERM
+            os.kill(p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(p.alive() for p in procs):
+        time.sleep(0.05)
+    forced = []
+    for p in procs:
+        if p.alive():
+            forced.append(p.name)
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(p.alive() for p in procs):
+        time.sleep(0.02)
+    return forced
+
+
+@dataclass
+class StartOptions:
+    namesrvs: int = 2
+    brokers: int = 2
+    slaves: int = 0
+    cluster: str = "DefaultCluster"
+    register_period_ms: int = 30000
+    broker_expired_ms: int = 120000
+    scan_interval_ms: int = 5000
+
+
+def start(directory: Path, opts: StartOptions) -> ClusterState:
+    """Start a whole cluster; on any failure stop what was started."""
+    if (directory / STATE_FILE).exists():
+        old = ClusterState.load(directory)
+        if any(p.alive() for p in old.procs):
+            raise ClusterError(f"a cluster is already running in {directory} (mqadmin stop first)")
+    if opts.namesrvs < 1:
+        raise ClusterError("a cluster needs at least one NameServer (--namesrvs >= 1)")
+    if opts.brokers < 0 or opts.slaves < 0:
+        raise ClusterError("--brokers and --slaves cannot be negative")
+    directory.mkdir(parents=True, exist_ok=True)
+    state = ClusterState(dir=str(directory), cluster=opts.cluster)
+    try:
+        for i in range(opts.namesrvs):
+            work = directory / f"namesrv-{i}"
+            work.mkdir(exist_ok=True)
+            proc = Proc("namesrv", f"namesrv-{i}", str(work / "namesrv.properties"), str(work / "namesrv.log"))
+            _write_props(Path(proc.config), {
+                "listenPort": 0, "bindAddress": "127.0.0.1", "kvConfigPath": work / "kvConfig.json",
+                "scanNotActiveBrokerInterval": opts.scan_interval_ms, "brokerChannelExpiredTime": opts.broker_expired_ms,
+            })
+            state.procs.append(proc)
+            start_namesrv(proc)
+            state.save()
+        for name in broker_names(opts.brokers):
+            for broker_id in range(opts.slaves + 1):
+                work = directory / f"{name}-{broker_id}"
+                work.mkdir(exist_ok=True)
+                proc = Proc("broker", f"{name}-{broker_id}", str(work / "broker.properties"), str(work / "broker.log"),
+                            broker_name=name, broker_id=broker_id)
+                _write_props(Path(proc.config), {
+                    "brokerClusterName": opts.cluster, "brokerName": name, "brokerId": broker_id,
+                    "namesrvAddr": state.namesrv_addr, "listenPort": 0, "brokerIP1": "127.0.0.1",
+                    "registerNameServerPeriod": opts.register_period_ms,
+                })
+                state.procs.append(proc)
+                start_broker(proc)
+                state.save()
+    except BaseException:
+        stop_procs(state.procs)
+        state.save()
+        raise
+    return state
+
+
+def restart(proc: Proc) -> None:
+    """Start a stopped process again on its previous port."""
+    if proc.alive():
+        stop_procs([proc])
+    text = Path(proc.config).read_text()
+    Path(proc.config).write_text(re.sub(r"(?m)^listenPort=.*$", f"listenPort={proc.port}", text))
+    (start_namesrv if proc.kind == "namesrv" else start_broker)(proc)
