@@ -9,15 +9,16 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from mqadmin import cluster
+from mqadmin import cluster, watch
 from mqadmin.client import AdminClient, AdminError, PerServer, namesrv_from_env, run, split_addrs
 from remoting.bodies import TopicRouteData
 from remoting.climain import run_app
@@ -263,6 +264,52 @@ def update_namesrv_config(
     _per_server(results, f"update name server config success! [{{addr}}] {key} : {value}", "{error}")
 
 
+
+
+@app.command("watch", help="Live view of brokers and routes as each NameServer sees them; disagreements highlighted.")
+def watch_cmd(
+    topics: Optional[list[str]] = typer.Option(None, "-t", "--topic", help="Topics to show (repeatable; default: the first 20)."),
+    interval: float = typer.Option(1.0, "--interval", help="Seconds between refreshes."),
+    once: bool = typer.Option(False, "--once", help="Print one snapshot and exit."),
+    namesrv: Optional[str] = NamesrvOpt,
+    as_json: bool = JsonOpt,
+    timeout: float = typer.Option(1.0, "--timeout"),
+) -> None:
+    client = _client(namesrv, timeout)
+    if once or as_json:
+        snap = run(watch.snapshot, client, topics)
+        if as_json:
+            _print_json(snap)
+        else:
+            out.print(_watch_view(snap))
+        return
+    from rich.live import Live
+
+    try:
+        with Live(_watch_view(run(watch.snapshot, client, topics)), console=out, auto_refresh=False) as live:
+            while True:
+                time.sleep(interval)
+                live.update(_watch_view(run(watch.snapshot, client, topics)), refresh=True)
+    except KeyboardInterrupt:
+        pass
+
+
+def _watch_view(snap: dict[str, Any]) -> Group:
+    addrs = snap["namesrvs"]
+    brokers = Table("#Broker", "#ID", "#Addr", *[f"@{a}" for a in addrs], title=time.strftime("brokers  %H:%M:%S"))
+    for row in snap["brokers"]:
+        cells = [Text("?", style="yellow") if v is None else Text("alive", style="green") if v else Text("absent", style="red")
+                 for v in row["seenBy"].values()]
+        brokers.add_row(row["broker"], str(row["id"]), row["addr"], *cells, style=None if row["agree"] else "bold")
+    routes = Table("#Topic", *[f"@{a}" for a in addrs], title="routes (broker:perm:writeQueues)")
+    for row in snap["topics"]:
+        cells = [Text("no answer", style="yellow") if v is None else Text(" ".join(v) or "no route", style="" if row["agree"] else "bold red")
+                 for v in row["routes"].values()]
+        routes.add_row(Text(row["topic"], style="" if row["agree"] else "bold red"), *cells)
+    parts: list[Any] = [brokers, routes]
+    for addr, error in snap["errors"].items():
+        parts.append(Text(f"{addr}: {error}", style="yellow"))
+    return Group(*parts)
 
 
 # ---------------------------------------------------------------------------

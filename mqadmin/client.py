@@ -140,6 +140,13 @@ class AdminClient:
         """The route as each NameServer sees it (they need not agree)."""
         return await self._all(lambda: rq.get_route(topic), f"route of topic {topic}", lambda r: TopicRouteData.decode(r.body))
 
+    async def cluster_infos_everywhere(self) -> list[PerServer]:
+        """Each NameServer's own ClusterInfo (they need not agree)."""
+        return await self._all(rq.cluster_info, "GET_BROKER_CLUSTER_INFO", lambda r: ClusterInfo.decode(r.body))
+
+    async def topic_lists_everywhere(self) -> list[PerServer]:
+        return await self._all(rq.all_topics, "GET_ALL_TOPIC_LIST_FROM_NAMESERVER", lambda r: parse_topic_list(r.body)[0])
+
     async def topic_list(self) -> list[str]:
         addr, resp = await self._any(rq.all_topics, "GET_ALL_TOPIC_LIST_FROM_NAMESERVER")
         return _parse(addr, lambda b: parse_topic_list(b)[0], resp.body)

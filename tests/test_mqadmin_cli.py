@@ -110,3 +110,27 @@ async def test_unknown_topic(namesrv: NamesrvProcess) -> None:
     rc, stdout, stderr = await mqadmin("topicRoute", "-t", "Nope", "-n", namesrv.addr)
     assert rc == 1 and stdout == ""
     assert stderr.startswith(f"mqadmin: {namesrv.addr}: route of topic Nope failed: TOPIC_NOT_EXIST (No topic route info")
+
+
+async def test_watch_shows_where_namesrvs_disagree(start_namesrv) -> None:  # type: ignore[no-untyped-def]
+    a, b = start_namesrv("a"), start_namesrv("b")
+    async with connect(a.addr) as ca, connect(b.addr) as cb, connect(a.addr) as only_a:
+        await fake_broker(ca, "broker-a", "127.0.0.1:10911")
+        await fake_broker(cb, "broker-a", "127.0.0.1:10911")
+        await fake_broker(only_a, "broker-b", "127.0.0.1:10931")  # partitioned from b
+        rc, stdout, stderr = await mqadmin("watch", "--once", "--json", "-n", f"{a.addr};{b.addr}")
+        assert rc == 0, stderr
+        snap = json.loads(stdout)
+        rows = {r["broker"]: r for r in snap["brokers"]}
+        assert rows["broker-a"]["agree"] and rows["broker-a"]["seenBy"] == {a.addr: True, b.addr: True}
+        assert not rows["broker-b"]["agree"] and rows["broker-b"]["seenBy"] == {a.addr: True, b.addr: False}
+        topics = {t["topic"]: t for t in snap["topics"]}
+        assert not topics["TopicA"]["agree"]
+        assert topics["TopicA"]["routes"][a.addr] == ["broker-a:RW-:4", "broker-b:RW-:4"]
+        assert topics["TopicA"]["routes"][b.addr] == ["broker-a:RW-:4"]
+        rc, stdout, _ = await mqadmin("watch", "--once", "-n", f"{a.addr};{b.addr}")
+        assert rc == 0 and "absent" in stdout and "alive" in stdout
+    # One NameServer down: it shows as an error, the other still answers.
+    b.kill()
+    rc, stdout, _ = await mqadmin("watch", "--once", "--json", "--timeout", "1", "-n", f"{a.addr};{b.addr}")
+    assert rc == 0 and b.addr in json.loads(stdout)["errors"]
