@@ -153,13 +153,20 @@ class TopicConfig:
             "writeQueueNums": self.write_queue_nums,
         }
 
-    def encode_compact(self) -> str:
-        """The space-separated form used inside a compressed register body."""
-        attrs = fastjson.dumps_fast(self.attributes).decode()
-        return (
+    def encode_compact(self, *, with_attributes: bool = True) -> str:
+        """The space-separated form used inside a compressed register body.
+
+        5.x appends the attributes JSON as a sixth field; 4.9.x has no
+        attributes and its ``TopicConfig.decode`` accepts exactly five fields,
+        so ``with_attributes=False`` gives the 4.9.x form.
+        """
+        text = (
             f"{self.topic_name} {self.read_queue_nums} {self.write_queue_nums} "
-            f"{self.perm} {self.topic_filter_type} {attrs}"
+            f"{self.perm} {self.topic_filter_type}"
         )
+        if not with_attributes:
+            return text
+        return f"{text} {fastjson.dumps_fast(self.attributes).decode()}"
 
     @property
     def queue_data(self) -> tuple[int, int, int, int]:
@@ -223,12 +230,17 @@ def _wrapper_to_body(wrapper: Any, filter_servers: list[str]) -> RegisterBody:
     )
 
 
-def _filter_list(value: Any) -> list[str]:
+def _string_list(value: Any, what: str) -> list[str]:
+    """A JSON array of strings, else BodyError (not a TypeError further on)."""
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
-        raise BodyError("filterServerList is not a list of strings")
+        raise BodyError(f"{what} is not a list of strings")
     return value
+
+
+def _filter_list(value: Any) -> list[str]:
+    return _string_list(value, "filterServerList")
 
 
 class _Reader:
@@ -262,6 +274,10 @@ def _inflate(body: bytes) -> bytes:
         raise BodyError(f"compressed body is not a zlib stream: {exc}") from None
     if inflater.unconsumed_tail:
         raise BodyError("compressed register body inflates past the size limit")
+    if not inflater.eof:
+        # decompressobj returns what it could from a cut-off stream without
+        # complaint; a stream missing its end (or its Adler-32) is corrupt.
+        raise BodyError("compressed register body is truncated")
     return data
 
 
@@ -326,8 +342,9 @@ def encode_register_body(
         dv = data_version.encode()
         parts.append(struct.pack(">i", len(dv)) + dv)
         parts.append(struct.pack(">i", len(configs)))
+        with_attributes = version >= Version.V5_0_0  # 4.9.x decodes exactly 5 fields
         for tc in configs:
-            text = tc.encode_compact().encode()
+            text = tc.encode_compact(with_attributes=with_attributes).encode()
             parts.append(struct.pack(">i", len(text)) + text)
         fs = fastjson.dumps_fast(servers)
         parts.append(struct.pack(">i", len(fs)) + fs)
@@ -449,7 +466,7 @@ class TopicRouteData:
         return cls(
             queue_datas=[QueueData.from_obj(q) for q in qds],
             broker_datas=[BrokerData.from_obj(b) for b in bds],
-            filter_server_table={str(k): list(v or []) for k, v in fst.items()},
+            filter_server_table={str(k): _string_list(v, "filterServerTable entry") for k, v in fst.items()},
             order_topic_conf=_str_or_none(o.get("orderTopicConf"), "orderTopicConf"),
             topic_queue_mapping_by_broker=o.get("topicQueueMappingByBroker"),
         )
@@ -471,7 +488,7 @@ class ClusterInfo:
         clusters = _obj(o.get("clusterAddrTable"), "clusterAddrTable")
         return cls(
             broker_addr_table={str(k): BrokerData.from_obj(v) for k, v in brokers.items()},
-            cluster_addr_table={str(k): [str(x) for x in (v or [])] for k, v in clusters.items()},
+            cluster_addr_table={str(k): _string_list(v, "clusterAddrTable entry") for k, v in clusters.items()},
         )
 
 

@@ -29,14 +29,15 @@ def _quote_bare_key(match: re.Match[str]) -> str:
     return f'{match.group(1)}"{match.group(2)}"{match.group(3)}'
 
 
-def loads(data: bytes | str) -> Any:
+def loads(data: bytes | bytearray | memoryview | str) -> Any:
     """Parse fastjson output, including bare integer object keys."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         pass
     try:
-        text = data.decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
+        # bytes() first: a memoryview has no .decode of its own.
+        text = bytes(data).decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
     except UnicodeDecodeError as exc:
         raise BodyError(f"body is not UTF-8: {exc}") from None
     try:

@@ -1,0 +1,1 @@
+"""A broker process that registers like a RocketMQ broker and serves real producers."""

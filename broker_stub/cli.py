@@ -1,0 +1,90 @@
+"""``mqbroker-stub``: start a broker stub, with RocketMQ's broker command-line options."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+
+import trio
+import typer
+
+from broker_stub.config import BrokerConfig, ConfigError, load_file
+from broker_stub.server import BrokerServer
+from remoting.climain import first_of, run_app
+
+log = logging.getLogger("broker_stub")
+
+
+class StartupError(Exception):
+    """The broker could not start (e.g. its port is taken)."""
+
+
+app = typer.Typer(
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+@app.command(help="Start a RocketMQ-compatible broker stub (in-memory store).")
+def main(
+    config_file: str | None = typer.Option(
+        None, "-c", "--configFile", metavar="FILE", help="Broker config properties file."
+    ),
+    print_config: bool = typer.Option(False, "-p", "--printConfigItem", help="Print all config items and exit."),
+    namesrv_addr: str | None = typer.Option(
+        None, "-n", "--namesrvAddr", metavar="ADDR", help="Name server address list, e.g. '127.0.0.1:9876;127.0.0.1:9877'."
+    ),
+) -> None:
+    config = load_file(config_file) if config_file else BrokerConfig()
+    if namesrv_addr is not None:
+        config.namesrvAddr = namesrv_addr
+        config.validate()
+    if print_config:
+        for key, value in config.as_properties().items():
+            print(f"{key}={value}")
+        return
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s - %(message)s"
+    )
+    if config_file:
+        print(f"load config properties file OK, {config_file}", flush=True)
+    try:
+        trio.run(_serve, config)
+    except BaseException as exc:
+        err = first_of(exc, OSError)
+        if err is None:
+            raise
+        where = f"{config.brokerIP1}:{config.listenPort}"
+        raise StartupError(f"cannot listen on {where}: {getattr(err, 'strerror', None) or err}") from None
+
+
+async def _serve(config: BrokerConfig) -> None:
+    server = BrokerServer(config)
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            addr = await nursery.start(server.serve)
+            line = f"The broker[{config.brokerName}, {addr}] boot success. serializeType=JSON"
+            if config.namesrvAddr:
+                line += f" and name server is {config.namesrvAddr}"
+            print(line, flush=True)
+            async for signum in signals:
+                log.info("received %s: unregistering and stopping", signal.Signals(signum).name)
+                server.stop()
+                break
+    log.info("broker stopped")
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Console-script entry point: one clear line and a non-zero exit on failure."""
+    return run_app(app, "mqbroker-stub", argv, (ConfigError, StartupError))
+
+
+def entry() -> None:
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,176 @@
+"""Broker stub configuration with RocketMQ's broker keys, defaults and file format.
+
+Field names are RocketMQ's ``broker.properties`` keys (camelCase) so a file
+written for a Java broker works unchanged, and GET_BROKER_CONFIG answers
+with the same text a Java broker would. Keys marked "extension" do not exist
+in Java; they bound memory or make timing testable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from remoting import properties
+from remoting.transport import parse_addr
+
+
+class ConfigError(ValueError):
+    """A configuration value or file that cannot be used; the text names it."""
+
+
+#: Keys UPDATE_BROKER_CONFIG may change at runtime. Everything else (ports,
+#: identity, addresses) would make the broker lie about itself, so it is refused.
+RUNTIME_KEYS = frozenset(
+    {
+        "brokerPermission",
+        "autoCreateTopicEnable",
+        "defaultTopicQueueNums",
+        "registerNameServerPeriod",
+        "forceRegister",
+        "brokerHeartbeatInterval",
+        "registerBrokerTimeoutMills",
+    }
+)
+
+
+@dataclass
+class BrokerConfig:
+    brokerClusterName: str = "DefaultCluster"
+    brokerName: str = "broker-a"
+    brokerId: int = 0
+    namesrvAddr: str = field(default_factory=lambda: os.environ.get("NAMESRV_ADDR", ""))
+    listenPort: int = 10911
+    brokerIP1: str = "127.0.0.1"
+    haListenPort: int = 0  # 0: listenPort + 1, as Java derives it
+    brokerPermission: int = 6
+    defaultTopicQueueNums: int = 8
+    autoCreateTopicEnable: bool = True
+    registerNameServerPeriod: int = 30000
+    registerBrokerTimeoutMills: int = 6000
+    forceRegister: bool = True
+    enableSlaveActingMaster: bool = False
+    brokerHeartbeatInterval: int = 1000
+    brokerNotActiveTimeoutMillis: int = 10000
+    serverChannelMaxIdleTimeSeconds: int = 120
+    # extensions
+    maxMessagesPerQueue: int = 10000  # in-memory queue bound; the oldest message is dropped
+    maxMessageSize: int = 4 * 1024 * 1024  # Java's maxMessageSize (4 MiB)
+    frameMaxLength: int = 16 * 1024 * 1024
+    serverMaxConnections: int = 10000
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @property
+    def is_master(self) -> bool:
+        return self.brokerId == 0
+
+    def namesrv_list(self) -> list[str]:
+        """The NameServer addresses, in file order, without duplicates."""
+        out: list[str] = []
+        for part in self.namesrvAddr.split(";"):
+            part = part.strip()
+            if part and part not in out:
+                out.append(part)
+        return out
+
+    def as_properties(self) -> dict[str, str]:
+        return {key: _render(getattr(self, key)) for key in self.keys()}
+
+    def render(self) -> str:
+        return properties.dumps(self.as_properties())
+
+    def parse_values(self, props: Mapping[str, str]) -> dict[str, Any]:
+        """Typed values for known keys in ``props`` (unknown keys are ignored, as Java does)."""
+        types = {f.name: f.type for f in dataclasses.fields(self)}
+        return {k: _parse(k, v, types[k]) for k, v in props.items() if k in types}
+
+    def validate(self) -> None:
+        if not self.brokerName.strip():
+            raise ConfigError("brokerName must not be empty")
+        if not self.brokerClusterName.strip():
+            raise ConfigError("brokerClusterName must not be empty")
+        if self.brokerId < 0:
+            raise ConfigError(f"brokerId must be >= 0 (0 = master), got {self.brokerId}")
+        for key in ("listenPort", "haListenPort"):
+            if not 0 <= getattr(self, key) <= 65535:
+                raise ConfigError(f"{key} {getattr(self, key)} is not a TCP port (0-65535)")
+        if not 0 <= self.brokerPermission <= 7:
+            raise ConfigError(f"brokerPermission must be 0-7, got {self.brokerPermission}")
+        if not 1 <= self.defaultTopicQueueNums <= 1024:
+            raise ConfigError(f"defaultTopicQueueNums must be 1-1024, got {self.defaultTopicQueueNums}")
+        for key in (
+            "registerNameServerPeriod",
+            "registerBrokerTimeoutMills",
+            "brokerHeartbeatInterval",
+            "brokerNotActiveTimeoutMillis",
+            "serverChannelMaxIdleTimeSeconds",
+            "maxMessagesPerQueue",
+            "maxMessageSize",
+            "serverMaxConnections",
+        ):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"{key} must be positive, got {getattr(self, key)}")
+        for addr in self.namesrv_list():
+            try:
+                parse_addr(addr)
+            except ValueError:
+                raise ConfigError(f"namesrvAddr: {addr!r} is not host:port") from None
+        if not self.brokerIP1.strip() or ":" in self.brokerIP1:
+            raise ConfigError(f"brokerIP1 must be an IPv4 address or host name, got {self.brokerIP1!r}")
+
+    def validate_runtime(self, values: Mapping[str, Any]) -> None:
+        """Check an UPDATE_BROKER_CONFIG change on a copy, so a bad value changes nothing."""
+        trial = dataclasses.replace(self)
+        for key, value in values.items():
+            setattr(trial, key, value)
+        trial.validate()
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _parse(key: str, text: str, kind: Any) -> Any:
+    value = text.strip()
+    if kind in (bool, "bool"):
+        lowered = value.lower()
+        if lowered not in ("true", "false"):
+            raise ConfigError(f"{key}={text!r} is not true or false")
+        return lowered == "true"
+    if kind in (int, "int"):
+        try:
+            return int(value)
+        except ValueError:
+            raise ConfigError(f"{key}={text!r} is not an integer") from None
+    return value
+
+
+def load_file(path: str) -> BrokerConfig:
+    """Build a config from a ``-c`` properties file."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    try:
+        props = properties.loads(text)
+    except properties.PropertiesError as exc:
+        raise ConfigError(f"config file {path}: {exc}") from None
+    config = BrokerConfig()
+    try:
+        for key, value in config.parse_values(props).items():
+            setattr(config, key, value)
+        config.validate()
+    except ConfigError as exc:
+        raise ConfigError(f"config file {path}: {exc}") from None
+    return config

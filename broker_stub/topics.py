@@ -1,0 +1,115 @@
+"""The broker's topic table and its DataVersion.
+
+Every change bumps the DataVersion: the NameServer only re-applies a
+registration whose version differs from the one it holds, so an unbumped
+change would never reach the routes. The table calls ``on_change`` after
+each change so the registrar can register at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from remoting import fastjson
+from remoting.bodies import DataVersion, TopicConfig
+from remoting.codes import DEFAULT_TOPIC, PERM_INHERIT, PERM_READ, PERM_WRITE
+
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+BENCHMARK_TOPIC = "BenchmarkTest"
+MAX_TOPICS = 100_000  # a bound on memory, far beyond what tests create
+RW = PERM_READ | PERM_WRITE
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def default_topics(cluster: str, broker_name: str, queue_nums: int, auto_create: bool) -> list[TopicConfig]:
+    """The system topics a Java 5.x broker registers (TopicConfigManager), so a
+    first registration looks like a real broker's and never holds one topic."""
+    topics = [
+        TopicConfig(SELF_TEST_TOPIC, 1, 1, RW),
+        TopicConfig(BENCHMARK_TOPIC, 1024, 1024, RW),
+        TopicConfig(cluster, 16, 16, RW | PERM_INHERIT),
+        TopicConfig(broker_name, 1, 1, RW | PERM_INHERIT),
+        TopicConfig(OFFSET_MOVED_EVENT, 1, 1, RW),
+        TopicConfig(SCHEDULE_TOPIC, 18, 18, RW),
+        TopicConfig(f"{cluster}_REPLY_TOPIC", 1, 1, RW),
+        TopicConfig(f"rmq_sys_SYNC_BROKER_MEMBER_{broker_name}", 1, 1, PERM_INHERIT),
+    ]
+    if auto_create:
+        topics.insert(1, TopicConfig(DEFAULT_TOPIC, queue_nums, queue_nums, RW | PERM_INHERIT))
+    return topics
+
+
+class TopicTable:
+    """Topic name -> TopicConfig, plus the version the NameServer compares."""
+
+    def __init__(
+        self,
+        initial: list[TopicConfig],
+        *,
+        on_change: Callable[[], None] = lambda: None,
+        clock_ms: Callable[[], int] = now_ms,
+    ) -> None:
+        self._topics: dict[str, TopicConfig] = {tc.topic_name: tc for tc in initial}
+        self.clock_ms = clock_ms
+        self.data_version = DataVersion(0, clock_ms(), 0)
+        self.on_change = on_change
+
+    def get(self, name: str) -> TopicConfig | None:
+        return self._topics.get(name)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._topics
+
+    def __len__(self) -> int:
+        return len(self._topics)
+
+    def names(self) -> list[str]:
+        return list(self._topics)
+
+    def put(self, tc: TopicConfig) -> None:
+        """Create or replace a topic; raises ValueError when the table is full."""
+        if tc.topic_name not in self._topics and len(self._topics) >= MAX_TOPICS:
+            raise ValueError(f"topic table full ({MAX_TOPICS} topics)")
+        self._topics[tc.topic_name] = tc
+        self.changed()
+
+    def delete(self, name: str) -> bool:
+        if self._topics.pop(name, None) is None:
+            return False
+        self.changed()
+        return True
+
+    def changed(self) -> None:
+        """Bump the version (a broker-wide change such as brokerPermission counts too)."""
+        self.data_version = self.data_version.next(self.clock_ms())
+        self.on_change()
+
+    def registered(self, broker_perm: int) -> list[TopicConfig]:
+        """Topic configs as registered: perms ANDed with the broker's when it lacks R or W (Java)."""
+        if broker_perm & RW == RW:
+            return list(self._topics.values())
+        out = []
+        for tc in self._topics.values():
+            copy = TopicConfig(**{f: getattr(tc, f) for f in tc.__slots__})  # type: ignore[attr-defined]
+            copy.perm = tc.perm & broker_perm
+            out.append(copy)
+        return out
+
+    def wrapper_body(self) -> bytes:
+        """GET_ALL_TOPIC_CONFIG body: a TopicConfigAndMappingSerializeWrapper as 5.x sends it."""
+        dv = self.data_version.to_obj()
+        return fastjson.dumps_fast(
+            {
+                "dataVersion": dv,
+                "mappingDataVersion": {"counter": 0, "stateVersion": 0, "timestamp": dv["timestamp"]},
+                "topicConfigTable": {name: tc.to_obj() for name, tc in self._topics.items()},
+                "topicQueueMappingDetailMap": {},
+                "topicQueueMappingInfoMap": {},
+            }
+        )

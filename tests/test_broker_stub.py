@@ -1,0 +1,506 @@
+"""The broker stub as real processes beside a real mqnamesrv, over loopback TCP."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import subprocess
+import time
+import zlib
+from collections.abc import Awaitable, Callable
+
+import pytest
+import trio
+
+from remoting import properties
+from remoting import requests as rq
+from remoting.bodies import ClusterInfo, TopicRouteData, parse_kv_table
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand, request
+from remoting.transport import RemotingTimeout, connect
+
+pytest_plugins = ("tests.broker_procs",)  # the start_broker fixture
+
+FAULT = 9000
+UNIQ = "7F0000010A2B18B4AAC2476FE7A60000"
+
+
+# --------------------------------------------------------------------------
+# helpers
+
+
+async def call(addr: str, req: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+    async with connect(addr) as client:
+        return await client.invoke(req, timeout)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 5.0, what: str = "condition") -> float:
+    """Poll ``check`` until true; returns the seconds it took."""
+    start = trio.current_time()
+    while True:
+        if await check():
+            return trio.current_time() - start
+        if trio.current_time() - start > timeout:
+            raise AssertionError(f"{what} not reached within {timeout} s")
+        await trio.sleep(0.02)
+
+
+async def route(ns: str, topic: str) -> TopicRouteData | None:
+    resp = await call(ns, rq.get_route(topic))
+    if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+        return None
+    assert resp.code == ResponseCode.SUCCESS, resp
+    return TopicRouteData.decode(resp.body)
+
+
+async def cluster(ns: str) -> ClusterInfo:
+    resp = await call(ns, rq.cluster_info())
+    assert resp.code == ResponseCode.SUCCESS, resp
+    return ClusterInfo.decode(resp.body)
+
+
+async def broker_addrs(ns: str, name: str) -> dict[int, str]:
+    data = (await cluster(ns)).broker_addr_table.get(name)
+    return dict(data.broker_addrs) if data else {}
+
+
+def props_text(**props: str) -> str:
+    return "".join(f"{k}\x01{v}\x02" for k, v in props.items())
+
+
+def send_v2(topic: str, queue_id: int | str, body: bytes, *, uniq: str = UNIQ, default_queues: object = 4) -> RemotingCommand:
+    # C++ style: some values as numbers (the codec stringifies them), others as strings.
+    return request(
+        RequestCode.SEND_MESSAGE_V2,
+        {"a": "PG", "b": topic, "c": "TBW102", "d": default_queues, "e": queue_id, "f": 0, "g": str(int(time.time() * 1000)),
+         "h": 0, "i": props_text(UNIQ_KEY=uniq, TAGS="tagA", WAIT="true"), "j": "0", "k": "false", "m": "false"},
+        body,
+    )
+
+
+def send_v1(topic: str, queue_id: int, body: bytes, *, uniq: str = UNIQ) -> RemotingCommand:
+    return request(
+        RequestCode.SEND_MESSAGE,
+        {"producerGroup": "PG", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 4, "queueId": queue_id,
+         "sysFlag": 0, "bornTimestamp": int(time.time() * 1000), "flag": 0, "properties": props_text(UNIQ_KEY=uniq),
+         "reconsumeTimes": 0, "unitMode": False, "batch": False},
+        body,
+    )
+
+
+def encode_batch(bodies: list[bytes]) -> bytes:
+    out = b""
+    for i, body in enumerate(bodies):
+        props = props_text(UNIQ_KEY=f"{UNIQ[:-4]}{i:04X}", WAIT="true").encode()
+        total = 4 + 4 + 4 + 4 + 4 + len(body) + 2 + len(props)
+        out += struct.pack(">iiiii", total, 0, 0, 0, len(body)) + body + struct.pack(">h", len(props)) + props
+    return out
+
+
+def send_batch(topic: str, queue_id: int, bodies: list[bytes]) -> RemotingCommand:
+    return request(
+        RequestCode.SEND_BATCH_MESSAGE,
+        {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0", "g": "0", "h": "0", "i": "",
+         "j": "0", "k": "false", "m": "true"},
+        encode_batch(bodies),
+    )
+
+
+def create_topic(topic: str, queues: int = 4, perm: int = 6) -> RemotingCommand:
+    return request(
+        RequestCode.UPDATE_AND_CREATE_TOPIC,
+        {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues, "writeQueueNums": queues, "perm": perm,
+         "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False},
+    )
+
+
+def pull(topic: str, queue_id: int, offset: int, group: str = "CG") -> RemotingCommand:
+    return request(
+        RequestCode.PULL_MESSAGE,
+        {"consumerGroup": group, "topic": topic, "queueId": queue_id, "queueOffset": offset, "maxMsgNums": 32,
+         "sysFlag": 2, "commitOffset": 0, "suspendTimeoutMillis": 15000, "subscription": "*", "subVersion": 0},
+    )
+
+
+def fault(action: str, **ext: object) -> RemotingCommand:
+    return request(FAULT, {"action": action, **ext})
+
+
+def decode_stored(body: bytes) -> list[dict[str, object]]:
+    """An independent reading of the stored-message layout (MessageDecoder, IPv4)."""
+    out = []
+    pos = 0
+    while pos < len(body):
+        (total, magic, crc, queue_id, _flag, queue_offset, phys, _sys_flag, _born_ts, born_ip, _born_port, _store_ts,
+         store_ip, store_port, _reconsume, _prepared) = struct.unpack_from(">iiiiiqqiq4siq4siiq", body, pos)
+        p = pos + 84
+        (blen,) = struct.unpack_from(">i", body, p)
+        msg_body = body[p + 4 : p + 4 + blen]
+        p += 4 + blen
+        tlen = body[p]
+        topic = body[p + 1 : p + 1 + tlen].decode()
+        p += 1 + tlen
+        (plen,) = struct.unpack_from(">h", body, p)
+        props = body[p + 2 : p + 2 + plen].decode()
+        assert p + 2 + plen - pos == total
+        assert magic == -626843481 and crc == zlib.crc32(msg_body) & 0x7FFFFFFF
+        out.append({"queueId": queue_id, "queueOffset": queue_offset, "phys": phys, "body": msg_body, "topic": topic,
+                    "props": props, "storeHost": f"{socket.inet_ntoa(store_ip)}:{store_port}",
+                    "bornHost": socket.inet_ntoa(born_ip)})
+        pos += total
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --------------------------------------------------------------------------
+# registration
+
+
+async def test_master_and_slave_register_and_slave_learns_master(start_namesrv, start_broker) -> None:
+    ns = start_namesrv()
+    master = start_broker("m", brokerName="broker-a", brokerId=0, namesrvAddr=ns.addr)
+    slave = start_broker("s", brokerName="broker-a", brokerId=1, namesrvAddr=ns.addr)
+
+    async def both() -> bool:
+        return await broker_addrs(ns.addr, "broker-a") == {0: master.addr, 1: slave.addr}
+
+    await eventually(both, what="master and slave in cluster info")
+    info = await cluster(ns.addr)
+    assert set(info.cluster_addr_table["DefaultCluster"]) == {"broker-a"}
+    for topic in ("TBW102", "SELF_TEST_TOPIC", "DefaultCluster", "broker-a", "OFFSET_MOVED_EVENT"):
+        r = await route(ns.addr, topic)
+        assert r is not None and r.broker_datas[0].broker_addrs == {0: master.addr, 1: slave.addr}, topic
+    tbw = await route(ns.addr, "TBW102")
+    assert tbw is not None and tbw.queue_datas[0].perm == 7 and tbw.queue_datas[0].write_queue_nums == 8
+
+    async def slave_knows_master() -> bool:
+        resp = await call(slave.addr, request(RequestCode.GET_BROKER_RUNTIME_INFO))
+        return parse_kv_table(resp.body).get("masterAddr") == master.addr
+
+    await eventually(slave_knows_master, what="slave learning its master")
+    # A slave refuses sends like a Java slave store does.
+    resp = await call(slave.addr, send_v2("TBW102x", 0, b"x"))
+    assert resp.code == ResponseCode.SERVICE_NOT_AVAILABLE
+
+
+async def test_topic_created_is_routable_within_one_second(start_namesrv, start_broker) -> None:
+    ns = start_namesrv()
+    broker = start_broker(namesrvAddr=ns.addr, registerNameServerPeriod=30000)  # only a kick can be fast
+    await eventually(lambda: _has(ns.addr, "TBW102"), what="first registration")
+    resp = await call(broker.addr, create_topic("OrderTopic", queues=3))
+    assert resp.code == ResponseCode.SUCCESS, resp
+    took = await eventually(lambda: _has(ns.addr, "OrderTopic"), timeout=1.0, what="route for new topic")
+    assert took < 1.0
+    r = await route(ns.addr, "OrderTopic")
+    assert r is not None and (r.queue_datas[0].read_queue_nums, r.queue_datas[0].perm) == (3, 6)
+
+    resp = await call(broker.addr, request(RequestCode.GET_ALL_TOPIC_CONFIG))
+    table = json.loads(resp.body)["topicConfigTable"]
+    assert table["OrderTopic"]["writeQueueNums"] == 3 and "TBW102" in table
+    resp = await call(broker.addr, request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "OrderTopic"}))
+    assert resp.code == ResponseCode.SUCCESS
+    resp = await call(broker.addr, request(RequestCode.GET_ALL_TOPIC_CONFIG))
+    assert "OrderTopic" not in json.loads(resp.body)["topicConfigTable"]
+    resp = await call(broker.addr, create_topic("bad topic!"))
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "illegal" in (resp.remark or "")
+
+
+async def _has(ns: str, topic: str) -> bool:
+    return await route(ns, topic) is not None
+
+
+async def test_one_dead_namesrv_does_not_block_and_is_joined_when_it_starts(start_namesrv, start_broker) -> None:
+    live = start_namesrv("live")
+    port = free_port()
+    dead = f"127.0.0.1:{port}"
+    broker = start_broker(namesrvAddr=f"{dead};{live.addr}", registerBrokerTimeoutMills=1000)
+    await eventually(lambda: _has(live.addr, "TBW102"), timeout=2.0, what="registration with the live namesrv")
+    late = start_namesrv("late", listenPort=port)
+    await eventually(lambda: _has(late.addr, "TBW102"), timeout=8.0, what="registration after the namesrv came up")
+    assert await broker_addrs(late.addr, "broker-a") == {0: broker.addr}
+
+
+async def test_sigterm_unregisters_at_once_and_exits_zero(start_namesrv, start_broker) -> None:
+    ns = start_namesrv(brokerChannelExpiredTime=600000)
+    broker = start_broker(namesrvAddr=ns.addr)
+    await eventually(lambda: _has(ns.addr, "TBW102"), what="registration")
+    assert broker.terminate() == 0
+    assert await route(ns.addr, "TBW102") is None
+    assert await broker_addrs(ns.addr, "broker-a") == {}
+    assert "unregistered from" in broker.log()
+
+
+async def test_kill9_is_dropped_when_its_connection_closes(start_namesrv, start_broker) -> None:
+    ns = start_namesrv(brokerChannelExpiredTime=600000)
+    broker = start_broker(namesrvAddr=ns.addr)
+    await eventually(lambda: _has(ns.addr, "TBW102"), what="registration")
+    broker.kill()
+    await eventually(lambda: _not(_has(ns.addr, "TBW102")), timeout=1.0, what="route gone after kill -9")
+
+
+async def _not(aw: Awaitable[bool]) -> bool:
+    return not await aw
+
+
+# --------------------------------------------------------------------------
+# producing and consuming
+
+
+async def test_send_v2_v1_batch_and_pull_round_trip(start_namesrv, start_broker) -> None:
+    ns = start_namesrv()
+    broker = start_broker(namesrvAddr=ns.addr)
+    host, port = broker.addr.split(":")
+    async with connect(broker.addr) as c:
+        assert (await c.invoke(create_topic("RT", queues=2))).code == ResponseCode.SUCCESS
+        hb = {"clientID": "127.0.0.1@1#1", "producerDataSet": [{"groupName": "PG"}]}
+        resp = await c.invoke(request(RequestCode.HEART_BEAT, body=(json.dumps(hb) + "\n").encode()))
+        assert resp.code == ResponseCode.SUCCESS
+        results = [await c.invoke(send_v2("RT", 1, b"hello-v2"))]
+        results.append(await c.invoke(send_v1("RT", 1, b"hello-v1")))
+        batch = await c.invoke(send_batch("RT", 1, [b"b0", b"b1", b"b2"]))
+        other = await c.invoke(send_v2("RT", 0, b"queue0"))
+    for resp in results + [batch, other]:
+        assert resp.code == ResponseCode.SUCCESS, resp
+        ext = resp.ext_fields or {}
+        assert all(isinstance(v, str) for v in ext.values())
+        assert ext["MSG_REGION"] == "DefaultRegion" and ext["TRACE_ON"] == "true"
+    assert [r.ext("queueOffset") for r in results] == ["0", "1"]
+    assert [r.ext("queueId") for r in results] == ["1", "1"]
+    assert results[0].ext("transactionId") == UNIQ
+    msg_id = results[0].ext("msgId") or ""
+    assert len(msg_id) == 32 and msg_id == msg_id.upper()
+    raw = bytes.fromhex(msg_id)
+    assert socket.inet_ntoa(raw[:4]) == host and struct.unpack(">i", raw[4:8])[0] == int(port)
+    assert batch.ext("queueOffset") == "2" and len((batch.ext("msgId") or "").split(",")) == 3
+    assert other.ext("queueOffset") == "0" and other.ext("queueId") == "0"
+
+    resp = await call(broker.addr, pull("RT", 1, 0))
+    assert resp.code == ResponseCode.SUCCESS, resp
+    assert resp.ext("nextBeginOffset") == "5" and resp.ext("minOffset") == "0" and resp.ext("maxOffset") == "5"
+    assert resp.ext("suggestWhichBrokerId") == "0"
+    msgs = decode_stored(resp.body)
+    assert [m["body"] for m in msgs] == [b"hello-v2", b"hello-v1", b"b0", b"b1", b"b2"]
+    assert [m["queueOffset"] for m in msgs] == [0, 1, 2, 3, 4]
+    assert all(m["topic"] == "RT" and m["queueId"] == 1 and m["storeHost"] == broker.addr for m in msgs)
+    assert "UNIQ_KEY\x01" + UNIQ in str(msgs[0]["props"]) and "TAGS\x01tagA" in str(msgs[0]["props"])
+    # the offset message id encodes the stored physical offset
+    assert struct.unpack(">q", raw[8:])[0] == msgs[0]["phys"]
+
+    resp = await call(broker.addr, pull("RT", 1, 3))
+    assert [m["queueOffset"] for m in decode_stored(resp.body)] == [3, 4]
+    resp = await call(broker.addr, pull("RT", 1, 5))
+    assert resp.code == ResponseCode.PULL_NOT_FOUND and resp.ext("nextBeginOffset") == "5"
+    resp = await call(broker.addr, pull("RT", 1, 99))
+    assert resp.code == ResponseCode.PULL_OFFSET_MOVED
+    resp = await call(broker.addr, pull("Missing", 0, 0))
+    assert resp.code == ResponseCode.TOPIC_NOT_EXIST
+    resp = await call(broker.addr, request(RequestCode.GET_MAX_OFFSET, {"topic": "RT", "queueId": 1}))
+    assert resp.ext("offset") == "5"
+    resp = await call(broker.addr, request(RequestCode.GET_MIN_OFFSET, {"topic": "RT", "queueId": 1}))
+    assert resp.ext("offset") == "0"
+    resp = await call(broker.addr, send_v2("RT", 7, b"bad queue"))
+    assert resp.code == ResponseCode.SYSTEM_ERROR
+
+
+async def test_bounded_queue_drops_oldest_and_moves_min_offset(start_broker) -> None:
+    broker = start_broker(maxMessagesPerQueue=3, namesrvAddr="")
+    async with connect(broker.addr) as c:
+        assert (await c.invoke(create_topic("B", queues=1))).code == ResponseCode.SUCCESS
+        for i in range(5):
+            resp = await c.invoke(send_v2("B", 0, f"m{i}".encode()))
+            assert resp.ext("queueOffset") == str(i)
+        resp = await c.invoke(request(RequestCode.GET_MIN_OFFSET, {"topic": "B", "queueId": 0}))
+        assert resp.ext("offset") == "2"
+        resp = await c.invoke(pull("B", 0, 0))
+        assert resp.code == ResponseCode.PULL_OFFSET_MOVED and resp.ext("nextBeginOffset") == "2"
+        resp = await c.invoke(pull("B", 0, 2))
+        assert [m["body"] for m in decode_stored(resp.body)] == [b"m2", b"m3", b"m4"]
+
+
+async def test_consumer_heartbeat_offsets_and_unregister(start_broker) -> None:
+    broker = start_broker(namesrvAddr="")
+    async with connect(broker.addr) as c:
+        hb = {"clientID": "c1", "consumerDataSet": [{"groupName": "CG", "consumeType": "CONSUME_PASSIVELY"}],
+              "producerDataSet": []}
+        resp = await c.invoke(request(RequestCode.HEART_BEAT, body=json.dumps(hb).encode()))
+        assert resp.code == ResponseCode.SUCCESS
+        resp = await c.invoke(request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "CG"}))
+        assert resp.code == ResponseCode.SUCCESS and json.loads(resp.body) == {"consumerIdList": ["c1"]}
+        q = {"consumerGroup": "CG", "topic": "TBW102", "queueId": 0}
+        resp = await c.invoke(request(RequestCode.QUERY_CONSUMER_OFFSET, q))
+        assert resp.code == ResponseCode.SUCCESS and resp.ext("offset") == "0"
+        resp = await c.invoke(request(RequestCode.UPDATE_CONSUMER_OFFSET, {**q, "commitOffset": 42}))
+        assert resp.code == ResponseCode.SUCCESS
+        resp = await c.invoke(request(RequestCode.QUERY_CONSUMER_OFFSET, q))
+        assert resp.ext("offset") == "42"
+        resp = await c.invoke(request(RequestCode.UNREGISTER_CLIENT, {"clientID": "c1", "consumerGroup": "CG"}))
+        assert resp.code == ResponseCode.SUCCESS
+        resp = await c.invoke(request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "CG"}))
+        assert resp.code == ResponseCode.SYSTEM_ERROR
+        resp = await c.invoke(request(12345))
+        assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+
+
+async def test_auto_create_from_tbw102_and_refusal_when_disabled(start_namesrv, start_broker) -> None:
+    ns = start_namesrv()
+    # forceRegister=false: each registration is preceded by QUERY_DATA_VERSION, as in Java
+    broker = start_broker(namesrvAddr=ns.addr, registerNameServerPeriod=30000, forceRegister=False)
+    await eventually(lambda: _has(ns.addr, "TBW102"), what="registration")
+    resp = await call(broker.addr, send_v2("AutoTopic", 2, b"auto", default_queues=3))
+    assert resp.code == ResponseCode.SUCCESS, resp
+    assert resp.ext("queueOffset") == "0"
+    await eventually(lambda: _has(ns.addr, "AutoTopic"), timeout=1.0, what="route of auto-created topic")
+    r = await route(ns.addr, "AutoTopic")
+    assert r is not None and (r.queue_datas[0].write_queue_nums, r.queue_datas[0].perm) == (3, 6)
+
+    strict = start_broker("strict", brokerName="broker-b", namesrvAddr="", autoCreateTopicEnable=False)
+    resp = await call(strict.addr, send_v2("AutoTopic", 0, b"x"))
+    assert resp.code == ResponseCode.TOPIC_NOT_EXIST and "not exist" in (resp.remark or "")
+
+
+async def test_runtime_info_and_broker_config(start_namesrv, start_broker) -> None:
+    ns = start_namesrv()
+    broker = start_broker(namesrvAddr=ns.addr, registerNameServerPeriod=30000)
+    await eventually(lambda: _has(ns.addr, "TBW102"), what="registration")
+    table = parse_kv_table((await call(broker.addr, request(RequestCode.GET_BROKER_RUNTIME_INFO))).body)
+    for key in ("brokerVersionDesc", "putTps", "getTransferredTps", "getTransferedTps", "sendThreadPoolQueueSize",
+                "pullThreadPoolQueueSize", "sendThreadPoolQueueHeadWaitTimeMills", "pageCacheLockTimeMills",
+                "earliestMessageTimeStamp", "commitLogDiskRatio", "msgPutTotalTodayNow", "brokerActive"):
+        assert key in table, key
+    assert table["brokerVersionDesc"] == "V5_3_3"
+
+    body = properties.dumps({"brokerPermission": "4"}).encode()
+    resp = await call(broker.addr, request(RequestCode.UPDATE_BROKER_CONFIG, body=body))
+    assert resp.code == ResponseCode.SUCCESS, resp
+
+    async def read_only() -> bool:
+        r = await route(ns.addr, "TBW102")
+        return r is not None and r.queue_datas[0].perm == 4
+
+    await eventually(read_only, timeout=1.0, what="perm 4 in the route")
+    resp = await call(broker.addr, send_v2("TBW102", 0, b"x"))
+    assert resp.code == ResponseCode.NO_PERMISSION
+    resp = await call(broker.addr, request(RequestCode.GET_BROKER_CONFIG))
+    assert resp.code == ResponseCode.SUCCESS and "brokerPermission=4\n" in resp.body.decode()
+    bad = properties.dumps({"listenPort": "1"}).encode()
+    resp = await call(broker.addr, request(RequestCode.UPDATE_BROKER_CONFIG, body=bad))
+    assert resp.code == ResponseCode.NO_PERMISSION and "listenPort" in (resp.remark or "")
+
+
+# --------------------------------------------------------------------------
+# faults
+
+
+async def test_fault_latency_reject_hang_resume(start_broker) -> None:
+    broker = start_broker(namesrvAddr="")
+    async with connect(broker.addr) as ctl, connect(broker.addr) as c:
+        assert (await ctl.invoke(fault("latency", millis=300))).code == ResponseCode.SUCCESS
+        start = trio.current_time()
+        assert (await c.invoke(send_v2("TBW102x", 0, b"slow"))).code == ResponseCode.SUCCESS
+        assert trio.current_time() - start >= 0.3
+        assert (await ctl.invoke(fault("latency", millis=0))).code == ResponseCode.SUCCESS
+
+        resp = await ctl.invoke(fault("reject", code=14))
+        assert resp.code == ResponseCode.SUCCESS and json.loads(resp.body)["rejectCode"] == 14
+        assert (await c.invoke(send_v2("TBW102x", 0, b"no"))).code == ResponseCode.SERVICE_NOT_AVAILABLE
+        assert (await ctl.invoke(fault("clear"))).code == ResponseCode.SUCCESS
+        assert (await c.invoke(send_v2("TBW102x", 0, b"yes"))).code == ResponseCode.SUCCESS
+
+        assert (await ctl.invoke(fault("hang"))).code == ResponseCode.SUCCESS
+        with pytest.raises(RemotingTimeout):
+            await c.invoke(request(RequestCode.GET_BROKER_RUNTIME_INFO), 0.5)
+        assert not c.closed  # the connection stays open
+        assert json.loads((await ctl.invoke(fault("status"))).body)["hung"] is True
+        assert (await ctl.invoke(fault("resume"))).code == ResponseCode.SUCCESS
+        resp = await c.invoke(request(RequestCode.GET_BROKER_RUNTIME_INFO), 2.0)
+        assert resp.code == ResponseCode.SUCCESS
+        resp = await ctl.invoke(fault("explode"))
+        assert resp.code == ResponseCode.INVALID_PARAMETER and "unknown fault action" in (resp.remark or "")
+
+
+async def test_fault_partition_one_namesrv_with_acting_master_heartbeats(start_namesrv, start_broker) -> None:
+    ns1, ns2 = start_namesrv("ns1"), start_namesrv("ns2")
+    # Full registration only once (long period); liveness from 904 heartbeats every 200 ms,
+    # 1 s timeout: so the partitioned NameServer expires the broker quickly.
+    broker = start_broker(
+        namesrvAddr=f"{ns1.addr};{ns2.addr}", registerNameServerPeriod=30000, enableSlaveActingMaster=True,
+        brokerHeartbeatInterval=200, brokerNotActiveTimeoutMillis=1000,
+    )
+    await eventually(lambda: _has(ns1.addr, "TBW102"), what="registration ns1")
+    await eventually(lambda: _has(ns2.addr, "TBW102"), what="registration ns2")
+    await trio.sleep(1.5)  # longer than the timeout: only heartbeats keep it alive
+    assert await _has(ns1.addr, "TBW102") and await _has(ns2.addr, "TBW102")
+    resp = await call(broker.addr, fault("partition", namesrv=ns2.addr))
+    assert resp.code == ResponseCode.SUCCESS and json.loads(resp.body)["partitioned"] == [ns2.addr]
+    await eventually(lambda: _not(_has(ns2.addr, "TBW102")), timeout=3.0, what="expiry on the partitioned namesrv")
+    assert await _has(ns1.addr, "TBW102")
+    await trio.sleep(0.3)  # the NameServer closed the expired broker's channel; the stub reconnects
+    assert "reconnecting" in broker.log()
+    assert (await call(broker.addr, fault("heal"))).code == ResponseCode.SUCCESS
+    await eventually(lambda: _has(ns2.addr, "TBW102"), timeout=1.0, what="re-registration after heal")
+
+
+# --------------------------------------------------------------------------
+# command line
+
+
+def test_bad_config_is_one_line_and_print_config(tmp_path) -> None:
+    from tests.broker_procs import (
+        broker_command,  # imported here: the module is loaded as a plugin
+    )
+
+    bad = tmp_path / "bad.properties"
+    bad.write_text("brokerId=abc\n")
+    out = subprocess.run(broker_command() + ["-c", str(bad)], capture_output=True, text=True, timeout=20, check=False)
+    assert out.returncode != 0
+    assert out.stderr.strip().count("\n") == 0 and "brokerId" in out.stderr and "Traceback" not in out.stderr
+    bad.write_text("namesrvAddr=nohostport\n")
+    out = subprocess.run(broker_command() + ["-c", str(bad)], capture_output=True, text=True, timeout=20, check=False)
+    assert out.returncode != 0 and out.stderr.count("\n") == 1 and "namesrvAddr" in out.stderr
+    good = tmp_path / "good.properties"
+    good.write_text("brokerName=broker-z\nlistenPort=0\n")
+    out = subprocess.run(broker_command() + ["-c", str(good), "-p"], capture_output=True, text=True, timeout=20, check=False)
+    assert out.returncode == 0 and "brokerName=broker-z" in out.stdout and "defaultTopicQueueNums=8" in out.stdout
+
+
+async def test_cpp_style_frame_with_numeric_ext_values(start_broker) -> None:
+    """The C++ client sends some header values as JSON numbers and a trailing newline."""
+    from remoting.codec import FrameDecoder
+
+    broker = start_broker(namesrvAddr="")
+    header = {"code": 310, "extFields": {"AccessKey": "", "OnsChannel": "ALIYUN", "Signature": "", "a": "PG", "b": "Cpp",
+              "c": "TBW102", "d": 4, "e": 1, "f": 0, "g": "1700000000000", "h": 0, "i": props_text(UNIQ_KEY=UNIQ),
+              "j": "0", "k": "false", "l": 16, "m": "false"},
+              "flag": 0, "language": "CPP", "opaque": 7, "remark": "", "version": 333}
+    head = (json.dumps(header, separators=(",", ":")) + "\n").encode()
+    body = b"from-cpp"
+    frame = struct.pack(">ii", 4 + len(head) + len(body), len(head)) + head + body
+    host, port = broker.addr.split(":")
+    stream = await trio.open_tcp_stream(host, int(port))
+    async with stream:
+        await stream.send_all(frame)
+        decoder = FrameDecoder()
+        with trio.fail_after(3):
+            responses: list[RemotingCommand] = []
+            while not responses:
+                responses = decoder.feed(await stream.receive_some(65536))
+    resp = responses[0]
+    assert resp.code == ResponseCode.SUCCESS and resp.opaque == 7, resp
+    assert resp.ext("queueId") == "1" and resp.ext("queueOffset") == "0" and resp.ext("transactionId") == UNIQ
+
+
+async def test_sigterm_while_hung_still_exits_zero(start_broker) -> None:
+    broker = start_broker(namesrvAddr="")
+    async with connect(broker.addr) as ctl, connect(broker.addr) as c:
+        assert (await ctl.invoke(fault("hang"))).code == ResponseCode.SUCCESS
+        with pytest.raises(RemotingTimeout):
+            await c.invoke(request(RequestCode.GET_BROKER_RUNTIME_INFO), 0.2)
+        start = time.monotonic()
+        assert broker.terminate() == 0
+        assert time.monotonic() - start < 4.0
