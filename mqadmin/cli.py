@@ -18,7 +18,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from mqadmin import cluster, watch
+from mqadmin import cluster, fanout_cli, scenario_cli, watch
 from mqadmin.client import AdminClient, AdminError, PerServer, namesrv_from_env, run, split_addrs
 from remoting.bodies import TopicRouteData
 from remoting.climain import run_app
@@ -488,6 +488,10 @@ def logs_cmd(
             text = [f"(cannot read: {exc})"]
         for line in text:
             out.print(line)
+
+
+app.add_typer(scenario_cli.app, name="scenario")
+fanout_cli.register(app)
 
 
 def entry() -> None:
