@@ -31,11 +31,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from remoting import requests as rq  # noqa: E402
-from remoting.bodies import DataVersion, TopicConfig  # noqa: E402
-from remoting.codec import FrameDecoder, encode  # noqa: E402
-from remoting.codes import RequestCode  # noqa: E402
-from remoting.command import request  # noqa: E402
+from remoting import requests as rq
+from remoting.bodies import DataVersion, TopicConfig
+from remoting.codec import FrameDecoder, encode
+from remoting.codes import RequestCode
+from remoting.command import request
 
 SERVER_CPU = 0
 CLIENT_CPU = 1

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from typing import Optional
 
 import trio
 import typer
@@ -31,11 +30,11 @@ app = typer.Typer(
 
 @app.command(help="Start a RocketMQ-compatible NameServer.")
 def main(
-    config_file: Optional[str] = typer.Option(
+    config_file: str | None = typer.Option(
         None, "-c", "--configFile", metavar="FILE", help="Name server config properties file."
     ),
     print_config: bool = typer.Option(False, "-p", "--printConfigItem", help="Print all config items and exit."),
-    namesrv_addr: Optional[str] = typer.Option(
+    namesrv_addr: str | None = typer.Option(
         None, "-n", "--namesrvAddr", metavar="ADDR", help="Accepted for RocketMQ compatibility; ignored."
     ),
 ) -> None:

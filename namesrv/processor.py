@@ -13,11 +13,12 @@ import copy
 import hashlib
 import logging
 import zlib
-from typing import Any, Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any
 
 from namesrv.config import ConfigError, NamesrvConfig
 from namesrv.kvconfig import KVConfig
-from namesrv.routes import RouteOptions, RouteTable, Registration, UNIT_TOPIC_FLAGS
+from namesrv.routes import UNIT_TOPIC_FLAGS, Registration, RouteOptions, RouteTable
 from remoting import fastjson, properties
 from remoting.bodies import (
     BodyError,
@@ -28,7 +29,12 @@ from remoting.bodies import (
     parse_register_body,
 )
 from remoting.codec import encode, encode_success_json
-from remoting.codes import NAMESPACE_ORDER_TOPIC_CONFIG, RequestCode, ResponseCode, Version
+from remoting.codes import (
+    NAMESPACE_ORDER_TOPIC_CONFIG,
+    RequestCode,
+    ResponseCode,
+    Version,
+)
 from remoting.command import RemotingCommand, response_to
 
 log = logging.getLogger("namesrv")

@@ -14,8 +14,9 @@ is then two dict lookups.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Iterable
+from typing import Any
 
 from remoting import fastjson
 from remoting.bodies import DataVersion, RegisterBody

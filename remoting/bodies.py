@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from remoting import fastjson
 from remoting.codes import PERM_INHERIT, PERM_READ, PERM_WRITE, Version
@@ -18,19 +19,19 @@ from remoting.fastjson import BodyError
 
 __all__ = [
     "BodyError",
-    "DataVersion",
-    "TopicConfig",
-    "QueueData",
     "BrokerData",
-    "TopicRouteData",
     "ClusterInfo",
+    "DataVersion",
+    "QueueData",
     "RegisterBody",
-    "parse_register_body",
+    "TopicConfig",
+    "TopicRouteData",
+    "encode_kv_table",
     "encode_register_body",
-    "parse_topic_list",
     "encode_topic_list",
     "parse_kv_table",
-    "encode_kv_table",
+    "parse_register_body",
+    "parse_topic_list",
     "perm_to_string",
 ]
 
@@ -88,7 +89,7 @@ class DataVersion:
     state_version: int = 0
 
     @classmethod
-    def from_obj(cls, obj: Any) -> "DataVersion":
+    def from_obj(cls, obj: Any) -> DataVersion:
         o = _obj(obj, "dataVersion")
         return cls(
             counter=_int(o.get("counter"), "dataVersion.counter"),
@@ -103,10 +104,10 @@ class DataVersion:
         return fastjson.dumps_fast(self.to_obj())
 
     @classmethod
-    def decode(cls, body: bytes) -> "DataVersion":
+    def decode(cls, body: bytes) -> DataVersion:
         return cls.from_obj(fastjson.loads(body))
 
-    def next(self, now_ms: int) -> "DataVersion":
+    def next(self, now_ms: int) -> DataVersion:
         """The version after one more topic change."""
         return DataVersion(self.counter + 1, now_ms, self.state_version)
 
@@ -125,7 +126,7 @@ class TopicConfig:
     attributes: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_obj(cls, name: str, obj: Any) -> "TopicConfig":
+    def from_obj(cls, name: str, obj: Any) -> TopicConfig:
         o = _obj(obj, f"topic config {name!r}")
         attrs = o.get("attributes") or {}
         if not isinstance(attrs, dict):
@@ -382,7 +383,7 @@ class QueueData:
         }
 
     @classmethod
-    def from_obj(cls, obj: Any) -> "QueueData":
+    def from_obj(cls, obj: Any) -> QueueData:
         o = _obj(obj, "queueData")
         name = _str_or_none(o.get("brokerName"), "brokerName")
         if name is None:
@@ -416,7 +417,7 @@ class BrokerData:
         return obj
 
     @classmethod
-    def from_obj(cls, obj: Any) -> "BrokerData":
+    def from_obj(cls, obj: Any) -> BrokerData:
         o = _obj(obj, "brokerData")
         addrs = _obj(o.get("brokerAddrs"), "brokerAddrs")
         return cls(
@@ -456,7 +457,7 @@ class TopicRouteData:
         return fastjson.dumps(self.to_obj(), standard=standard)
 
     @classmethod
-    def from_obj(cls, obj: Any) -> "TopicRouteData":
+    def from_obj(cls, obj: Any) -> TopicRouteData:
         o = _obj(obj, "route")
         qds = o.get("queueDatas") or []
         bds = o.get("brokerDatas") or []
@@ -472,7 +473,7 @@ class TopicRouteData:
         )
 
     @classmethod
-    def decode(cls, body: bytes) -> "TopicRouteData":
+    def decode(cls, body: bytes) -> TopicRouteData:
         return cls.from_obj(fastjson.loads(body))
 
 
@@ -482,7 +483,7 @@ class ClusterInfo:
     cluster_addr_table: dict[str, list[str]]
 
     @classmethod
-    def decode(cls, body: bytes) -> "ClusterInfo":
+    def decode(cls, body: bytes) -> ClusterInfo:
         o = _obj(fastjson.loads(body), "cluster info")
         brokers = _obj(o.get("brokerAddrTable"), "brokerAddrTable")
         clusters = _obj(o.get("clusterAddrTable"), "clusterAddrTable")

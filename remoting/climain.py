@@ -8,7 +8,7 @@ non-zero (``--debug`` where a program offers it shows the traceback).
 from __future__ import annotations
 
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 import typer
 

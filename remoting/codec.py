@@ -52,7 +52,7 @@ class FrameDecoder:
     as soon as its 4 bytes arrive.
     """
 
-    __slots__ = ("_buf", "_need", "max_frame_length", "_broken")
+    __slots__ = ("_broken", "_buf", "_need", "max_frame_length")
 
     def __init__(self, max_frame_length: int = DEFAULT_FRAME_MAX_LENGTH) -> None:
         self._buf = bytearray()

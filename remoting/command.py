@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from remoting.codes import (
     CURRENT_VERSION,
@@ -24,15 +24,15 @@ class RemotingCommand:
     """
 
     __slots__ = (
-        "code",
-        "language",
-        "version",
-        "opaque",
-        "flag",
-        "remark",
-        "ext_fields",
         "body",
+        "code",
+        "ext_fields",
+        "flag",
+        "language",
+        "opaque",
+        "remark",
         "serialize_type",
+        "version",
     )
 
     def __init__(

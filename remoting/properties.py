@@ -8,7 +8,7 @@ Java and Python tools unchanged.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 
 class PropertiesError(ValueError):

@@ -22,7 +22,8 @@ import itertools
 import logging
 import selectors
 import socket
-from typing import Callable, Hashable, Protocol
+from collections.abc import Callable, Hashable
+from typing import Protocol
 
 import trio
 
@@ -57,7 +58,7 @@ OnClose = Callable[[int, str, str], None]
 
 
 class Connection:
-    __slots__ = ("id", "sock", "peer", "decoder", "out", "busy", "closed", "last_active", "interest")
+    __slots__ = ("busy", "closed", "decoder", "id", "interest", "last_active", "out", "peer", "sock")
 
     def __init__(self, conn_id: int, sock: socket.socket, peer: str, max_frame: int, now: float) -> None:
         self.id = conn_id

@@ -8,7 +8,7 @@ build identical bytes.
 from __future__ import annotations
 
 import zlib
-from typing import Iterable
+from collections.abc import Iterable
 
 from remoting import properties
 from remoting.bodies import DataVersion, TopicConfig, encode_register_body

@@ -7,10 +7,10 @@ timeout; the number of requests in flight is bounded.
 from __future__ import annotations
 
 import itertools
-import os
 import logging
+import os
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
 
 import trio
 
@@ -186,11 +186,11 @@ async def connect(
 
 
 __all__ = [
+    "DEFAULT_TIMEOUT",
     "ConnectError",
     "RemotingClient",
     "RemotingError",
     "RemotingTimeout",
     "connect",
     "parse_addr",
-    "DEFAULT_TIMEOUT",
 ]

@@ -34,7 +34,7 @@ class NamesrvProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.addr = ""
 
-    def start(self, timeout: float = 15.0) -> "NamesrvProcess":
+    def start(self, timeout: float = 15.0) -> NamesrvProcess:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "namesrv.cli", "-c", str(self.config_path)],

@@ -15,7 +15,14 @@ import pytest
 import trio
 
 from remoting import requests as rq
-from remoting.bodies import ClusterInfo, DataVersion, TopicConfig, TopicRouteData, parse_kv_table, parse_topic_list
+from remoting.bodies import (
+    ClusterInfo,
+    DataVersion,
+    TopicConfig,
+    TopicRouteData,
+    parse_kv_table,
+    parse_topic_list,
+)
 from remoting.codec import FrameDecoder, encode
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand, request
