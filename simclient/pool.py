@@ -1,0 +1,196 @@
+"""Connections by address, shared by many simulated producers.
+
+Like one ``MQClientInstance``'s channel table: one remoting connection per
+address, opened lazily, dropped when it breaks and reopened on the next
+request. Thousands of producers share it, so a NameServer or broker sees a
+handful of busy connections instead of thousands of idle ones (the request
+load is the same; only the socket count differs from real clients).
+
+* every request has a timeout, and connecting counts against it;
+* a refused connection (a killed broker) fails at once, and is tried again
+  on the next use, as Java does;
+* concurrent first requests to an address share one connect attempt;
+* requests in flight are bounded per pool (and per connection by the
+  transport).
+"""
+
+from __future__ import annotations
+
+import logging
+from types import TracebackType
+
+import trio
+
+from remoting.command import RemotingCommand
+from remoting.transport import (
+    ConnectError,
+    RemotingClient,
+    RemotingError,
+    RemotingTimeout,
+    connect,
+)
+
+log = logging.getLogger("simclient.pool")
+
+DEFAULT_CONNECT_TIMEOUT = 3.0  # NettyClientConfig.connectTimeoutMillis
+DEFAULT_MAX_IN_FLIGHT = 65536
+
+
+class _Conn:
+    __slots__ = ("client", "ready", "drop", "error")
+
+    def __init__(self) -> None:
+        self.client: RemotingClient | None = None
+        self.ready = trio.Event()  # set once the connect attempt has ended, either way
+        self.drop = trio.Event()  # set to close the connection
+        self.error: str | None = None
+
+
+class ClientPool:
+    """Connections by address shared by many producers (like one MQClientInstance's channel
+    table): one RemotingClient per address, opened lazily with a connect timeout, dropped on
+    error and reopened on next use. Must be used inside ``async with ClientPool(...) as pool:``.
+
+    ``close_on_timeout`` closes a connection whose request timed out, as Java
+    does by default (``clientCloseSocketIfTimeout``); it is off by default
+    here because the connection is shared by producers that would each have
+    their own in reality, and closing it would fail everyone's requests.
+    """
+
+    def __init__(
+        self,
+        *,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        max_frame_length: int = 16 * 1024 * 1024,
+        close_on_timeout: bool = False,
+    ) -> None:
+        self.connect_timeout = connect_timeout
+        self.max_frame_length = max_frame_length
+        self.close_on_timeout = close_on_timeout
+        self._slots = trio.Semaphore(max_in_flight)
+        self._conns: dict[str, _Conn] = {}
+        self._nursery: trio.Nursery | None = None
+        self._nursery_cm: trio.Nursery | None = None
+        self.connects = 0
+        self.connect_failures = 0
+
+    async def __aenter__(self) -> ClientPool:
+        self._nursery_cm = trio.open_nursery()
+        self._nursery = await self._nursery_cm.__aenter__()  # type: ignore[attr-defined]
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        assert self._nursery is not None and self._nursery_cm is not None
+        self._nursery.cancel_scope.cancel()
+        for conn in self._conns.values():
+            conn.drop.set()
+        self._conns.clear()
+        try:
+            return await self._nursery_cm.__aexit__(exc_type, exc, tb)  # type: ignore[attr-defined]
+        finally:
+            self._nursery = None
+
+    # ------------------------------------------------------------------
+
+    async def _hold(self, addr: str, conn: _Conn, *, task_status: trio.TaskStatus[RemotingClient]) -> None:
+        """Own one connection until it is dropped (the transport's reader runs inside)."""
+        started = False
+        try:
+            async with connect(addr, connect_timeout=self.connect_timeout, max_frame_length=self.max_frame_length) as client:
+                started = True
+                task_status.started(client)
+                await conn.drop.wait()
+        except (RemotingError, OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            if not started:
+                raise
+            log.debug("connection to %s ended: %s", addr, exc)
+
+    async def _client(self, addr: str) -> RemotingClient:
+        """The live client for ``addr``, connecting if needed (call under the request's timeout)."""
+        if self._nursery is None:
+            raise RuntimeError("ClientPool used outside 'async with'")
+        for _ in range(3):
+            conn = self._conns.get(addr)
+            if conn is not None:
+                client = conn.client
+                if client is not None:
+                    if not client.closed:
+                        return client
+                    self._discard(addr, conn)  # broke since last use: reconnect below
+                elif not conn.ready.is_set():
+                    await conn.ready.wait()  # someone else is connecting
+                    if conn.client is not None and not conn.client.closed:
+                        return conn.client
+                    if conn.error is not None:
+                        raise ConnectError(conn.error)
+                    continue  # their attempt was cancelled: try ourselves
+                else:
+                    self._discard(addr, conn)
+            conn = _Conn()
+            self._conns[addr] = conn
+            self.connects += 1
+            try:
+                conn.client = await self._nursery.start(self._hold, addr, conn)
+                return conn.client
+            except ConnectError as exc:
+                self.connect_failures += 1
+                conn.error = str(exc)
+                self._discard(addr, conn)
+                raise
+            except BaseException:
+                self._discard(addr, conn)
+                raise
+            finally:
+                conn.ready.set()
+        raise ConnectError(f"cannot connect to {addr}: connect attempts kept being cancelled")
+
+    def _discard(self, addr: str, conn: _Conn) -> None:
+        conn.drop.set()
+        if self._conns.get(addr) is conn:
+            del self._conns[addr]
+
+    def drop(self, addr: str) -> None:
+        """Close the connection to ``addr`` (the next request reconnects)."""
+        conn = self._conns.get(addr)
+        if conn is not None:
+            self._discard(addr, conn)
+
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send ``cmd`` to ``addr`` and wait for the answer, all within ``timeout`` seconds.
+
+        Raises ConnectError (could not connect), RemotingTimeout (no answer in
+        time) or RemotingError (the connection broke).
+        """
+        deadline = trio.current_time() + timeout
+        with trio.move_on_at(deadline) as scope:
+            async with self._slots:
+                client = await self._client(addr)
+                left = deadline - trio.current_time()
+                try:
+                    return await client.invoke(cmd, max(left, 0.0))
+                except RemotingTimeout:
+                    if self.close_on_timeout:
+                        self.drop(addr)
+                    raise
+                except RemotingError:
+                    self.drop(addr)
+                    raise
+        assert scope.cancelled_caught
+        raise RemotingTimeout(f"{addr}: no response to request code {cmd.code} within {timeout:g} s")
+
+    async def invoke_oneway(self, addr: str, cmd: RemotingCommand, timeout: float) -> None:
+        with trio.move_on_after(timeout) as scope:
+            client = await self._client(addr)
+            await client.invoke_oneway(cmd, timeout)
+        if scope.cancelled_caught:
+            raise RemotingTimeout(f"{addr}: could not send request code {cmd.code} within {timeout:g} s")
+
+    @property
+    def addresses(self) -> list[str]:
+        return sorted(self._conns)
+
+
+__all__ = ["ClientPool", "ConnectError", "RemotingError", "RemotingTimeout"]
