@@ -57,7 +57,7 @@ class FaultItem:
 class LatencyFaultTolerance:
     """Broker name -> fault item, judged against an injected clock (seconds)."""
 
-    __slots__ = ("clock", "latency_max", "not_available", "items")
+    __slots__ = ("clock", "items", "latency_max", "not_available")
 
     def __init__(
         self,

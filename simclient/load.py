@@ -48,7 +48,7 @@ class LoadSpec:
         if not self.topics:
             raise ValueError("at least one topic is needed")
         if isinstance(self.topics, str):
-            raise ValueError("topics must be a tuple of names, not one string")
+            raise TypeError("topics must be a tuple of names, not one string")
         if not math.isfinite(self.rate_per_producer) or self.rate_per_producer < 0:
             raise ValueError(f"rate_per_producer must be >= 0, got {self.rate_per_producer}")
         if self.message_size < 0:

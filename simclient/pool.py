@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from types import TracebackType
+from typing import Self
 
 import trio
 
@@ -37,7 +38,7 @@ DEFAULT_MAX_IN_FLIGHT = 65536
 
 
 class _Conn:
-    __slots__ = ("client", "ready", "drop", "error")
+    __slots__ = ("client", "drop", "error", "ready")
 
     def __init__(self) -> None:
         self.client: RemotingClient | None = None
@@ -75,7 +76,7 @@ class ClientPool:
         self.connects = 0
         self.connect_failures = 0
 
-    async def __aenter__(self) -> ClientPool:
+    async def __aenter__(self) -> Self:
         self._nursery_cm = trio.open_nursery()
         self._nursery = await self._nursery_cm.__aenter__()  # type: ignore[attr-defined]
         return self

@@ -99,7 +99,7 @@ class ProducerOptions:
         if not self.namesrv_addrs:
             raise ValueError("at least one NameServer address is needed")
         if isinstance(self.namesrv_addrs, str):
-            raise ValueError("namesrv_addrs must be a tuple of host:port strings, not one string")
+            raise TypeError("namesrv_addrs must be a tuple of host:port strings, not one string")
         if self.send_timeout <= 0 or self.mq_client_api_timeout <= 0:
             raise ValueError("timeouts must be positive")
         if self.poll_name_server_interval <= 0:
@@ -121,20 +121,20 @@ class SimProducer:
     """One simulated producer (one client instance): its own route table, fault table and poller."""
 
     __slots__ = (
-        "options",
-        "pool",
-        "producer_id",
-        "clock",
-        "rng",
-        "t0",
-        "route_stats",
-        "publish",
-        "broker_addrs",
-        "fault",
-        "client_id",
         "_ids",
         "_ns_index",
         "_ns_ok",
+        "broker_addrs",
+        "client_id",
+        "clock",
+        "fault",
+        "options",
+        "pool",
+        "producer_id",
+        "publish",
+        "rng",
+        "route_stats",
+        "t0",
     )
 
     def __init__(

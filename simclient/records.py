@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Self
 
 import msgpack
 
@@ -50,7 +50,7 @@ class RecordWriter:
 
     def __init__(self, path: str | Path, *, buffer_bytes: int = 256 * 1024, append: bool = False) -> None:
         self.path = Path(path)
-        self._fh: BinaryIO | None = open(self.path, "ab" if append else "wb")
+        self._fh: BinaryIO | None = open(self.path, "ab" if append else "wb")  # noqa: SIM115 (closed by close())
         self._packer = msgpack.Packer(use_bin_type=True)
         self._buf: list[bytes] = []
         self._buffered = 0
@@ -86,7 +86,7 @@ class RecordWriter:
             self._fh.close()
             self._fh = None
 
-    def __enter__(self) -> RecordWriter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -116,7 +116,7 @@ class TopicPublish:
     topic's own or the TBW102 fallback) was installed.
     """
 
-    __slots__ = ("snapshot", "index", "have_route")
+    __slots__ = ("have_route", "index", "snapshot")
 
     def __init__(self, snapshot: RouteSnapshot | None = None, *, rng: random.Random | None = None) -> None:
         self.snapshot = snapshot

@@ -45,8 +45,7 @@ class Histogram:
         self.buckets[b] = self.buckets.get(b, 0) + 1
         self.count += 1
         self.total_ms += ms
-        if ms > self.max_ms:
-            self.max_ms = ms
+        self.max_ms = max(self.max_ms, ms)
 
     def merge(self, other: Histogram) -> None:
         for b, n in other.buckets.items():

@@ -73,7 +73,7 @@ class UniqIdMaker:
     ms since the start of the month (int32) + a 16-bit counter.
     """
 
-    __slots__ = ("prefix", "counter")
+    __slots__ = ("counter", "prefix")
 
     def __init__(self, client_hash: int, ip: tuple[int, int, int, int] = (127, 0, 0, 1)) -> None:
         fixed = bytes(ip) + _PID16.to_bytes(2, "big") + (client_hash & 0xFFFFFFFF).to_bytes(4, "big")
@@ -207,9 +207,9 @@ def parse_send_response(resp: RemotingCommand, uniq_key: str) -> SendResult:
 
 
 __all__ = [
-    "BadSendResponse",
     "RETRY_RESPONSE_CODES",
     "STORED_CODES",
+    "BadSendResponse",
     "SendResult",
     "UniqIdMaker",
     "compress_body",
