@@ -129,6 +129,8 @@ class RemotingClient:
                 pending = _Pending()
                 self._pending[req.opaque] = pending
                 try:
+                    if self._closed is not None:  # closed while we waited for a slot: _fail missed us
+                        raise RemotingError(f"{self.addr}: {self._closed}")
                     await self._send(encode(req))
                     await pending.event.wait()
                 finally:
