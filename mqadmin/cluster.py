@@ -20,11 +20,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+import trio
+
+from mqadmin.client import AdminClient, AdminError
+from remoting.bodies import TopicConfig, TopicRouteData
+
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=JSON, address ([\d.]+):(\d+)")
 BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), ([\d.]+):(\d+)\] boot success")
 STATE_FILE = "cluster.json"
 BOOT_TIMEOUT = 20.0
 STOP_GRACE = 5.0
+SIGNAL_WAIT = 5.0
+ROUTABLE_TIMEOUT = 15.0
 
 
 class ClusterError(Exception):
@@ -48,13 +55,16 @@ class Proc:
     pid: int = 0
     broker_name: str | None = None
     broker_id: int | None = None
+    started: int = 0  # the process's start time (/proc ticks): a reused pid is not ours
 
     @property
     def addr(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def alive(self) -> bool:
-        return pid_alive(self.pid)
+        if not pid_alive(self.pid):
+            return False
+        return not self.started or start_ticks(self.pid) in (None, self.started)
 
 
 @dataclass
@@ -62,6 +72,7 @@ class ClusterState:
     dir: str
     cluster: str = "DefaultCluster"
     procs: list[Proc] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)
 
     @property
     def namesrvs(self) -> list[Proc]:
@@ -90,7 +101,12 @@ class ClusterState:
             raise ClusterError(f"no local cluster in {directory} (start one with: mqadmin start)") from None
         except (OSError, ValueError) as exc:
             raise ClusterError(f"cannot read {path}: {exc}") from None
-        return cls(dir=data["dir"], cluster=data.get("cluster", "DefaultCluster"), procs=[Proc(**p) for p in data["procs"]])
+        try:
+            procs = [Proc(**p) for p in data["procs"]]
+            return cls(dir=data["dir"], cluster=data.get("cluster", "DefaultCluster"), procs=procs,
+                       topics=list(data.get("topics", [])))
+        except (KeyError, TypeError) as exc:
+            raise ClusterError(f"cannot read {path}: unexpected content ({exc})") from None
 
     def find_broker(self, name: str, broker_id: int | None) -> list[Proc]:
         found = [p for p in self.brokers if p.broker_name == name and (broker_id is None or p.broker_id == broker_id)]
@@ -116,6 +132,15 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def start_ticks(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot; Linux), or None where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def broker_names(count: int) -> list[str]:
     letters = "abcdefghijklmnopqrstuvwxyz"
     return [f"broker-{letters[i]}" if i < 26 else f"broker-{i}" for i in range(count)]
@@ -138,6 +163,7 @@ def _spawn(proc: Proc, module: str) -> None:
     finally:
         log.close()
     proc.pid = child.pid
+    proc.started = start_ticks(child.pid) or 0
 
 
 def _wait_boot(proc: Proc, pattern: re.Pattern[str], offset: int, timeout: float = BOOT_TIMEOUT) -> re.Match[str]:
@@ -180,10 +206,31 @@ def start_broker(proc: Proc) -> None:
     proc.port = int(match.group(3))
 
 
-def signal_proc(proc: Proc, sig: signal.Signals) -> None:
+def proc_state(proc: Proc) -> str:
+    """``running``, ``paused (SIGSTOP)`` or ``stopped``."""
+    if not proc.alive():
+        return "stopped"
+    try:
+        with open(f"/proc/{proc.pid}/stat") as fh:
+            return "paused (SIGSTOP)" if fh.read().rsplit(")", 1)[1].split()[0] in ("T", "t") else "running"
+    except OSError:
+        return "running"
+
+
+def signal_proc(proc: Proc, sig: signal.Signals, wait: float = SIGNAL_WAIT) -> None:
+    """Send ``sig`` and wait (bounded) until it took effect, so the caller's next look sees it."""
     if not proc.alive():
         raise ClusterError(f"{proc.name} (pid {proc.pid}) is not running")
     os.kill(proc.pid, sig)
+    done = {
+        signal.SIGKILL: lambda: not proc.alive(),
+        signal.SIGTERM: lambda: not proc.alive(),
+        signal.SIGSTOP: lambda: proc_state(proc) != "running",
+        signal.SIGCONT: lambda: proc_state(proc) != "paused (SIGSTOP)",
+    }.get(sig)
+    deadline = time.monotonic() + wait
+    while done is not None and not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def stop_procs(procs: Iterable[Proc], grace: float = STOP_GRACE) -> list[str]:
@@ -221,21 +268,43 @@ class StartOptions:
     register_period_ms: int = 30000
     broker_expired_ms: int = 120000
     scan_interval_ms: int = 5000
+    topics: tuple[str, ...] = ()  # created on every master once the brokers are routable
+    topic_queues: int = 8
+    ready_timeout: float = ROUTABLE_TIMEOUT
 
 
-def start(directory: Path, opts: StartOptions) -> ClusterState:
-    """Start a whole cluster; on any failure stop what was started."""
-    if (directory / STATE_FILE).exists():
-        old = ClusterState.load(directory)
-        if any(p.alive() for p in old.procs):
-            raise ClusterError(f"a cluster is already running in {directory} (mqadmin stop first)")
+TOPIC_NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
+
+
+def _validate(opts: StartOptions) -> None:
     if opts.namesrvs < 1:
         raise ClusterError("a cluster needs at least one NameServer (--namesrvs >= 1)")
     if opts.brokers < 0 or opts.slaves < 0:
         raise ClusterError("--brokers and --slaves cannot be negative")
+    if opts.topics and opts.brokers == 0:
+        raise ClusterError("--topics needs at least one broker group (--brokers >= 1)")
+    for topic in opts.topics:
+        if not TOPIC_NAME.match(topic):
+            raise ClusterError(f"topic {topic!r} must be 1-127 characters of ^[%|a-zA-Z0-9_-]+$")
+    if not 1 <= opts.topic_queues <= 1024:
+        raise ClusterError(f"topic queues must be 1-1024, got {opts.topic_queues}")
+
+
+def start(directory: Path, opts: StartOptions) -> ClusterState:
+    """Start a whole cluster and return once it is usable; on any failure stop what was started.
+
+    Usable means: every NameServer routes TBW102 to every broker (masters and
+    slaves) and every ``opts.topics`` topic to every master.
+    """
+    if (directory / STATE_FILE).exists():
+        old = ClusterState.load(directory)
+        if any(p.alive() for p in old.procs):
+            raise ClusterError(f"a cluster is already running in {directory} (mqadmin stop first)")
+    _validate(opts)
     directory.mkdir(parents=True, exist_ok=True)
-    state = ClusterState(dir=str(directory), cluster=opts.cluster)
+    state = ClusterState(dir=str(directory), cluster=opts.cluster, topics=list(opts.topics))
     try:
+        namesrvs = []
         for i in range(opts.namesrvs):
             work = directory / f"namesrv-{i}"
             work.mkdir(exist_ok=True)
@@ -245,8 +314,9 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
                 "scanNotActiveBrokerInterval": opts.scan_interval_ms, "brokerChannelExpiredTime": opts.broker_expired_ms,
             })
             state.procs.append(proc)
-            start_namesrv(proc)
-            state.save()
+            namesrvs.append(proc)
+        _start_all(state, namesrvs)
+        brokers = []
         for name in broker_names(opts.brokers):
             for broker_id in range(opts.slaves + 1):
                 work = directory / f"{name}-{broker_id}"
@@ -259,13 +329,72 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
                     "registerNameServerPeriod": opts.register_period_ms,
                 })
                 state.procs.append(proc)
-                start_broker(proc)
-                state.save()
+                brokers.append(proc)
+        _start_all(state, brokers)
+        trio.run(_make_ready, state, opts)
     except BaseException:
         stop_procs(state.procs)
         state.save()
         raise
     return state
+
+
+def _start_all(state: ClusterState, procs: list[Proc]) -> None:
+    """Spawn every process first, then wait for each boot line: one start-up time, not the sum."""
+    offsets = [_log_size(p.log) for p in procs]
+    for p in procs:
+        _spawn(p, "namesrv.cli" if p.kind == "namesrv" else "broker_stub.cli")
+    state.save()
+    for p, offset in zip(procs, offsets):
+        match = _wait_boot(p, NAMESRV_BOOT if p.kind == "namesrv" else BROKER_BOOT, offset)
+        p.port = int(match.group(match.lastindex or 0))
+    state.save()
+
+
+async def _make_ready(state: ClusterState, opts: StartOptions) -> None:
+    client = AdminClient([p.addr for p in state.namesrvs], timeout=1.0)
+    try:
+        await wait_routable(client, state, opts.ready_timeout)
+        if opts.topics:
+            masters = [p.addr for p in state.brokers if p.broker_id == 0]
+            for topic in opts.topics:
+                tc = TopicConfig(topic, opts.topic_queues, opts.topic_queues)
+                failed = [r.error for r in await client.create_topic_on(masters, tc) if not r.ok]
+                if failed:
+                    raise ClusterError(f"cannot create topic {topic}: {failed[0]}")
+            await wait_routable(client, state, opts.ready_timeout, opts.topics)
+    except AdminError as exc:
+        raise ClusterError(str(exc)) from None
+
+
+async def wait_routable(client: AdminClient, state: ClusterState, timeout: float, topics: Iterable[str] = ()) -> None:
+    """Until every NameServer routes TBW102 to every broker of ``state`` and each topic to every master."""
+    expected: dict[str, set[int]] = {}
+    for p in state.brokers:
+        if p.alive():
+            expected.setdefault(p.broker_name or "", set()).add(p.broker_id or 0)
+    if not expected:
+        return
+    masters = {name for name, ids in expected.items() if 0 in ids}
+    waiting = "TBW102"
+    with trio.move_on_after(timeout):
+        for topic in ["TBW102", *topics]:
+            waiting = topic
+            while True:
+                results = await client.topic_routes_everywhere(topic)
+                if all(r.ok and _routes_all(r.value, expected if topic == "TBW102" else None, masters) for r in results):
+                    break
+                await trio.sleep(0.05)
+        return
+    raise ClusterError(f"topic {waiting} not routed to every broker on every NameServer after {timeout:g} s "
+                       f"(logs in {state.dir})")
+
+
+def _routes_all(route: TopicRouteData, expected: dict[str, set[int]] | None, masters: set[str]) -> bool:
+    seen = {b.broker_name: set(b.broker_addrs) for b in route.broker_datas}
+    if expected is not None and any(not ids <= seen.get(name, set()) for name, ids in expected.items()):
+        return False
+    return masters <= {q.broker_name for q in route.queue_datas} and all(0 in seen.get(m, set()) for m in masters)
 
 
 def restart(proc: Proc) -> None:

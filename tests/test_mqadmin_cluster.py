@@ -3,93 +3,115 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from mqadmin import cluster
-
-
-def mqadmin(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from mqadmin.cli import entry; entry()", *args],
-        capture_output=True, text=True, timeout=60, env=dict(os.environ, COLUMNS="200"),
-    )
+from tests.mqadmin_procs import mqadmin, mqadmin_json, procs_mentioning, running_cluster, stop_all
 
 
 @pytest.fixture
 def state_dir(tmp_path: Path) -> Iterator[Path]:
     directory = tmp_path / "cluster"
     yield directory
-    # Whatever the test did, nothing it started may outlive it.
-    try:
-        state = cluster.ClusterState.load(directory)
-    except cluster.ClusterError:
-        return
-    cluster.stop_procs(state.procs, grace=1.0)
+    stop_all(directory)
 
 
-def test_start_status_stop_leaves_no_process(state_dir: Path) -> None:
-    out = mqadmin("start", "--brokers", "0", "--namesrvs", "2", "--dir", str(state_dir), "--json")
+def test_start_with_slaves_and_topics_then_stop_leaves_no_process(state_dir: Path) -> None:
+    out = mqadmin("start", "--namesrvs", "2", "--brokers", "2", "--slaves", "1", "--topics", "orders,audit",
+                  "--topic-queues", "4", "--dir", str(state_dir), "--json")
     assert out.returncode == 0, out.stderr
     started = json.loads(out.stdout)
-    pids = [p["pid"] for p in started["procs"]]
-    assert len(pids) == 2 and all(cluster.pid_alive(p) for p in pids)
-    assert started["namesrvAddr"].count(";") == 1
+    assert set(started) == {"dir", "cluster", "namesrvAddr", "topics", "procs"}
+    assert started["topics"] == ["orders", "audit"] and started["cluster"] == "DefaultCluster"
+    procs = started["procs"]
+    assert [(p["name"], p["role"]) for p in procs] == [
+        ("namesrv-0", "namesrv"), ("namesrv-1", "namesrv"), ("broker-a-0", "master"), ("broker-a-1", "slave 1"),
+        ("broker-b-0", "master"), ("broker-b-1", "slave 1"),
+    ]
+    assert set(procs[0]) == {"name", "kind", "role", "brokerName", "brokerId", "addr", "pid", "state", "log", "config"}
+    assert all(p["state"] == "running" and cluster.pid_alive(p["pid"]) for p in procs)
+    addr = {p["name"]: p["addr"] for p in procs}
 
-    status = json.loads(mqadmin("status", "--dir", str(state_dir), "--json").stdout)
-    assert [p["state"] for p in status["procs"]] == ["running", "running"]
+    # start returned only once everything is routable, on every NameServer: slaves included.
+    for ns in (addr["namesrv-0"], addr["namesrv-1"]):
+        route = mqadmin_json("topicRoute", "-t", "TBW102", "-n", ns)
+        assert {b["brokerName"]: b["brokerAddrs"] for b in route["brokerDatas"]} == {
+            "broker-a": {"0": addr["broker-a-0"], "1": addr["broker-a-1"]},
+            "broker-b": {"0": addr["broker-b-0"], "1": addr["broker-b-1"]},
+        }
+        for topic in ("orders", "audit"):
+            route = mqadmin_json("topicRoute", "-t", topic, "-n", ns)
+            assert sorted((q["brokerName"], q["writeQueueNums"]) for q in route["queueDatas"]) == [("broker-a", 4), ("broker-b", 4)]
+
+    status = mqadmin_json("status", "--dir", str(state_dir))
+    assert [p["state"] for p in status["procs"]] == ["running"] * 6
 
     again = mqadmin("start", "--brokers", "0", "--dir", str(state_dir))
-    assert again.returncode == 1 and "already running" in again.stderr
+    assert again.returncode == 1 and "already running" in again.stderr and again.stderr.count("\n") == 1
 
     out = mqadmin("stop", "--dir", str(state_dir))
-    assert out.returncode == 0 and "stopped 2 processes" in out.stdout
-    assert not any(cluster.pid_alive(p) for p in pids)
+    assert out.returncode == 0 and out.stdout.strip() == "stopped 6 processes"
+    assert not any(cluster.pid_alive(p["pid"]) for p in procs)
+    assert procs_mentioning(str(state_dir)) == []
     assert mqadmin("status", "--dir", str(state_dir)).returncode == 1
 
 
-def test_kill_and_restart_namesrv_on_its_port(state_dir: Path) -> None:
-    assert mqadmin("start", "--brokers", "0", "--dir", str(state_dir)).returncode == 0
-    before = cluster.ClusterState.load(state_dir).namesrvs[1]
+def test_summary_and_namesrv_kill_restart_on_its_port(state_dir: Path) -> None:
+    out = mqadmin("start", "--brokers", "0", "--dir", str(state_dir))
+    assert out.returncode == 0, out.stderr
+    state = cluster.ClusterState.load(state_dir)
+    assert "cluster DefaultCluster is up: 2 NameServer(s), 0 master(s), 0 slave(s)" in out.stdout
+    assert f"export NAMESRV_ADDR='{state.namesrv_addr}'" in out.stdout
+    assert f"stop: mqadmin stop --dir {state_dir}" in out.stdout
+    assert "namesrv-1" in out.stdout and "\x1b[" not in out.stdout  # no colour codes off a terminal
+
+    before = state.namesrvs[1]
     out = mqadmin("killNamesrv", "-i", "1", "--dir", str(state_dir))
-    assert out.returncode == 0 and "SIGKILL" in out.stdout
-    status = json.loads(mqadmin("status", "--dir", str(state_dir), "--json").stdout)
+    assert out.returncode == 0 and "SIGKILL" in out.stdout and out.stdout.rstrip().endswith("stopped")
+    status = mqadmin_json("status", "--dir", str(state_dir))
     assert [p["state"] for p in status["procs"]] == ["running", "stopped"]
     assert mqadmin("restartNamesrv", "-i", "1", "--dir", str(state_dir)).returncode == 0
     after = cluster.ClusterState.load(state_dir).namesrvs[1]
     assert after.port == before.port and after.pid != before.pid and after.alive()
-    # Commands without -n find the running cluster... when it is the default one;
-    # here, point at it explicitly and check both NameServers answer.
-    out = mqadmin("getNamesrvConfig", "--json", "-n", cluster.ClusterState.load(state_dir).namesrv_addr)
-    assert out.returncode == 0 and len(json.loads(out.stdout)) == 2
+    configs = mqadmin_json("getNamesrvConfig", "-n", cluster.ClusterState.load(state_dir).namesrv_addr)
+    assert len(configs) == 2
+
+    logs = mqadmin("logs", "namesrv-1", "-l", "5", "--dir", str(state_dir))
+    assert logs.returncode == 0 and "boot success" in logs.stdout
 
 
-def test_stop_and_pause_namesrv(state_dir: Path) -> None:
-    assert mqadmin("start", "--brokers", "0", "--namesrvs", "1", "--dir", str(state_dir)).returncode == 0
-    assert mqadmin("killNamesrv", "--signal", "STOP", "--dir", str(state_dir)).returncode == 0
-    status = json.loads(mqadmin("status", "--dir", str(state_dir), "--json").stdout)
-    assert status["procs"][0]["state"] == "paused (SIGSTOP)"
-    out = mqadmin("stop", "--dir", str(state_dir))  # a paused process is still stopped cleanly
-    assert out.returncode == 0
-    assert not cluster.pid_alive(status["procs"][0]["pid"])
+def test_paused_namesrv_is_still_stopped_cleanly(state_dir: Path) -> None:
+    with running_cluster(state_dir, "--brokers", "0", "--namesrvs", "1") as started:
+        assert mqadmin("killNamesrv", "--signal", "STOP", "--dir", str(state_dir)).returncode == 0
+        status = mqadmin_json("status", "--dir", str(state_dir))
+        assert status["procs"][0]["state"] == "paused (SIGSTOP)"
+        out = mqadmin("stop", "--dir", str(state_dir))
+        assert out.returncode == 0
+        assert not cluster.pid_alive(started["procs"][0]["pid"])
+        assert procs_mentioning(str(state_dir)) == []
 
 
 def test_runner_errors_are_one_line(state_dir: Path) -> None:
     out = mqadmin("status", "--dir", str(state_dir))
     assert out.returncode == 1 and out.stderr == f"mqadmin: no local cluster in {state_dir} (start one with: mqadmin start)\n"
     out = mqadmin("start", "--namesrvs", "0", "--dir", str(state_dir))
-    assert out.returncode == 1 and out.stderr.count("\n") == 1
-    assert mqadmin("start", "--brokers", "0", "--namesrvs", "1", "--dir", str(state_dir)).returncode == 0
-    out = mqadmin("killBroker", "-b", "broker-z", "--dir", str(state_dir))
-    assert out.returncode == 1 and "no broker broker-z" in out.stderr
-    out = mqadmin("killNamesrv", "-i", "5", "--dir", str(state_dir))
-    assert out.returncode == 1 and "no NameServer 5" in out.stderr
-    out = mqadmin("killNamesrv", "--signal", "HUP", "--dir", str(state_dir))
-    assert out.returncode == 1 and "unknown signal" in out.stderr
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--namesrvs" in out.stderr
+    out = mqadmin("start", "--brokers", "0", "--topics", "a", "--dir", str(state_dir))
+    assert out.returncode == 1 and out.stderr == "mqadmin: --topics needs at least one broker group (--brokers >= 1)\n"
+    out = mqadmin("start", "--topics", "bad topic", "--dir", str(state_dir))
+    assert out.returncode == 1 and "bad topic" in out.stderr and out.stderr.count("\n") == 1
+    assert not (state_dir / cluster.STATE_FILE).exists()  # nothing was started
+    with running_cluster(state_dir, "--brokers", "0", "--namesrvs", "1"):
+        out = mqadmin("killBroker", "-b", "broker-z", "--dir", str(state_dir))
+        assert out.returncode == 1 and out.stderr == "mqadmin: no broker broker-z in the cluster (brokers: none)\n"
+        out = mqadmin("killNamesrv", "-i", "5", "--dir", str(state_dir))
+        assert out.returncode == 1 and "no NameServer 5" in out.stderr
+        out = mqadmin("killNamesrv", "--signal", "HUP", "--dir", str(state_dir))
+        assert out.returncode == 1 and "unknown signal" in out.stderr
+        out = mqadmin("logs", "nobody", "--dir", str(state_dir))
+        assert out.returncode == 1 and "no process named nobody (processes: namesrv-0)" in out.stderr
     out = mqadmin("start", "--brokers", "two")
     assert out.returncode == 2 and out.stderr.count("\n") == 1

@@ -1,0 +1,144 @@
+"""Terminal output for mqadmin: one console, JSON, and tables that fit the terminal.
+
+A table never cuts the values an operator reads first (cluster, broker,
+address, status): those columns do not wrap, and when the terminal is too
+narrow, low-value columns are dropped (highest ``drop`` rank first) before
+anything is squeezed. Colours appear only when stdout is a terminal (Rich's
+own detection, which also honours ``NO_COLOR``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich import box
+from rich.console import Console, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+#: Apache-like plain columns: a rule under the header and above a footer section, no vertical lines.
+PLAIN = box.Box(
+    "    \n"
+    "    \n"
+    " ── \n"
+    "    \n"
+    " ── \n"
+    " ── \n"
+    "    \n"
+    "    \n",
+    ascii=False,
+)
+
+#: Width used when stdout is not a terminal and $COLUMNS is unset: scripts get every column.
+PIPE_WIDTH = 250
+
+
+def make_console(stderr: bool = False) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    width = None
+    if not stream.isatty() and not os.environ.get("COLUMNS"):
+        width = PIPE_WIDTH
+    return Console(file=stream, width=width, highlight=False, markup=False, soft_wrap=True, emoji=False)
+
+
+out = make_console()
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+@dataclass(frozen=True)
+class Col:
+    """A table column; ``drop`` 0 = always shown, else dropped (highest first) when narrow."""
+
+    header: str
+    drop: int = 0
+    justify: str = "left"
+    wrap: bool = False  # long free text (errors) may wrap; identities never do while they fit
+
+
+Cell = str | Text
+
+
+def fit_table(
+    columns: Sequence[Col],
+    rows: Sequence[Sequence[Cell]],
+    *,
+    width: int | None = None,
+    title: str | None = None,
+    console: Console | None = None,
+    footer_rows: Sequence[Sequence[Cell]] = (),
+) -> Table:
+    """A table of ``rows`` that fits ``width`` (default: the console's), dropping columns as needed."""
+    console = console or out
+    width = width or console.width
+    keep = list(range(len(columns)))
+    while True:
+        def build(fold_all: bool) -> Table:
+            return _build([columns[i] for i in keep], [[r[i] for i in keep] for r in rows],
+                          [[r[i] for i in keep] for r in footer_rows], title, fold_all)
+
+        table = build(False)
+        droppable = [i for i in keep if columns[i].drop > 0]
+        if _natural_width(console, table) <= width:
+            return table
+        if not droppable:
+            # Still too wide: let free-text columns wrap; only if that is not enough,
+            # fold every value onto more lines (never cut one).
+            return table if _min_width(console, table) <= width else build(True)
+        worst = max(droppable, key=lambda i: (columns[i].drop, i))
+        keep.remove(worst)
+
+
+def _build(
+    columns: Sequence[Col], rows: Sequence[Sequence[Cell]], footer: Sequence[Sequence[Cell]], title: str | None,
+    fold_all: bool,
+) -> Table:
+    table = Table(box=PLAIN, title=title, title_justify="left", pad_edge=False, show_edge=False, padding=(0, 1, 0, 0))
+    for col in columns:
+        no_wrap = not (fold_all or col.wrap)
+        table.add_column(col.header, justify=col.justify, no_wrap=no_wrap, overflow="fold")  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(*row)
+    if footer:
+        table.add_section()
+        for row in footer:
+            table.add_row(*row)
+    return table
+
+
+def _min_width(console: Console, renderable: RenderableType) -> int:
+    return console.measure(renderable, options=console.options.update_width(100_000)).minimum
+
+
+def _natural_width(console: Console, renderable: RenderableType) -> int:
+    return console.measure(renderable, options=console.options.update_width(100_000)).maximum
+
+
+def status_text(ok: bool, text: str) -> Text:
+    return Text(text, style="green" if ok else "red")
+
+
+def fit_variants(
+    variants: Sequence[tuple[Sequence[Col], Sequence[Sequence[Cell]]]],
+    *,
+    width: int | None = None,
+    title: str | None = None,
+    console: Console | None = None,
+) -> Table:
+    """The first variant (fullest first) that fits whole; else the last one, fitted by dropping columns."""
+    console = console or out
+    width = width or console.width
+    for columns, rows in variants[:-1]:
+        table = _build(columns, rows, (), title, False)
+        if _natural_width(console, table) <= width:
+            return table
+    columns, rows = variants[-1]
+    return fit_table(columns, rows, width=width, title=title, console=console)

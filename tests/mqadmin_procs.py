@@ -1,0 +1,80 @@
+"""Run the real ``mqadmin`` CLI as a subprocess, and local clusters that are always stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from mqadmin import cluster
+
+CLI = [sys.executable, "-c", "from mqadmin.cli import entry; entry()"]
+
+
+def cli_env(state_home: Path | None = None, columns: int = 200, **extra: str) -> dict[str, str]:
+    """The environment of a CLI run: no inherited NAMESRV_ADDR, a private state dir, a fixed width."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NAMESRV_ADDR", "COLUMNS", "XDG_STATE_HOME")}
+    env["COLUMNS"] = str(columns)
+    if state_home is not None:
+        env["XDG_STATE_HOME"] = str(state_home)
+    env.update(extra)
+    return env
+
+
+def mqadmin(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout,
+                          env=env if env is not None else cli_env())
+
+
+def mqadmin_json(*args: str, env: dict[str, str] | None = None) -> Any:
+    done = mqadmin(*args, "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def procs_mentioning(text: str) -> list[psutil.Process]:
+    """Live processes whose command line mentions ``text`` (a cluster's state dir)."""
+    found = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if p.info["status"] != psutil.STATUS_ZOMBIE and any(text in arg for arg in p.info["cmdline"] or []):
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def stop_all(directory: Path) -> None:
+    """Whatever a test did, nothing started in ``directory`` may outlive it."""
+    try:
+        state = cluster.ClusterState.load(directory)
+    except cluster.ClusterError:
+        state = None
+    if state is not None:
+        cluster.stop_procs(state.procs, grace=2.0)
+    for p in procs_mentioning(str(directory)):
+        try:
+            p.kill()
+            p.wait(5)
+        except psutil.NoSuchProcess:
+            pass
+
+
+@contextmanager
+def running_cluster(directory: Path, *start_args: str, env: dict[str, str] | None = None,
+                    use_dir: bool = True) -> Iterator[dict[str, Any]]:
+    """``mqadmin start [--dir directory] ... --json``; stopped on exit even when the test failed."""
+    args = ["start", *start_args, "--json"] + (["--dir", str(directory)] if use_dir else [])
+    try:
+        done = mqadmin(*args, env=env)
+        assert done.returncode == 0, done.stderr
+        yield json.loads(done.stdout)
+    finally:
+        stop_all(directory)
