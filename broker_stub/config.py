@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker_stub.delays import DEFAULT_DELAY_LEVELS, parse_levels
 from remoting import properties
 from remoting.transport import parse_addr
 
@@ -33,6 +34,9 @@ RUNTIME_KEYS = frozenset(
         "forceRegister",
         "brokerHeartbeatInterval",
         "registerBrokerTimeoutMills",
+        "longPollingEnable",
+        "shortPollingTimeMills",
+        "traceOn",
     }
 )
 
@@ -56,11 +60,17 @@ class BrokerConfig:
     brokerHeartbeatInterval: int = 1000
     brokerNotActiveTimeoutMillis: int = 10000
     serverChannelMaxIdleTimeSeconds: int = 120
+    longPollingEnable: bool = True  # hold a suspend-flagged pull that found nothing
+    shortPollingTimeMills: int = 1000  # how long to hold it when long polling is off
+    messageDelayLevel: str = DEFAULT_DELAY_LEVELS
+    regionId: str = "DefaultRegion"
+    traceOn: bool = True
     # extensions
     maxMessagesPerQueue: int = 10000  # in-memory queue bound; the oldest message is dropped
     maxMessageSize: int = 4 * 1024 * 1024  # Java's maxMessageSize (4 MiB)
     frameMaxLength: int = 16 * 1024 * 1024
     serverMaxConnections: int = 10000
+    maxHeldPulls: int = 10000  # long-polling pulls held at once; beyond, answered at once
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -113,6 +123,8 @@ class BrokerConfig:
             "maxMessagesPerQueue",
             "maxMessageSize",
             "serverMaxConnections",
+            "shortPollingTimeMills",
+            "maxHeldPulls",
         ):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key} must be positive, got {getattr(self, key)}")
@@ -121,6 +133,10 @@ class BrokerConfig:
                 parse_addr(addr)
             except ValueError:
                 raise ConfigError(f"namesrvAddr: {addr!r} is not host:port") from None
+        try:
+            parse_levels(self.messageDelayLevel)
+        except ValueError as exc:
+            raise ConfigError(f"messageDelayLevel: {exc}") from None
         if not self.brokerIP1.strip() or ":" in self.brokerIP1:
             raise ConfigError(f"brokerIP1 must be an IPv4 address or host name, got {self.brokerIP1!r}")
 

@@ -24,6 +24,8 @@ log = logging.getLogger("broker_stub")
 
 SHUTDOWN_GRACE_SECONDS = 1.5
 BACKLOG = 1024
+TIMER_BUSY_SECONDS = 0.01  # how often held pulls and due retries are checked while there are any
+TIMER_IDLE_SECONDS = 0.1
 
 
 class BrokerServer:
@@ -74,11 +76,13 @@ class BrokerServer:
             peer_of=self._peer_of,
             kick=self._kick,
             registration_info=self.registrar.info,
+            write_to=reactor.write_to,
         )
         reactor.processor = self.processor
         async with trio.open_nursery() as nursery:
             nursery.start_soon(reactor.run)
             nursery.start_soon(self._tick)
+            nursery.start_soon(self._timers)
             registering = trio.CancelScope()
             nursery.start_soon(self._register, registering)
             task_status.started(self.addr)
@@ -102,8 +106,18 @@ class BrokerServer:
         """Once a second: sample the put/get totals for the runtime-info rates."""
         while True:
             if self.processor is not None:
-                self.processor.sample_rates()
+                self.processor.tick()
             await trio.sleep(1.0)
+
+    async def _timers(self) -> None:
+        """Answer held pulls whose suspend time is over and put retries that are due; often while
+        there are any (long-polling answers are late by at most TIMER_BUSY_SECONDS), rarely otherwise."""
+        assert self.processor is not None
+        consuming = self.processor.consuming
+        while True:
+            self.processor.timers()
+            busy = consuming.hold.count or len(consuming.delays)
+            await trio.sleep(TIMER_BUSY_SECONDS if busy else TIMER_IDLE_SECONDS)
 
     def _peer_of(self, conn_id: object) -> str | None:
         conn = self.reactor.connections.get(conn_id) if isinstance(conn_id, int) else None

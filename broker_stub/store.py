@@ -6,19 +6,32 @@ so a pull answer is just the concatenation of stored records and any
 RocketMQ client can decode it. Each queue keeps at most ``max_per_queue``
 messages: the oldest is dropped and the queue's min offset moves, which is
 what a consumer sees when a real broker deletes old commit-log files.
+
+Beside each record the queue keeps its store time, its tag (for tag
+filtering, as Java's consume queue keeps the tag hash) and its physical
+offset (for lookups by commit-log offset: VIEW_MESSAGE_BY_ID and
+CONSUMER_SEND_MSG_BACK name a message that way).
 """
 
 from __future__ import annotations
 
+import bisect
 import socket
 import struct
 import time
 import zlib
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7, MessageDecoder V1
 _HEAD = struct.Struct(">iiiiiqqiq4siq4siiq")  # totalSize .. preparedTransactionOffset, 84 bytes
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_PORT_AND_OFFSET = struct.Struct(">iq")
+_PHYS_AT = 28  # byte offset of physicalOffset inside a record
+_STORE_TS_AT = 56  # byte offset of storeTimestamp inside an IPv4 record
+HOSTS_ARE_IPV6 = 0x30  # sys flag bits: born host / store host are IPv6
 
 
 def ipv4_bytes(host: str) -> bytes:
@@ -34,36 +47,27 @@ def ipv4_bytes(host: str) -> bytes:
 
 def offset_msg_id(store_ip: bytes, store_port: int, phys_offset: int) -> str:
     """MessageDecoder.createMessageId: IPv4 + port + commit-log offset, 32 upper-case hex chars."""
-    return (store_ip + struct.pack(">iq", store_port, phys_offset)).hex().upper()
+    return (store_ip + _PORT_AND_OFFSET.pack(store_port, phys_offset)).hex().upper()
 
 
-@dataclass(frozen=True, slots=True)
-class Incoming:
-    """One message as a producer sent it."""
-
-    topic: str
-    queue_id: int
-    body: bytes
-    flag: int
-    properties: str
-    sys_flag: int
-    born_timestamp: int
-    born_host: tuple[bytes, int]
-    reconsume_times: int = 0
+def record_phys(record: bytes) -> int:
+    return struct.unpack_from(">q", record, _PHYS_AT)[0]
 
 
-@dataclass(frozen=True, slots=True)
-class PutResult:
-    queue_offset: int
-    phys_offset: int
-    msg_id: str
+def record_store_time(record: bytes) -> int:
+    return struct.unpack_from(">q", record, _STORE_TS_AT)[0]
 
 
 class _Queue:
-    __slots__ = ("next_offset", "records")
+    """One consume queue: parallel deques of records, tags, store times, physical offsets."""
+
+    __slots__ = ("next_offset", "phys", "records", "stamps", "tags")
 
     def __init__(self, bound: int) -> None:
-        self.records: deque[tuple[bytes, int]] = deque(maxlen=bound)  # (record, store timestamp)
+        self.records: deque[bytes] = deque(maxlen=bound)
+        self.tags: deque[str | None] = deque(maxlen=bound)
+        self.stamps: deque[int] = deque(maxlen=bound)
+        self.phys: deque[int] = deque(maxlen=bound)
         self.next_offset = 0
 
     @property
@@ -72,59 +76,90 @@ class _Queue:
 
 
 class MessageStore:
-    def __init__(self, store_host: str, store_port: int, max_per_queue: int) -> None:
+    def __init__(
+        self, store_host: str, store_port: int, max_per_queue: int, *, clock_ms: Callable[[], int] | None = None
+    ) -> None:
         self.store_ip = ipv4_bytes(store_host)
         self.store_port = store_port
         self.max_per_queue = max_per_queue
+        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self._queues: dict[tuple[str, int], _Queue] = {}
         self.commit_offset = 0  # the "physical" offset: total bytes ever stored
         self.put_total = 0
         self.get_total = 0
+        # the 8 address+port bytes every message id starts with
+        self._id_prefix = (self.store_ip + _I32.pack(store_port)).hex().upper()
 
-    def put(self, msg: Incoming) -> PutResult:
-        queue = self._queues.get((msg.topic, msg.queue_id))
+    def put(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        flag: int,
+        properties: str,
+        sys_flag: int,
+        born_timestamp: int,
+        born_ip: bytes,
+        born_port: int,
+        reconsume_times: int,
+        tag: str | None,
+    ) -> tuple[int, int]:
+        """Store one message; returns (queue offset, physical offset). ValueError if it cannot be laid out."""
+        key = (topic, queue_id)
+        queue = self._queues.get(key)
         if queue is None:
-            queue = self._queues[(msg.topic, msg.queue_id)] = _Queue(self.max_per_queue)
-        store_ts = int(time.time() * 1000)
-        phys = self.commit_offset
-        record = self._encode(msg, queue.next_offset, phys, store_ts)
-        queue.records.append((record, store_ts))
-        result = PutResult(queue.next_offset, phys, offset_msg_id(self.store_ip, self.store_port, phys))
-        queue.next_offset += 1
-        self.commit_offset += len(record)
-        self.put_total += 1
-        return result
-
-    def _encode(self, msg: Incoming, queue_offset: int, phys: int, store_ts: int) -> bytes:
-        topic = msg.topic.encode()
-        props = msg.properties.encode()
-        if len(topic) > 127 or len(props) > 32767:
+            queue = self._queues[key] = _Queue(self.max_per_queue)
+        topic_b = topic.encode()
+        props = properties.encode()
+        if len(topic_b) > 127 or len(props) > 32767:
             raise ValueError("topic or properties too long for the stored-message layout")
-        total = _HEAD.size + 4 + len(msg.body) + 1 + len(topic) + 2 + len(props)
-        head = _HEAD.pack(
-            total,
-            MESSAGE_MAGIC_CODE,
-            zlib.crc32(msg.body) & 0x7FFFFFFF,  # UtilAll.crc32
-            msg.queue_id,
-            msg.flag,
-            queue_offset,
-            phys,
-            msg.sys_flag & ~0x30,  # hosts are stored as IPv4
-            msg.born_timestamp,
-            msg.born_host[0],
-            msg.born_host[1],
-            store_ts,
-            self.store_ip,
-            self.store_port,
-            msg.reconsume_times,
-            0,  # preparedTransactionOffset
+        store_ts = self.clock_ms()
+        phys = self.commit_offset
+        offset = queue.next_offset
+        total = 91 + len(body) + len(topic_b) + len(props)  # 84 head + 4 + 1 + 2 + variable parts
+        record = b"".join(
+            (
+                _HEAD.pack(
+                    total,
+                    MESSAGE_MAGIC_CODE,
+                    zlib.crc32(body) & 0x7FFFFFFF,  # UtilAll.crc32
+                    queue_id,
+                    flag,
+                    offset,
+                    phys,
+                    sys_flag & ~HOSTS_ARE_IPV6,  # hosts are stored as IPv4
+                    born_timestamp,
+                    born_ip,
+                    born_port,
+                    store_ts,
+                    self.store_ip,
+                    self.store_port,
+                    reconsume_times,
+                    0,  # preparedTransactionOffset
+                ),
+                _I32.pack(len(body)),
+                body,
+                bytes((len(topic_b),)),
+                topic_b,
+                _I16.pack(len(props)),
+                props,
+            )
         )
-        return b"".join(
-            (head, struct.pack(">i", len(msg.body)), msg.body, bytes([len(topic)]), topic,
-             struct.pack(">h", len(props)), props)
-        )
+        queue.records.append(record)
+        queue.tags.append(tag)
+        queue.stamps.append(store_ts)
+        queue.phys.append(phys)
+        queue.next_offset = offset + 1
+        self.commit_offset = phys + total
+        self.put_total += 1
+        return offset, phys
+
+    def msg_id(self, phys: int) -> str:
+        """The offset message id of a message stored at ``phys`` (same as :func:`offset_msg_id`)."""
+        return self._id_prefix + format(phys, "016X")
 
     # ------------------------------------------------------------------
+    # reading
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         queue = self._queues.get((topic, queue_id))
@@ -135,27 +170,118 @@ class MessageStore:
         queue = self._queues.get((topic, queue_id))
         return queue.next_offset if queue else 0
 
-    def get(self, topic: str, queue_id: int, offset: int, max_nums: int, max_bytes: int) -> list[bytes]:
-        """Up to ``max_nums`` records from ``offset`` (at least one if any, at most ``max_bytes``)."""
+    def get(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_nums: int,
+        max_bytes: int,
+        tags: frozenset[str] = frozenset(),
+        max_scan: int = 16000,
+    ) -> tuple[list[bytes], int]:
+        """Up to ``max_nums`` records from ``offset`` whose tag is in ``tags`` (empty: all).
+
+        Returns (records, next offset to read). Scans at most ``max_scan``
+        entries (Java's maxFilterMessageCount) and stops before
+        ``max_bytes`` (at least one record is always returned when found).
+        """
         queue = self._queues.get((topic, queue_id))
         if queue is None or not queue.min_offset <= offset < queue.next_offset:
-            return []
-        start = offset - queue.min_offset
+            return [], offset
+        base = queue.min_offset
+        start = offset - base
+        end = min(len(queue.records), start + max(1, max_scan))
+        records = queue.records
         out: list[bytes] = []
         size = 0
-        for i in range(start, min(len(queue.records), start + max(1, max_nums))):
-            record = queue.records[i][0]
-            if out and size + len(record) > max_bytes:
-                break
-            out.append(record)
-            size += len(record)
+        i = start
+        if not tags:
+            end = min(end, start + max(1, max_nums))
+            while i < end:
+                record = records[i]
+                if out and size + len(record) > max_bytes:
+                    break
+                out.append(record)
+                size += len(record)
+                i += 1
+        else:
+            qtags = queue.tags
+            while i < end and len(out) < max_nums:
+                if qtags[i] in tags:
+                    record = records[i]
+                    if out and size + len(record) > max_bytes:
+                        break
+                    out.append(record)
+                    size += len(record)
+                i += 1
         self.get_total += len(out)
-        return out
+        return out, base + i
+
+    def find_by_phys(self, phys: int) -> bytes | None:
+        """The record stored at commit-log offset ``phys``, if it is still held."""
+        for queue in self._queues.values():
+            offsets = queue.phys
+            if not offsets or not offsets[0] <= phys <= offsets[-1]:
+                continue
+            i = bisect.bisect_left(offsets, phys)
+            if i < len(offsets) and offsets[i] == phys:
+                return queue.records[i]
+        return None
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp: int, upper: bool = False) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP: the first offset stored at or after ``timestamp`` (LOWER,
+        the default), or the last one stored at or before it (UPPER); clamped to the queue."""
+        queue = self._queues.get((topic, queue_id))
+        if queue is None or not queue.records:
+            return queue.next_offset if queue else 0
+        stamps = queue.stamps
+        if upper:
+            i = bisect.bisect_right(stamps, timestamp) - 1
+            return queue.min_offset + max(i, 0)
+        return queue.min_offset + bisect.bisect_left(stamps, timestamp)
+
+    def earliest_timestamp(self, topic: str | None = None, queue_id: int = 0) -> int:
+        """Store time of the oldest message held (of one queue, or of all); -1 if none, as Java."""
+        if topic is not None:
+            queue = self._queues.get((topic, queue_id))
+            return queue.stamps[0] if queue and queue.stamps else -1
+        stamps = [q.stamps[0] for q in self._queues.values() if q.stamps]
+        return min(stamps) if stamps else -1
 
     def delete_topic(self, topic: str) -> None:
         for key in [k for k in self._queues if k[0] == topic]:
             del self._queues[key]
 
-    def earliest_timestamp(self) -> int:
-        stamps = [q.records[0][1] for q in self._queues.values() if q.records]
-        return min(stamps) if stamps else 0
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """The fields of a stored record that a re-put (send-back) needs."""
+
+    topic: str
+    queue_id: int
+    flag: int
+    sys_flag: int
+    born_timestamp: int
+    born_ip: bytes
+    born_port: int
+    reconsume_times: int
+    phys: int
+    body: bytes
+    properties: str
+
+
+def parse_record(record: bytes) -> StoredMessage:
+    """Read back one record written by :meth:`MessageStore.put` (IPv4 layout)."""
+    (_total, _magic, _crc, queue_id, flag, _qoff, phys, sys_flag, born_ts, born_ip, born_port, _store_ts, _sip, _sport,
+     reconsume, _prep) = _HEAD.unpack_from(record, 0)
+    pos = _HEAD.size
+    (body_len,) = _I32.unpack_from(record, pos)
+    body = record[pos + 4 : pos + 4 + body_len]
+    pos += 4 + body_len
+    topic_len = record[pos]
+    topic = record[pos + 1 : pos + 1 + topic_len].decode()
+    pos += 1 + topic_len
+    (props_len,) = _I16.unpack_from(record, pos)
+    props = record[pos + 2 : pos + 2 + props_len].decode()
+    return StoredMessage(topic, queue_id, flag, sys_flag, born_ts, born_ip, born_port, reconsume, phys, body, props)

@@ -272,6 +272,17 @@ class Reactor:
             conn.last_active = self.clock()
             self._set_interest(conn)
 
+    def write_to(self, conn_id: Hashable, data: bytes) -> bool:
+        """Send bytes produced outside a handler call (a held request's late answer, a
+        server-initiated oneway request); False when that connection is gone."""
+        conn = self.connections.get(conn_id) if isinstance(conn_id, int) else None
+        if conn is None or conn.closed:
+            return False
+        self._write(conn, data)
+        if conn.out:
+            self._set_interest(conn)
+        return not conn.closed
+
     def _write(self, conn: Connection, data: bytes) -> None:
         if conn.closed:
             return

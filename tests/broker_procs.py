@@ -43,11 +43,10 @@ class BrokerProcess:
         self.name = ""
 
     def start(self, timeout: float = 15.0) -> BrokerProcess:
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            broker_command() + ["-c", str(self.config_path)], stdout=subprocess.PIPE, stderr=log, cwd=self.workdir
-        )
-        log.close()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                broker_command() + ["-c", str(self.config_path)], stdout=subprocess.PIPE, stderr=log, cwd=self.workdir
+            )
         self._wait_for_boot(timeout)
         return self
 

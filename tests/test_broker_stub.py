@@ -115,11 +115,14 @@ def create_topic(topic: str, queues: int = 4, perm: int = 6) -> RemotingCommand:
     )
 
 
-def pull(topic: str, queue_id: int, offset: int, group: str = "CG") -> RemotingCommand:
+def pull(topic: str, queue_id: int, offset: int, group: str = "CG", *, sys_flag: int = 4, suspend_ms: int = 0,
+         subscription: str = "*", max_nums: int = 32) -> RemotingCommand:
+    """A pull as Java's pull consumer sends it: with its subscription (flag 0x4); 0x2 asks to be held."""
     return request(
         RequestCode.PULL_MESSAGE,
-        {"consumerGroup": group, "topic": topic, "queueId": queue_id, "queueOffset": offset, "maxMsgNums": 32,
-         "sysFlag": 2, "commitOffset": 0, "suspendTimeoutMillis": 15000, "subscription": "*", "subVersion": 0},
+        {"consumerGroup": group, "topic": topic, "queueId": queue_id, "queueOffset": offset, "maxMsgNums": max_nums,
+         "sysFlag": sys_flag, "commitOffset": 0, "suspendTimeoutMillis": suspend_ms, "subscription": subscription,
+         "subVersion": 0, "expressionType": "TAG"},
     )
 
 
@@ -323,28 +326,263 @@ async def test_bounded_queue_drops_oldest_and_moves_min_offset(start_broker) -> 
         assert [m["body"] for m in decode_stored(resp.body)] == [b"m2", b"m3", b"m4"]
 
 
-async def test_consumer_heartbeat_offsets_and_unregister(start_broker) -> None:
+class RawConn:
+    """A plain connection that also sees what the broker sends unasked (NOTIFY_CONSUMER_IDS_CHANGED)
+    and answers in any order: requests carry our own opaques, frames are collected as they come."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        from remoting.codec import FrameDecoder
+
+        self.stream = stream
+        self.decoder = FrameDecoder()
+        self.seen: list[RemotingCommand] = []
+
+    @classmethod
+    async def open(cls, addr: str) -> RawConn:
+        host, port = addr.split(":")
+        return cls(await trio.open_tcp_stream(host, int(port)))
+
+    async def send(self, req: RemotingCommand, opaque: int) -> None:
+        from remoting.codec import encode
+
+        req.opaque = opaque
+        await self.stream.send_all(encode(req))
+
+    async def wait_for(self, match: Callable[[RemotingCommand], bool], timeout: float = 3.0) -> RemotingCommand:
+        with trio.fail_after(timeout):
+            while True:
+                for cmd in self.seen:
+                    if match(cmd):
+                        self.seen.remove(cmd)
+                        return cmd
+                data = await self.stream.receive_some(1 << 20)
+                assert data, "broker closed the connection"
+                self.seen.extend(self.decoder.feed(data))
+
+    async def response(self, opaque: int, timeout: float = 3.0) -> RemotingCommand:
+        return await self.wait_for(lambda c: c.is_response and c.opaque == opaque, timeout)
+
+
+def heartbeat(client_id: str, group: str = "CG", topic: str = "CT", sub: str = "*", version: int = 1) -> RemotingCommand:
+    """A Java push consumer's HEART_BEAT (5.x body, with its %RETRY% subscription)."""
+    subs = [{"classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": sub, "subVersion": version,
+             "tagsSet": [] if sub == "*" else sub.split(" || "), "topic": topic},
+            {"classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": "*", "subVersion": version,
+             "tagsSet": [], "topic": f"%RETRY%{group}"}]
+    body = {"clientID": client_id, "consumerDataSet": [{"consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+            "consumeType": "CONSUME_PASSIVELY", "groupName": group, "messageModel": "CLUSTERING",
+            "subscriptionDataSet": subs, "unitMode": False}], "heartbeatFingerprint": 0, "producerDataSet": [],
+            "withoutSub": False}
+    return request(RequestCode.HEART_BEAT, body=json.dumps(body).encode())
+
+
+def send_tagged(topic: str, queue_id: int, body: bytes, tag: str) -> RemotingCommand:
+    req = send_v2(topic, queue_id, body)
+    assert req.ext_fields is not None
+    req.ext_fields["i"] = props_text(UNIQ_KEY=UNIQ, TAGS=tag)
+    return req
+
+
+async def test_consumer_start_up_requests_as_a_java_push_consumer_sends_them(start_broker) -> None:
     broker = start_broker(namesrvAddr="")
-    async with connect(broker.addr) as c:
-        hb = {"clientID": "c1", "consumerDataSet": [{"groupName": "CG", "consumeType": "CONSUME_PASSIVELY"}],
-              "producerDataSet": []}
-        resp = await c.invoke(request(RequestCode.HEART_BEAT, body=json.dumps(hb).encode()))
-        assert resp.code == ResponseCode.SUCCESS
+    c1 = await RawConn.open(broker.addr)
+    c2 = await RawConn.open(broker.addr)
+    async with c1.stream, c2.stream, connect(broker.addr) as c:
+        assert (await c.invoke(create_topic("CT", queues=2))).code == ResponseCode.SUCCESS
+        await c1.send(heartbeat("c1", sub="TagA || TagB"), 1)
+        resp = await c1.response(1)
+        assert resp.code == ResponseCode.SUCCESS and resp.ext("IS_SUPPORT_HEART_BEAT_V2") == "true"
+        # the group's retry topic exists from the first heartbeat on, as on a Java broker
+        table = json.loads((await c.invoke(request(RequestCode.GET_ALL_TOPIC_CONFIG))).body)["topicConfigTable"]
+        assert table["%RETRY%CG"]["readQueueNums"] == 1 and table["%RETRY%CG"]["perm"] == 6
+        # a second member joins: the first is told to rebalance (oneway 40)
+        await c2.send(heartbeat("c2", sub="TagA || TagB"), 1)
+        assert (await c2.response(1)).code == ResponseCode.SUCCESS
+        note = await c1.wait_for(lambda m: not m.is_response)
+        assert note.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED and note.is_oneway and note.ext("consumerGroup") == "CG"
         resp = await c.invoke(request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "CG"}))
-        assert resp.code == ResponseCode.SUCCESS and json.loads(resp.body) == {"consumerIdList": ["c1"]}
-        q = {"consumerGroup": "CG", "topic": "TBW102", "queueId": 0}
+        assert resp.code == ResponseCode.SUCCESS and sorted(json.loads(resp.body)["consumerIdList"]) == ["c1", "c2"]
+
+        # where to start: nothing committed and nothing stored -> QUERY_NOT_FOUND (then GET_MAX_OFFSET)
+        q = {"consumerGroup": "CG", "topic": "CT", "queueId": 0}
         resp = await c.invoke(request(RequestCode.QUERY_CONSUMER_OFFSET, q))
-        assert resp.code == ResponseCode.SUCCESS and resp.ext("offset") == "0"
-        resp = await c.invoke(request(RequestCode.UPDATE_CONSUMER_OFFSET, {**q, "commitOffset": 42}))
-        assert resp.code == ResponseCode.SUCCESS
+        assert resp.code == ResponseCode.QUERY_NOT_FOUND
+        for i, tag in enumerate(["TagA", "TagC", "TagB", "TagC"]):
+            assert (await c.invoke(send_tagged("CT", 0, f"m{i}".encode(), tag))).code == ResponseCode.SUCCESS
         resp = await c.invoke(request(RequestCode.QUERY_CONSUMER_OFFSET, q))
-        assert resp.ext("offset") == "42"
-        resp = await c.invoke(request(RequestCode.UNREGISTER_CLIENT, {"clientID": "c1", "consumerGroup": "CG"}))
+        assert resp.code == ResponseCode.SUCCESS and resp.ext("offset") == "0"  # first message still held
+        resp = await c.invoke(request(RequestCode.QUERY_CONSUMER_OFFSET, {**q, "setZeroIfNotFound": "false"}))
+        assert resp.code == ResponseCode.QUERY_NOT_FOUND
+        resp = await c.invoke(request(RequestCode.GET_MAX_OFFSET, q))
+        assert resp.ext("offset") == "4"
+
+        # a push consumer's pull carries no subscription: the heartbeat's tags filter it
+        resp = await c.invoke(pull("CT", 0, 0, sys_flag=0))
+        assert resp.code == ResponseCode.SUCCESS and resp.remark == "FOUND"
+        # the scan goes on past the last match, as Java's does: the next pull starts after all of them
+        assert [m["body"] for m in decode_stored(resp.body)] == [b"m0", b"m2"] and resp.ext("nextBeginOffset") == "4"
+        resp = await c.invoke(pull("CT", 0, 3, sys_flag=0))  # only a TagC left
+        assert resp.code == ResponseCode.PULL_RETRY_IMMEDIATELY and resp.ext("nextBeginOffset") == "4"
+        resp = await c.invoke(pull("CT", 0, 0, sys_flag=4, subscription="TagC"))  # its own subscription wins
+        assert [m["body"] for m in decode_stored(resp.body)] == [b"m1", b"m3"]
+        resp = await c.invoke(pull("CT", 0, 0, group="Nobody", sys_flag=0))
+        assert resp.code == ResponseCode.SUBSCRIPTION_NOT_EXIST
+        check = {"clientId": "c1", "group": "CG", "subscriptionData": {"expressionType": "SQL92", "subString": "a > 1",
+                                                                        "topic": "CT"}}
+        resp = await c.invoke(request(RequestCode.CHECK_CLIENT_CONFIG, body=json.dumps(check).encode()))
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "SQL92" in (resp.remark or "")
+        resp = await c.invoke(pull("CT", 9, 0))
+        assert resp.code == ResponseCode.INVALID_PARAMETER
+
+        # progress: committed by UPDATE (also oneway) and by the pull's commit flag
+        resp = await c.invoke(request(RequestCode.UPDATE_CONSUMER_OFFSET, {**q, "commitOffset": 2}))
         assert resp.code == ResponseCode.SUCCESS
-        resp = await c.invoke(request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "CG"}))
-        assert resp.code == ResponseCode.SYSTEM_ERROR
+        assert (await c.invoke(request(RequestCode.QUERY_CONSUMER_OFFSET, q))).ext("offset") == "2"
+        await c.invoke_oneway(request(RequestCode.UPDATE_CONSUMER_OFFSET, {**q, "queueId": 1, "commitOffset": 7}))
+        commit = pull("CT", 0, 3, sys_flag=1 | 4)
+        assert commit.ext_fields is not None
+        commit.ext_fields["commitOffset"] = "3"
+        await c.invoke(commit)
+        assert (await c.invoke(request(RequestCode.QUERY_CONSUMER_OFFSET, q))).ext("offset") == "3"
+        assert (await c.invoke(request(RequestCode.QUERY_CONSUMER_OFFSET, {**q, "queueId": 1}))).ext("offset") == "7"
+        resp = await c.invoke(request(RequestCode.UPDATE_CONSUMER_OFFSET, {**q, "topic": "Nope", "commitOffset": 1}))
+        assert resp.code == ResponseCode.TOPIC_NOT_EXIST
+        resp = await c.invoke(request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "CT"}))
+        assert json.loads(resp.body) == {"groupList": ["CG"]}
+
+        # orderly consumers lock queues: one holder at a time
+        mqs = [{"brokerName": "broker-a", "queueId": i, "topic": "CT"} for i in range(2)]
+        lock = {"clientId": "c1", "consumerGroup": "CG", "mqSet": mqs, "onlyThisBroker": False}
+        resp = await c.invoke(request(RequestCode.LOCK_BATCH_MQ, body=json.dumps(lock).encode()))
+        assert sorted(m["queueId"] for m in json.loads(resp.body)["lockOKMQSet"]) == [0, 1]
+        other = {**lock, "clientId": "c2"}
+        resp = await c.invoke(request(RequestCode.LOCK_BATCH_MQ, body=json.dumps(other).encode()))
+        assert json.loads(resp.body)["lockOKMQSet"] == []
+        await c.invoke(request(RequestCode.UNLOCK_BATCH_MQ, body=json.dumps({**lock, "mqSet": mqs[:1]}).encode()))
+        resp = await c.invoke(request(RequestCode.LOCK_BATCH_MQ, body=json.dumps(other).encode()))
+        assert [m["queueId"] for m in json.loads(resp.body)["lockOKMQSet"]] == [0]
+
+        # leaving: UNREGISTER_CLIENT and a closed connection both take members away (and notify)
+        resp = await c.invoke(request(RequestCode.UNREGISTER_CLIENT, {"clientID": "c2", "consumerGroup": "CG"}))
+        assert resp.code == ResponseCode.SUCCESS
+        assert (await c1.wait_for(lambda m: not m.is_response)).code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED
+        await c1.stream.aclose()
+        await eventually_code(c, request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "CG"}),
+                              ResponseCode.SYSTEM_ERROR)
         resp = await c.invoke(request(12345))
-        assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+        assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and resp.remark == " request type 12345 not supported"
+
+
+async def eventually_code(c, req: RemotingCommand, code: int, timeout: float = 3.0) -> None:  # type: ignore[no-untyped-def]
+    async def check() -> bool:
+        return (await c.invoke(req)).code == code
+
+    await eventually(check, timeout, what=f"code {code}")
+
+
+async def test_long_polling_pull_is_held_until_a_message_arrives_without_blocking_the_connection(start_broker) -> None:
+    broker = start_broker(namesrvAddr="")
+    consumer = await RawConn.open(broker.addr)
+    async with consumer.stream, connect(broker.addr) as producer:
+        assert (await producer.invoke(create_topic("LP", queues=2))).code == ResponseCode.SUCCESS
+        # held: a pull that finds nothing, with the suspend flag (Java push consumer: 15 s)
+        await consumer.send(pull("LP", 0, 0, sys_flag=2 | 4, suspend_ms=10000, subscription="TagA"), 1)
+        # the same connection is still served while the pull waits (answers by opaque, out of order)
+        await consumer.send(request(RequestCode.GET_MAX_OFFSET, {"topic": "LP", "queueId": 0}), 2)
+        assert (await consumer.response(2)).ext("offset") == "0"
+        table = parse_kv_table((await producer.invoke(request(RequestCode.GET_BROKER_RUNTIME_INFO))).body)
+        assert table["pullHoldRequestNum"] == "1"
+        # a message for another queue, then one with another tag: still held
+        await producer.invoke(send_tagged("LP", 1, b"other queue", "TagA"))
+        await producer.invoke(send_tagged("LP", 0, b"other tag", "TagB"))
+        with pytest.raises(trio.TooSlowError):
+            await consumer.response(1, timeout=0.3)
+        start = trio.current_time()
+        await producer.invoke(send_tagged("LP", 0, b"wanted", "TagA"))
+        resp = await consumer.response(1, timeout=2.0)
+        assert trio.current_time() - start < 1.0
+        assert resp.code == ResponseCode.SUCCESS and [m["body"] for m in decode_stored(resp.body)] == [b"wanted"]
+        assert resp.ext("nextBeginOffset") == "2"
+
+        # nothing arrives: answered PULL_NOT_FOUND when the suspend time is over, not before
+        start = trio.current_time()
+        await consumer.send(pull("LP", 1, 1, sys_flag=2 | 4, suspend_ms=400), 3)
+        resp = await consumer.response(3, timeout=5.0)
+        took = trio.current_time() - start
+        assert resp.code == ResponseCode.PULL_NOT_FOUND and resp.remark == "OFFSET_OVERFLOW_ONE"
+        assert 0.35 <= took < 3.0
+        # without the suspend flag: answered at once
+        start = trio.current_time()
+        resp = await producer.invoke(pull("LP", 1, 1))
+        assert resp.code == ResponseCode.PULL_NOT_FOUND and trio.current_time() - start < 0.3
+
+        # a closed connection's held pulls are dropped
+        await consumer.send(pull("LP", 1, 1, sys_flag=2 | 4, suspend_ms=10000), 4)
+        await eventually(lambda: _held(producer, "1"), what="pull held")
+    async with connect(broker.addr) as c:
+        await eventually(lambda: _held(c, "0"), what="held pull dropped with its connection")
+
+
+async def _held(c, count: str) -> bool:  # type: ignore[no-untyped-def]
+    table = parse_kv_table((await c.invoke(request(RequestCode.GET_BROKER_RUNTIME_INFO))).body)
+    return table["pullHoldRequestNum"] == count
+
+
+async def test_send_back_goes_to_retry_topic_after_its_delay_then_to_dlq(start_broker) -> None:
+    broker = start_broker(namesrvAddr="", messageDelayLevel="1s 1s 1s 1s 1s")
+    async with connect(broker.addr) as c:
+        assert (await c.invoke(create_topic("SB", queues=1))).code == ResponseCode.SUCCESS
+        sent = await c.invoke(send_tagged("SB", 0, b"fails", "TagA"))
+        phys = struct.unpack(">q", bytes.fromhex(sent.ext("msgId") or "")[8:])[0]
+        back = {"offset": phys, "group": "CG", "delayLevel": 0, "originMsgId": sent.ext("msgId"), "originTopic": "SB",
+                "unitMode": False, "maxReconsumeTimes": 1}
+        assert (await c.invoke(request(RequestCode.CONSUMER_SEND_MSG_BACK, back))).code == ResponseCode.SUCCESS
+
+        async def retried() -> bool:
+            return (await c.invoke(pull("%RETRY%CG", 0, 0))).code == ResponseCode.SUCCESS
+
+        took = await eventually(retried, timeout=5.0, what="message on the retry topic")
+        assert took >= 0.8  # not before its delay (level 3 = 1 s here)
+        msg = decode_stored((await c.invoke(pull("%RETRY%CG", 0, 0))).body)[0]
+        props = str(msg["props"])
+        assert msg["body"] == b"fails" and "RETRY_TOPIC\x01SB" in props and f"ORIGIN_MESSAGE_ID\x01{sent.ext('msgId')}" in props
+        # it failed again: reconsumeTimes (1) has reached maxReconsumeTimes (1) -> dead-letter queue, at once
+        again = {**back, "offset": msg["phys"]}
+        assert (await c.invoke(request(RequestCode.CONSUMER_SEND_MSG_BACK, again))).code == ResponseCode.SUCCESS
+        resp = await c.invoke(pull("%DLQ%CG", 0, 0))
+        assert resp.code == ResponseCode.SUCCESS and decode_stored(resp.body)[0]["body"] == b"fails"
+        resp = await c.invoke(request(RequestCode.CONSUMER_SEND_MSG_BACK, {**back, "offset": 999999}))
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "look message by offset failed" in (resp.remark or "")
+
+        # VIEW_MESSAGE_BY_ID reads the stored record at that offset (mqadmin queryMsgById)
+        resp = await c.invoke(request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": phys}))
+        assert resp.code == ResponseCode.SUCCESS and decode_stored(resp.body)[0]["body"] == b"fails"
+
+
+async def test_offsets_by_time_earliest_store_time_and_min_offset_code(start_broker) -> None:
+    broker = start_broker(namesrvAddr="", maxMessagesPerQueue=3)
+    async with connect(broker.addr) as c:
+        assert (await c.invoke(create_topic("TS", queues=1))).code == ResponseCode.SUCCESS
+        q = {"topic": "TS", "queueId": 0}
+        resp = await c.invoke(request(RequestCode.GET_EARLIEST_MSG_STORETIME, q))
+        assert resp.ext("timestamp") == "-1"
+        stamps = []
+        for i in range(4):  # the first is dropped (bound 3): min offset 1
+            stamps.append(int(time.time() * 1000))
+            await c.invoke(send_v2("TS", 0, f"t{i}".encode()))
+            await trio.sleep(0.02)
+        assert (await c.invoke(request(31, q))).ext("offset") == "1"  # GET_MIN_OFFSET is 31 on the wire
+        earliest = int((await c.invoke(request(RequestCode.GET_EARLIEST_MSG_STORETIME, q))).ext("timestamp") or 0)
+        assert stamps[1] <= earliest <= stamps[2]
+
+        async def search(ts: int, boundary: str | None = None) -> str | None:
+            ext = {**q, "timestamp": ts, **({"boundaryType": boundary} if boundary else {})}
+            return (await c.invoke(request(29, ext))).ext("offset")  # SEARCH_OFFSET_BY_TIMESTAMP
+
+        assert await search(0) == "1"
+        assert await search(stamps[3] + 10_000) == "4"
+        assert await search(stamps[2] + 5) == "3"
+        assert await search(stamps[2] + 5, "UPPER") == "2"
 
 
 async def test_auto_create_from_tbw102_and_refusal_when_disabled(start_namesrv, start_broker) -> None:
