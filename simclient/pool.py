@@ -17,6 +17,8 @@ load is the same; only the socket count differs from real clients).
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
 from typing import Self
 
@@ -72,27 +74,31 @@ class ClientPool:
         self._slots = trio.Semaphore(max_in_flight)
         self._conns: dict[str, _Conn] = {}
         self._nursery: trio.Nursery | None = None
-        self._nursery_cm: trio.Nursery | None = None
+        self._cm: AbstractAsyncContextManager[trio.Nursery] | None = None
         self.connects = 0
         self.connect_failures = 0
 
     async def __aenter__(self) -> Self:
-        self._nursery_cm = trio.open_nursery()
-        self._nursery = await self._nursery_cm.__aenter__()  # type: ignore[attr-defined]
+        if self._cm is not None:
+            raise RuntimeError("ClientPool is not reentrant")
+        self._cm = _connection_nursery(self)
+        self._nursery = await self._cm.__aenter__()
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool | None:
-        assert self._nursery is not None and self._nursery_cm is not None
-        self._nursery.cancel_scope.cancel()
+        assert self._cm is not None
+        try:
+            return await self._cm.__aexit__(exc_type, exc, tb)
+        finally:
+            self._nursery = None
+            self._cm = None
+
+    def _close_all(self) -> None:
         for conn in self._conns.values():
             conn.drop.set()
         self._conns.clear()
-        try:
-            return await self._nursery_cm.__aexit__(exc_type, exc, tb)  # type: ignore[attr-defined]
-        finally:
-            self._nursery = None
 
     # ------------------------------------------------------------------
 
@@ -192,6 +198,23 @@ class ClientPool:
     @property
     def addresses(self) -> list[str]:
         return sorted(self._conns)
+
+
+@asynccontextmanager
+async def _connection_nursery(pool: ClientPool) -> AsyncIterator[trio.Nursery]:
+    """The nursery holding the pool's connections; the caller's own exception comes out
+    unwrapped (the connection tasks never raise, so a group holds only that one)."""
+    try:
+        async with trio.open_nursery() as nursery:
+            try:
+                yield nursery
+            finally:
+                pool._close_all()
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
 
 
 __all__ = ["ClientPool", "ConnectError", "RemotingError", "RemotingTimeout"]

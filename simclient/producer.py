@@ -326,7 +326,8 @@ class SimProducer:
         is_available = fault.is_available if fault is not None else None
         is_reachable = fault.is_reachable if fault is not None else None
         times_total = 1 + opts.retry_times_when_send_failed
-        mq = None
+        mq = None  # the queue picked last (Java's ``mq``: the next pick avoids its broker)
+        tried: tuple[str, int] | None = None  # the queue of the last attempt actually made
         outcome = "error"
         code = -1
         attempts = 0
@@ -355,6 +356,7 @@ class SimProducer:
             if per_request is not None and times + 1 < times_total and cur_timeout > per_request:
                 cur_timeout = per_request
             attempts += 1
+            tried = mq
             addrs = self.broker_addrs.get(broker)
             addr = addrs.get(MASTER_ID) if addrs else None
             if addr is None:
@@ -403,8 +405,11 @@ class SimProducer:
                 continue
             break
         if result is not None:
-            return self._record(begin, topic, mq[0] if mq else None, result.queue_id, "ok", attempts, result.queue_offset, result.code), result
-        return self._record(begin, topic, mq[0] if mq else None, mq[1] if mq else -1, outcome, attempts, -1, code), None
+            broker = tried[0] if tried else None
+            return self._record(begin, topic, broker, result.queue_id, "ok", attempts, result.queue_offset, result.code), result
+        if tried is None:
+            return self._record(begin, topic, None, -1, outcome, attempts, -1, code), None
+        return self._record(begin, topic, tried[0], tried[1], outcome, attempts, -1, code), None
 
     # ------------------------------------------------------------------
     # background work
