@@ -10,8 +10,9 @@ load is the same; only the socket count differs from real clients).
 * a refused connection (a killed broker) fails at once, and is tried again
   on the next use, as Java does;
 * concurrent first requests to an address share one connect attempt;
-* requests in flight are bounded per pool (and per connection by the
-  transport).
+* requests in flight are bounded per pool and per connection;
+* connections are pipelined (:mod:`simclient.conn`): one write per
+  scheduler pass carries every request queued meanwhile.
 """
 
 from __future__ import annotations
@@ -25,13 +26,8 @@ from typing import Self
 import trio
 
 from remoting.command import RemotingCommand
-from remoting.transport import (
-    ConnectError,
-    RemotingClient,
-    RemotingError,
-    RemotingTimeout,
-    connect,
-)
+from remoting.transport import ConnectError, RemotingError, RemotingTimeout
+from simclient.conn import MAX_IN_FLIGHT, PipelinedConnection, open_connection
 
 log = logging.getLogger("simclient.pool")
 
@@ -40,18 +36,17 @@ DEFAULT_MAX_IN_FLIGHT = 65536
 
 
 class _Conn:
-    __slots__ = ("client", "drop", "error", "ready")
+    __slots__ = ("client", "error", "ready")
 
     def __init__(self) -> None:
-        self.client: RemotingClient | None = None
+        self.client: PipelinedConnection | None = None
         self.ready = trio.Event()  # set once the connect attempt has ended, either way
-        self.drop = trio.Event()  # set to close the connection
         self.error: str | None = None
 
 
 class ClientPool:
     """Connections by address shared by many producers (like one MQClientInstance's channel
-    table): one RemotingClient per address, opened lazily with a connect timeout, dropped on
+    table): one connection per address, opened lazily with a connect timeout, dropped on
     error and reopened on next use. Must be used inside ``async with ClientPool(...) as pool:``.
 
     ``close_on_timeout`` closes a connection whose request timed out, as Java
@@ -67,10 +62,12 @@ class ClientPool:
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         max_frame_length: int = 16 * 1024 * 1024,
         close_on_timeout: bool = False,
+        max_in_flight_per_connection: int = MAX_IN_FLIGHT,
     ) -> None:
         self.connect_timeout = connect_timeout
         self.max_frame_length = max_frame_length
         self.close_on_timeout = close_on_timeout
+        self.max_in_flight_per_connection = max_in_flight_per_connection
         self._slots = trio.Semaphore(max_in_flight)
         self._conns: dict[str, _Conn] = {}
         self._nursery: trio.Nursery | None = None
@@ -97,26 +94,34 @@ class ClientPool:
 
     def _close_all(self) -> None:
         for conn in self._conns.values():
-            conn.drop.set()
+            if conn.client is not None:
+                conn.client.close("pool closed")
         self._conns.clear()
 
     # ------------------------------------------------------------------
 
-    async def _hold(self, addr: str, conn: _Conn, *, task_status: trio.TaskStatus[RemotingClient]) -> None:
-        """Own one connection until it is dropped (the transport's reader runs inside)."""
-        started = False
+    async def _hold(self, addr: str, *, task_status: trio.TaskStatus[PipelinedConnection]) -> None:
+        """Connect, then run the connection's reader and writer until it breaks or is dropped."""
+        client = await open_connection(
+            addr,
+            connect_timeout=self.connect_timeout,
+            max_frame_length=self.max_frame_length,
+            max_in_flight=self.max_in_flight_per_connection,
+        )
+        task_status.started(client)
         try:
-            async with connect(addr, connect_timeout=self.connect_timeout, max_frame_length=self.max_frame_length) as client:
-                started = True
-                task_status.started(client)
-                await conn.drop.wait()
-        except (RemotingError, OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            if not started:
-                raise
-            log.debug("connection to %s ended: %s", addr, exc)
+            await client.run()
+        except Exception as exc:  # noqa: BLE001 (one broken connection must not take every producer down)
+            log.warning("connection to %s failed: %r", addr, exc)
+            client.close(f"connection failed: {exc!r}")
 
-    async def _client(self, addr: str) -> RemotingClient:
-        """The live client for ``addr``, connecting if needed (call under the request's timeout)."""
+    def _live(self, addr: str) -> PipelinedConnection | None:
+        conn = self._conns.get(addr)
+        client = conn.client if conn is not None else None
+        return client if client is not None and not client.closed else None
+
+    async def _client(self, addr: str) -> PipelinedConnection:
+        """The live connection to ``addr``, connecting if needed (call under the request's timeout)."""
         if self._nursery is None:
             raise RuntimeError("ClientPool used outside 'async with'")
         for _ in range(3):
@@ -140,7 +145,7 @@ class ClientPool:
             self._conns[addr] = conn
             self.connects += 1
             try:
-                conn.client = await self._nursery.start(self._hold, addr, conn)
+                conn.client = await self._nursery.start(self._hold, addr)
                 return conn.client
             except ConnectError as exc:
                 self.connect_failures += 1
@@ -155,7 +160,8 @@ class ClientPool:
         raise ConnectError(f"cannot connect to {addr}: connect attempts kept being cancelled")
 
     def _discard(self, addr: str, conn: _Conn) -> None:
-        conn.drop.set()
+        if conn.client is not None:
+            conn.client.close("dropped")
         if self._conns.get(addr) is conn:
             del self._conns[addr]
 
@@ -172,28 +178,27 @@ class ClientPool:
         time) or RemotingError (the connection broke).
         """
         deadline = trio.current_time() + timeout
-        with trio.move_on_at(deadline) as scope:
+        with trio.move_on_at(deadline):
             async with self._slots:
-                client = await self._client(addr)
-                left = deadline - trio.current_time()
+                client = self._live(addr) or await self._client(addr)
                 try:
-                    return await client.invoke(cmd, max(left, 0.0))
+                    return await client.invoke(cmd, deadline)
                 except RemotingTimeout:
                     if self.close_on_timeout:
                         self.drop(addr)
-                    raise
+                    raise RemotingTimeout(f"{addr}: no response to request code {cmd.code} within {timeout:g} s") from None
                 except RemotingError:
                     self.drop(addr)
                     raise
-        assert scope.cancelled_caught
         raise RemotingTimeout(f"{addr}: no response to request code {cmd.code} within {timeout:g} s")
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand, timeout: float) -> None:
-        with trio.move_on_after(timeout) as scope:
-            client = await self._client(addr)
-            await client.invoke_oneway(cmd, timeout)
-        if scope.cancelled_caught:
-            raise RemotingTimeout(f"{addr}: could not send request code {cmd.code} within {timeout:g} s")
+        """Queue a oneway request (connecting first if needed, within ``timeout``)."""
+        with trio.move_on_after(timeout):
+            client = self._live(addr) or await self._client(addr)
+            client.send_oneway(cmd)
+            return
+        raise RemotingTimeout(f"{addr}: could not connect to send request code {cmd.code} within {timeout:g} s")
 
     @property
     def addresses(self) -> list[str]:

@@ -1,0 +1,181 @@
+"""One pipelined remoting connection for many concurrent callers.
+
+``remoting.transport.RemotingClient`` writes each request under a lock. With
+thousands of producer tasks on one connection that lock becomes a convoy:
+trio hands it to one waiter per scheduler pass, so a connection carries one
+request per pass however many are waiting. Here callers only append their
+encoded frame to an outgoing buffer and wake a writer task, which sends
+everything buffered with one ``send_all``; a reader task matches answers to
+callers by ``opaque``. Both tasks run in :meth:`run` until the connection
+breaks or is closed.
+
+Bounded: requests in flight per connection (callers wait for a slot within
+their own timeout) and therefore the outgoing buffer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+
+import trio
+
+from remoting.codec import FrameDecoder, ProtocolError, encode
+from remoting.command import RemotingCommand
+from remoting.transport import ConnectError, RemotingError, RemotingTimeout, parse_addr
+
+log = logging.getLogger("simclient.conn")
+
+MAX_IN_FLIGHT = 8192
+READ_SIZE = 256 * 1024
+
+
+class _Pending:
+    __slots__ = ("event", "response")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.response: RemotingCommand | None = None
+
+
+class PipelinedConnection:
+    """A connected stream plus the request table; use :func:`open_connection`, then run :meth:`run`."""
+
+    def __init__(
+        self, addr: str, stream: trio.SocketStream, *, max_frame_length: int, max_in_flight: int = MAX_IN_FLIGHT
+    ) -> None:
+        self.addr = addr
+        self._stream = stream
+        self._decoder = FrameDecoder(max_frame_length)
+        self._pending: dict[int, _Pending] = {}
+        self._opaques = itertools.count(1)
+        self._out: list[bytes] = []
+        self._wake = trio.Event()
+        self._slots = trio.Semaphore(max_in_flight)
+        self._closed: str | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed is not None
+
+    def _fail(self, reason: str) -> None:
+        if self._closed is None:
+            self._closed = reason
+        for pending in self._pending.values():
+            pending.event.set()
+        self._pending.clear()
+        self._out.clear()
+        self._wake.set()
+
+    def close(self, reason: str = "closed by client") -> None:
+        """Fail everything in flight and make :meth:`run` return."""
+        self._fail(reason)
+
+    async def run(self) -> None:
+        """Reader and writer until the connection fails or :meth:`close` is called; closes the stream."""
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._reader, nursery.cancel_scope)
+                await self._writer()
+                nursery.cancel_scope.cancel()
+        finally:
+            self._fail(self._closed or "connection closed")
+            with trio.CancelScope(shield=True), trio.move_on_after(1.0):
+                await self._stream.aclose()
+
+    async def _writer(self) -> None:
+        stream = self._stream
+        while self._closed is None:
+            await self._wake.wait()
+            if self._closed is not None:
+                return
+            self._wake = trio.Event()
+            if not self._out:
+                continue
+            data = b"".join(self._out)
+            self._out.clear()
+            try:
+                await stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                self._fail(f"connection lost: {exc}")
+                return
+
+    async def _reader(self, scope: trio.CancelScope) -> None:
+        pending_table = self._pending
+        try:
+            while True:
+                data = await self._stream.receive_some(READ_SIZE)
+                if not data:
+                    self._fail("connection closed by peer")
+                    break
+                for cmd in self._decoder.feed(data):
+                    if not cmd.is_response:
+                        continue  # broker-initiated requests (e.g. CHECK_TRANSACTION_STATE): not needed
+                    pending = pending_table.pop(cmd.opaque, None)
+                    if pending is not None:
+                        pending.response = cmd
+                        pending.event.set()
+        except ProtocolError as exc:
+            self._fail(f"malformed frame from server: {exc}")
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self._fail(f"connection lost: {exc}")
+        scope.cancel()
+
+    async def invoke(self, cmd: RemotingCommand, deadline: float) -> RemotingCommand:
+        """Send ``cmd`` and wait for its answer until ``deadline`` (trio time)."""
+        if self._closed is not None:
+            raise RemotingError(f"{self.addr}: {self._closed}")
+        with trio.move_on_at(deadline):
+            async with self._slots:
+                if self._closed is not None:
+                    raise RemotingError(f"{self.addr}: {self._closed}")
+                opaque = cmd.opaque = next(self._opaques) & 0x7FFFFFFF
+                pending = _Pending()
+                self._pending[opaque] = pending
+                self._out.append(encode(cmd))
+                self._wake.set()
+                try:
+                    await pending.event.wait()
+                finally:
+                    if pending.response is None:
+                        self._pending.pop(opaque, None)
+                if pending.response is not None:
+                    return pending.response
+                raise RemotingError(f"{self.addr}: {self._closed}")
+        raise RemotingTimeout(f"{self.addr}: no response to request code {cmd.code} in time")
+
+    def send_oneway(self, cmd: RemotingCommand) -> None:
+        """Queue a oneway request (no answer expected)."""
+        if self._closed is not None:
+            raise RemotingError(f"{self.addr}: {self._closed}")
+        cmd.flag |= 2
+        cmd.opaque = next(self._opaques) & 0x7FFFFFFF
+        self._out.append(encode(cmd))
+        self._wake.set()
+
+
+def _reason(exc: OSError) -> str:
+    """The OS's words for a failed connect (trio wraps them in a summary)."""
+    if exc.strerror:
+        return exc.strerror
+    cause = exc.__cause__
+    inner = getattr(cause, "exceptions", None) or ([cause] if cause is not None else [])
+    for err in inner:
+        if isinstance(err, OSError) and err.errno:
+            return os.strerror(err.errno)
+    return str(exc)
+
+
+async def open_connection(
+    addr: str, *, connect_timeout: float, max_frame_length: int, max_in_flight: int = MAX_IN_FLIGHT
+) -> PipelinedConnection:
+    """Connect to ``addr``; ConnectError with the OS's reason (refused fails at once) or on timeout."""
+    host, port = parse_addr(addr)
+    with trio.move_on_after(connect_timeout):
+        try:
+            stream = await trio.open_tcp_stream(host, port)
+        except OSError as exc:
+            raise ConnectError(f"cannot connect to {addr}: {_reason(exc)}") from None
+        return PipelinedConnection(addr, stream, max_frame_length=max_frame_length, max_in_flight=max_in_flight)
+    raise ConnectError(f"cannot connect to {addr}: timed out after {connect_timeout:g} s")
