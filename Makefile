@@ -3,20 +3,32 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test bench clean
+.PHONY: run stop test bench clean
 
+# Core install (trio, typer, rich, ...): enough to run a cluster.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	touch $@
+
+# Test extras on top (pytest, hypothesis, psutil, pyspark, matplotlib).
+$(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
+# The main job: a local cluster (2 NameServers, 2 broker groups) that keeps running after make returns.
 run: $(VENV)/.installed
-	$(VENV)/bin/mqnamesrv
+	$(VENV)/bin/mqadmin start
+	@echo "The cluster keeps running in the background. Inspect it: $(VENV)/bin/mqadmin clusterList"
+	@echo "Stop it:                                                   make stop   (or $(VENV)/bin/mqadmin stop)"
 
-test: $(VENV)/.installed
+stop: $(VENV)/.installed
+	$(VENV)/bin/mqadmin stop
+
+test: $(VENV)/.installed-test
 	$(PY) -m pytest
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed-test
 	$(PY) bench/namesrv_bench.py
 
 clean:

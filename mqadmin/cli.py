@@ -288,6 +288,8 @@ def watch_cmd(
             print_json(snap)
         else:
             out.print(watch.view(snap, out))
+        if len(snap["errors"]) == len(snap["namesrvs"]):
+            raise typer.Exit(1)  # no NameServer answered
         return
     try:
         trio.run(lambda: watch.live(client, topics, out, interval=interval, count=count))

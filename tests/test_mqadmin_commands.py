@@ -1,0 +1,348 @@
+"""Every mqadmin command against one real local cluster (2 NameServers, 2 broker stubs).
+
+The cluster is started the way a user starts it, ``mqadmin start`` with no
+``--dir`` (its state dir comes from a private $XDG_STATE_HOME), so commands
+run without ``-n`` and without $NAMESRV_ADDR find it. Module-scoped to keep
+the suite fast; tests that change shared state undo it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from mqadmin.cli import app
+from tests.mqadmin_procs import CLI, cli_env, mqadmin, mqadmin_json, running_cluster
+
+APACHE_COLUMNS = ["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)", "#OutTPS(LOAD)",
+                  "#Timer(Progress)", "#PCWait(ms)", "#Hour", "#SPACE", "#ACTIVATED"]
+MSG_ID = re.compile(r"^[0-9A-F]{32}$")
+
+
+class Cluster:
+    def __init__(self, env: dict[str, str], started: dict[str, Any]) -> None:
+        self.env = env
+        self.started = started
+        self.addr = {p["name"]: p["addr"] for p in started["procs"]}
+        self.namesrvs = [self.addr["namesrv-0"], self.addr["namesrv-1"]]
+
+    def run(self, *args: str, columns: int = 200) -> subprocess.CompletedProcess[str]:
+        return mqadmin(*args, env=dict(self.env, COLUMNS=str(columns)))
+
+    def json(self, *args: str) -> Any:
+        return mqadmin_json(*args, env=self.env)
+
+    def wait_route(self, topic: str, check: Any, timeout: float = 5.0) -> None:
+        """Until ``check(route or None)`` holds on every NameServer (brokers re-register asynchronously)."""
+        from mqadmin.client import NotFound, SyncAdminClient
+
+        deadline = time.monotonic() + timeout
+        while True:
+            ok = True
+            for ns in self.namesrvs:
+                try:
+                    route = SyncAdminClient([ns], timeout=1).topic_route(topic)
+                except NotFound:
+                    route = None
+                ok = ok and check(route)
+            if ok:
+                return
+            assert time.monotonic() < deadline, f"route of {topic} did not settle"
+            time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    home = tmp_path_factory.mktemp("state")
+    env = cli_env(home)
+    with running_cluster(home / "mqadmin" / "cluster", "--topics", "t1", env=env, use_dir=False) as started:
+        yield Cluster(env, started)
+
+
+def test_help_on_every_command() -> None:
+    runner = CliRunner()
+    group = typer.main.get_command(app)
+    names = sorted(group.commands)  # type: ignore[attr-defined]
+    assert {"clusterList", "topicRoute", "updateTopic", "deleteTopic", "brokerStatus", "sendMessage",
+            "consumeMessage", "watch", "start", "stop"} <= set(names)
+    for name in names:
+        result = runner.invoke(app, [name, "-h"])
+        assert result.exit_code == 0 and "Usage:" in result.output, name
+
+
+def test_without_n_the_local_cluster_is_used(live: Cluster) -> None:
+    route = live.json("topicRoute", "-t", "TBW102")
+    assert sorted(b["brokerName"] for b in route["brokerDatas"]) == ["broker-a", "broker-b"]
+    status = live.json("status")
+    assert status["namesrvAddr"] == live.started["namesrvAddr"] and status["topics"] == ["t1"]
+
+
+def test_cluster_list_json_and_apache_columns(live: Cluster) -> None:
+    rows = live.json("clusterList")["brokers"]
+    assert [(r["cluster"], r["brokerName"], r["brokerId"], r["addr"]) for r in rows] == [
+        ("DefaultCluster", "broker-a", 0, live.addr["broker-a-0"]),
+        ("DefaultCluster", "broker-b", 0, live.addr["broker-b-0"]),
+    ]
+    assert set(rows[0]) == {
+        "cluster", "brokerName", "brokerId", "addr", "reachable", "error", "version", "inTps", "outTps",
+        "sendQueue", "sendWaitMs", "pullQueue", "pullWaitMs", "ackQueue", "ackWaitMs", "timerReadBehind",
+        "timerOffsetBehind", "timerCongestNum", "timerEnqueueTps", "timerDequeueTps", "pageCacheLockTimeMs",
+        "hours", "space", "activated", "inTotalYest", "outTotalYest", "inTotalToday", "outTotalToday",
+    }
+    for r in rows:
+        assert r["reachable"] is True and r["error"] is None and r["version"] == "V5_3_3"
+        assert isinstance(r["inTps"], float) and isinstance(r["outTps"], float) and r["activated"] is True
+
+    wide = live.run("clusterList", columns=250)
+    assert wide.returncode == 0
+    header = wide.stdout.splitlines()[0]
+    positions = [header.index(c) for c in APACHE_COLUMNS]
+    assert positions == sorted(positions) and "#Status" in header
+    line = next(line for line in wide.stdout.splitlines() if live.addr["broker-a-0"] in line)
+    assert re.search(r"V5_3_3\s+\d+\.\d\d\(0,0ms\)\s+\d+\.\d\d\(0,0ms\|0,0ms\)\s+0-0\(0\.0w, 0\.0, 0\.0\)", line)
+    assert line.rstrip().endswith("OK")
+
+    more = live.run("clusterList", "-m")
+    assert more.returncode == 0 and "#InTotalToday" in more.stdout and "#OutTotalYest" in more.stdout
+
+    only = live.json("clusterList", "-c", "DefaultCluster")
+    assert len(only["brokers"]) == 2
+    unknown = live.run("clusterList", "-c", "Nope")
+    assert unknown.returncode == 1
+    assert unknown.stderr == "mqadmin: cluster Nope is not known to the NameServer (clusters: DefaultCluster)\n"
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_narrow_terminal_drops_columns_never_cuts_names(live: Cluster, columns: int) -> None:
+    out = live.run("clusterList", columns=columns)
+    assert out.returncode == 0
+    lines = out.stdout.splitlines()
+    assert all(len(line) <= columns for line in lines)
+    assert "…" not in out.stdout
+    for name in ("broker-a-0", "broker-b-0"):
+        assert any("DefaultCluster" in line and live.addr[name] in line and line.rstrip().endswith("OK") for line in lines)
+    assert "#Timer(Progress)" not in out.stdout  # low-value columns go first
+    assert "#InTPS" in out.stdout
+
+
+def test_update_topic_on_cluster_and_broker_then_delete(live: Cluster) -> None:
+    out = live.json("updateTopic", "-t", "T2", "-c", "DefaultCluster", "-r", "4", "-w", "4", "-p", "6")
+    assert out["topicConfig"] == {"attributes": {}, "order": False, "perm": 6, "readQueueNums": 4,
+                                  "topicFilterType": "SINGLE_TAG", "topicName": "T2", "topicSysFlag": 0,
+                                  "writeQueueNums": 4}
+    assert sorted(r["addr"] for r in out["brokers"]) == sorted([live.addr["broker-a-0"], live.addr["broker-b-0"]])
+    assert all(r["ok"] for r in out["brokers"]) and out["orderConf"] is None
+    live.wait_route("T2", lambda r: r is not None and sorted((q.broker_name, q.write_queue_nums) for q in r.queue_datas)
+                    == [("broker-a", 4), ("broker-b", 4)])
+
+    # -b with -o true: the broker's order conf is merged into ORDER_TOPIC_CONFIG on every NameServer, as Java does.
+    text = live.run("updateTopic", "-t", "T2", "-b", live.addr["broker-a-0"], "-w", "2", "-r", "2", "-o", "true")
+    assert text.returncode == 0, text.stderr
+    assert f"create topic to {live.addr['broker-a-0']} success." in text.stdout
+    assert "set broker orderConf. isOrder=true, orderConf=[broker-a:2]" in text.stdout
+    assert ("TopicConfig [topicName=T2, readQueueNums=2, writeQueueNums=2, perm=RW-, topicFilterType=SINGLE_TAG, "
+            "topicSysFlag=0, order=true, attributes={}]") in text.stdout
+    assert live.run("updateTopic", "-t", "T2", "-b", live.addr["broker-b-0"], "-o", "true").returncode == 0
+    for ns in live.namesrvs:
+        kv = live.json("getKvConfig", "-s", "ORDER_TOPIC_CONFIG", "-k", "T2", "-n", ns)
+        assert sorted(kv["table"]["T2"].split(";")) == ["broker-a:2", "broker-b:8"]
+
+    deleted = live.run("deleteTopic", "-t", "T2", "-c", "DefaultCluster")
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.splitlines()[0] == "delete topic [T2] from cluster [DefaultCluster] success."
+    assert deleted.stdout.count("from NameServer success.") == 2
+    live.wait_route("T2", lambda r: r is None)
+    gone = live.run("topicRoute", "-t", "T2")
+    assert gone.returncode == 1 and "TOPIC_NOT_EXIST" in gone.stderr
+    assert live.run("deleteKvConfig", "-s", "ORDER_TOPIC_CONFIG", "-k", "T2").returncode == 0
+
+
+def test_update_topic_errors(live: Cluster) -> None:
+    both = live.run("updateTopic", "-t", "X", "-b", live.addr["broker-a-0"], "-c", "DefaultCluster")
+    assert both.returncode == 2 and both.stderr.count("\n") == 1 and "exactly one of -b" in both.stderr
+    neither = live.run("updateTopic", "-t", "X")
+    assert neither.returncode == 2 and "exactly one of -b" in neither.stderr
+    bad = live.run("updateTopic", "-t", "X", "-c", "DefaultCluster", "-p", "9")
+    assert bad.returncode == 2 and "-p" in bad.stderr
+    dead = live.run("updateTopic", "-t", "X", "-b", "127.0.0.1:1", "--timeout", "1")
+    assert dead.returncode == 1 and "create topic to 127.0.0.1:1 failed: cannot connect to 127.0.0.1:1: Connection refused" in dead.stdout
+    unknown = live.run("deleteTopic", "-t", "X", "-c", "Nope")
+    assert unknown.returncode == 1 and "cluster Nope is not known" in unknown.stderr
+
+
+def test_broker_status(live: Cluster) -> None:
+    one = live.json("brokerStatus", "-b", live.addr["broker-b-0"])
+    (entry,) = one["brokers"]
+    assert entry["addr"] == live.addr["broker-b-0"] and entry["reachable"] is True and entry["error"] is None
+    assert entry["table"]["brokerVersionDesc"] == "V5_3_3" and "putTps" in entry["table"]
+    assert list(entry["table"]) == sorted(entry["table"])
+    text = live.run("brokerStatus", "-b", live.addr["broker-b-0"])
+    assert text.returncode == 0 and re.search(r"brokerVersionDesc\s+V5_3_3", text.stdout)
+    every = live.json("brokerStatus", "-c", "DefaultCluster")
+    assert sorted(b["addr"] for b in every["brokers"]) == sorted([live.addr["broker-a-0"], live.addr["broker-b-0"]])
+    dead = live.run("brokerStatus", "-b", "127.0.0.1:1", "--timeout", "1")
+    assert dead.returncode == 1 and dead.stdout == "127.0.0.1:1: no answer: Connection refused\n"
+
+
+def test_send_and_consume(live: Cluster) -> None:
+    sent = live.json("sendMessage", "-t", "t1", "-p", "hello", "-k", "K1", "-c", "TagA")
+    assert set(sent) == {"sendStatus", "msgId", "offsetMsgId", "brokerName", "brokerAddr", "queueId", "queueOffset",
+                         "regionId", "transactionId"}
+    assert sent["sendStatus"] == "SEND_OK" and MSG_ID.match(sent["msgId"]) and MSG_ID.match(sent["offsetMsgId"])
+    assert sent["brokerAddr"] == live.addr[f"{sent['brokerName']}-0"] and 0 <= sent["queueId"] < 8
+
+    first = live.json("sendMessage", "-t", "t1", "-p", "to-b-2", "-b", "broker-b", "-i", "2")
+    second = live.json("sendMessage", "-t", "t1", "-p", "again", "-b", "broker-b", "-i", "2")
+    assert (first["brokerName"], first["queueId"]) == ("broker-b", 2)
+    assert second["queueOffset"] == first["queueOffset"] + 1
+
+    table = live.run("sendMessage", "-t", "t1", "-p", "x")
+    assert table.returncode == 0 and "#Send Result" in table.stdout and "SEND_OK" in table.stdout
+
+    got = live.json("consumeMessage", "-t", "t1", "-b", "broker-b", "-i", "2", "-o", str(first["queueOffset"]))
+    assert [m["body"] for m in got["messages"]] == ["to-b-2", "again"]
+    m = got["messages"][0]
+    assert m["msgId"] == first["msgId"] and m["offsetMsgId"] == first["offsetMsgId"]
+    assert (m["brokerName"], m["queueId"], m["queueOffset"], m["topic"]) == ("broker-b", 2, first["queueOffset"], "t1")
+    assert got["queues"] == [{"brokerName": "broker-b", "queueId": 2, "brokerAddr": live.addr["broker-b-0"],
+                              "minOffset": 0, "maxOffset": second["queueOffset"] + 1,
+                              "startOffset": first["queueOffset"], "nextOffset": second["queueOffset"] + 1,
+                              "count": 2, "error": None}]
+
+    everything = live.json("consumeMessage", "-t", "t1")
+    bodies = [m["body"] for m in everything["messages"]]
+    assert sorted(bodies) == sorted(["hello", "to-b-2", "again", "x"])
+    tagged = next(m for m in everything["messages"] if m["body"] == "hello")
+    assert tagged["tags"] == "TagA" and tagged["keys"] == "K1" and tagged["msgId"] == sent["msgId"]
+    assert len(everything["queues"]) == 16
+
+    bounded = live.json("consumeMessage", "-t", "t1", "-c", "1")
+    assert len(bounded["messages"]) == 1
+    text = live.run("consumeMessage", "-t", "t1")
+    assert text.returncode == 0 and "to-b-2" in text.stdout and "4 message(s) from" in text.stdout
+
+    # A topic without a route: sent via TBW102 like a Java producer, auto-created, then routable.
+    auto = live.json("sendMessage", "-t", "fresh", "-p", "first")
+    assert auto["sendStatus"] == "SEND_OK"
+    live.wait_route("fresh", lambda r: r is not None and r.queue_datas)
+
+
+def test_send_and_consume_usage_errors(live: Cluster) -> None:
+    no_broker = live.run("sendMessage", "-t", "t1", "-p", "x", "-i", "1")
+    assert no_broker.returncode == 2 and "Broker name must be set" in no_broker.stderr
+    no_queue = live.run("sendMessage", "-t", "t1", "-p", "x", "-b", "broker-z")
+    assert no_queue.returncode == 1 and "no writable queue on broker broker-z" in no_queue.stderr
+    offset_only = live.run("consumeMessage", "-t", "t1", "-o", "3")
+    assert offset_only.returncode == 2 and "queueId" in offset_only.stderr
+    missing = live.run("consumeMessage", "-t", "nope")
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1
+    assert re.match(r"mqadmin: 127\.0\.0\.1:\d+: route of topic nope failed: TOPIC_NOT_EXIST", missing.stderr)
+
+
+def test_topic_list_and_cluster_mode(live: Cluster) -> None:
+    topics = live.json("topicList")["topicList"]
+    assert {"TBW102", "t1", "broker-a", "broker-b"} <= set(topics) and topics == sorted(topics)
+    rows = live.json("topicList", "-c")["topics"]
+    t1 = next(r for r in rows if r["topic"] == "t1")
+    assert t1 == {"topic": "t1", "cluster": "DefaultCluster", "consumerGroups": []}
+    text = live.run("topicList", "-c")
+    assert text.returncode == 0 and text.stdout.splitlines()[0].split() == ["#Cluster", "Name", "#Topic", "#Consumer", "Group"]
+
+
+def test_writes_report_each_namesrv_in_json(live: Cluster) -> None:
+    out = live.json("updateKvConfig", "-s", "ns", "-k", "k", "-v", "v")
+    assert sorted(r["addr"] for r in out["results"]) == sorted(live.namesrvs)
+    assert all(r == {"addr": r["addr"], "ok": True, "error": None, "value": None} for r in out["results"])
+    wiped = live.json("wipeWritePerm", "-b", "broker-a")
+    try:
+        assert all(r["ok"] and r["value"] > 0 for r in wiped["results"])
+        route = live.json("topicRoute", "-t", "t1")
+        assert {q["brokerName"]: q["perm"] for q in route["queueDatas"]}["broker-a"] == 4
+    finally:
+        restored = live.json("addWritePerm", "-b", "broker-a")
+    assert all(r["ok"] for r in restored["results"])
+    assert live.run("deleteKvConfig", "-s", "ns", "-k", "k").returncode == 0
+
+
+def test_unreachable_namesrv_and_debug(live: Cluster) -> None:
+    for args in (["clusterList"], ["topicList"], ["topicRoute", "-t", "t1"], ["updateTopic", "-t", "x", "-c", "C"],
+                 ["sendMessage", "-t", "t1", "-p", "x"], ["consumeMessage", "-t", "t1"], ["watch", "--once"]):
+        out = live.run(*args, "-n", "127.0.0.1:1", "--timeout", "1")
+        if args[0] == "watch":  # watch shows which NameServer does not answer; none answering is a failure
+            assert out.returncode == 1 and "127.0.0.1:1: cannot connect to 127.0.0.1:1: Connection refused" in out.stdout
+            continue
+        assert out.returncode == 1, args
+        assert out.stderr == "mqadmin: cannot connect to 127.0.0.1:1: Connection refused\n", args
+    debug = live.run("topicList", "-n", "127.0.0.1:1", "--timeout", "1", "--debug")
+    assert debug.returncode == 1 and "Traceback" in debug.stderr and "AdminError" in debug.stderr
+
+
+def test_watch_snapshot_and_live_refresh(live: Cluster) -> None:
+    snap = live.json("watch", "--once", "-t", "t1", "-t", "nope")
+    assert set(snap) == {"namesrvs", "errors", "brokers", "topics"} and snap["errors"] == {}
+    assert sorted(snap["namesrvs"]) == sorted(live.namesrvs)
+    assert [(b["broker"], b["id"], b["agree"]) for b in snap["brokers"]] == [("broker-a", 0, True), ("broker-b", 0, True)]
+    assert all(set(b["seenBy"].values()) == {True} for b in snap["brokers"])
+    t1, nope = snap["topics"]
+    assert t1["agree"] and set(map(tuple, t1["routes"].values())) == {("broker-a:RW-:8", "broker-b:RW-:8")}
+    assert nope == {"topic": "nope", "routes": {ns: [] for ns in snap["namesrvs"]}, "agree": True}
+
+    # Off a terminal: one frame per interval.
+    began = time.monotonic()
+    frames = live.run("watch", "--count", "3", "--interval", "0.5", "-t", "t1")
+    assert frames.returncode == 0
+    assert re.findall(r"refresh (\d+)", frames.stdout) == ["1", "2", "3"]
+    assert time.monotonic() - began >= 1.0  # two full intervals between three frames
+
+    # On a terminal: Rich Live redraws in place, in colour.
+    text = _on_a_pty([*CLI, "watch", "--count", "2", "-t", "t1"], live.env)
+    assert "refresh 2" in text and "\x1b[" in text and "alive" in text
+
+
+def _on_a_pty(argv: list[str], env: dict[str, str], timeout: float = 20.0) -> str:
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=dict(env, TERM="xterm"))
+    os.close(slave)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+            elif proc.poll() is not None:
+                break
+        assert proc.wait(timeout=5) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_bad_options_are_one_line(live: Cluster) -> None:
+    for args, needle in ((["topicRoute"], "--topic"), (["topicRoute", "-t", "x", "--bogus"], "--bogus"),
+                         (["clusterList", "-i", "zero"], "-i"), (["nosuchcommand"], "nosuchcommand")):
+        out = live.run(*args)
+        assert out.returncode == 2 and out.stderr.count("\n") == 1 and needle in out.stderr, args
+        assert "Traceback" not in out.stderr and out.stdout == ""
+    assert json.loads(live.run("topicRoute", "-t", "t1", "--json").stdout)["queueDatas"]
