@@ -1,8 +1,21 @@
-"""`mqadmin scenario ...`: YAML outage scenarios (run, list)."""
+"""`mqadmin scenario ...`: YAML outage scenarios (run, list).
+
+Exit codes of ``run``: 0 every expectation holds, 1 an expectation (or an
+action) failed, 2 the scenario file is invalid, 3 the run itself failed
+(cluster did not start, timeout), 130 interrupted. Every process a run
+starts is stopped before it exits, whichever way it exits.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 import typer
+
+from mqadmin.render import make_console, out
+from mqadmin.scenario import schema
 
 app = typer.Typer(
     add_completion=False,
@@ -12,3 +25,103 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Stage outages on a local cluster from a YAML scenario and check expectations.",
 )
+
+
+def shipped_dir() -> Path:
+    """The scenarios shipped with the project (the repository's scenarios/ directory)."""
+    return Path(__file__).resolve().parent.parent / "scenarios"
+
+
+def resolve(file: str) -> Path:
+    """A path as given, else a shipped scenario by name (``broker-crash`` or ``broker-crash.yaml``)."""
+    path = Path(file)
+    if path.exists() or path.is_absolute() or "/" in file:
+        return path
+    for candidate in (shipped_dir() / file, shipped_dir() / f"{file}.yaml"):
+        if candidate.exists():
+            return candidate
+    return path
+
+
+def _fail(code: int, message: str) -> typer.Exit:
+    print(f"mqadmin scenario: {message}", file=sys.stderr)
+    return typer.Exit(code)
+
+
+@app.command("run", help="Run a scenario: start its cluster, load and timeline, print the verdict (exit 0 iff all hold).")
+def run_cmd(
+    file: str = typer.Argument(..., metavar="FILE", help="Scenario YAML (or the name of a shipped one)."),
+    report: Path | None = typer.Option(None, "--report", metavar="OUT.json", help="Write the full result as JSON."),
+    plot: Path | None = typer.Option(None, "--plot", metavar="OUT.png", help="Draw sends per second and route changes."),
+    records: Path | None = typer.Option(None, "--records", metavar="OUT.msgpack", help="Keep every send record (msgpack)."),
+    keep_dir: bool = typer.Option(False, "--keep-dir", help="Keep the cluster's state directory (logs) after the run."),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="Only the verdict line and failures."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON result instead of the report."),
+) -> None:
+    from mqadmin.scenario import runner
+
+    try:
+        scn = schema.load(resolve(file))
+    except schema.ScenarioError as exc:
+        raise _fail(2, str(exc)) from None
+    if plot is not None:
+        from mqadmin.scenario import plot as plotting
+
+        if not plotting.available():
+            raise _fail(2, "--plot needs matplotlib (pip install 'rocketmq-namesrv-toolkit[plot]')")
+    err = make_console(stderr=True)
+    progress = (lambda line: None) if (quiet or as_json) else (lambda line: err.print(f"[{scn.name}] {line}"))
+    try:
+        result = runner.run(scn, records_path=records, keep_dir=keep_dir, progress=progress)
+    except runner.ScenarioRunError as exc:
+        raise _fail(3, str(exc)) from None
+    from mqadmin.scenario import report as reporting
+
+    doc = reporting.to_json(result)
+    if report is not None:
+        report.write_text(json.dumps(doc, indent=2) + "\n")
+    if plot is not None:
+        from mqadmin.scenario import plot as plotting
+
+        plotting.draw(result, plot)
+    if as_json:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    elif quiet:
+        for v in result.verdicts:
+            if not v.passed:
+                out.print(f"FAIL {v.text}: measured {v.measured_text} (target {v.target})")
+        for a in result.actions:
+            if not a.ok:
+                out.print(f"FAIL action {a.text}: {a.detail}")
+        out.print(f"{'PASS' if result.passed else 'FAIL'} {scn.name}")
+    else:
+        reporting.render(result, out)
+    if not result.passed:
+        raise typer.Exit(1)
+
+
+@app.command("list", help="The shipped scenarios, one line each (or those in --dir).")
+def list_cmd(
+    directory: Path | None = typer.Option(None, "--dir", help="Directory of scenario files (default: the shipped ones)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    where = directory or shipped_dir()
+    files = sorted(where.glob("*.yaml")) if where.is_dir() else []
+    if not files:
+        raise _fail(1, f"no scenario files (*.yaml) in {where}")
+    rows = []
+    for f in files:
+        try:
+            scn = schema.load(f)
+            rows.append({"name": scn.name, "file": str(f), "duration": scn.duration, "description": scn.description,
+                         "valid": True})
+        except schema.ScenarioError as exc:
+            rows.append({"name": f.stem, "file": str(f), "duration": None, "description": str(exc), "valid": False})
+    if as_json:
+        sys.stdout.write(json.dumps({"scenarios": rows}, indent=2) + "\n")
+        return
+    width = max(len(r["name"]) for r in rows)
+    for r in rows:
+        dur = f"{r['duration']:>4g} s" if r["valid"] else "  ?  "
+        line = f"{r['name']:<{width}}  {dur}  {r['description']}"
+        out.print(line, style=None if r["valid"] else "red")

@@ -1,0 +1,1 @@
+"""YAML outage scenarios on a local cluster: schema, actions, observer, runner, report, plot."""

@@ -1,0 +1,161 @@
+"""Carry out timeline actions on the scenario's local cluster.
+
+Process actions use :mod:`mqadmin.cluster` (signals, graceful stop,
+restart on the same port); the blocking ones run in a worker thread so the
+producers and the observer keep going meanwhile. Broker faults go to the
+broker stub's fault switchboard (request code 9000, see
+:mod:`broker_stub.faults`), permission changes to every NameServer, topic
+creation to the masters. Each action returns a one-line detail or raises
+:class:`ActionError`.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+
+import trio
+
+from mqadmin import cluster
+from mqadmin.client import AdminClient, AdminError
+from mqadmin.scenario.expectations import holds
+from mqadmin.scenario.observer import Observer
+from mqadmin.scenario.schema import Action
+from remoting.bodies import TopicConfig
+from remoting.command import request
+
+FAULT_CODE = 9000  # broker_stub.faults.FAULT_CODE; a stub-only request code
+RPC_TIMEOUT = 3.0
+
+
+class ActionError(Exception):
+    """An action could not be carried out; the message is one line."""
+
+
+class Executor:
+    def __init__(self, state: cluster.ClusterState, observer: Observer) -> None:
+        self.state = state
+        self.observer = observer
+
+    # ------------------------------------------------------------------
+
+    def _broker(self, action: Action) -> cluster.Proc:
+        try:
+            return self.state.find_broker(action.args["broker"], action.args.get("broker_id", 0))[0]
+        except cluster.ClusterError as exc:
+            raise ActionError(str(exc)) from None
+
+    def _namesrv(self, index: int) -> cluster.Proc:
+        return self.state.namesrvs[index]
+
+    def _admin(self) -> AdminClient:
+        return AdminClient([p.addr for p in self.state.namesrvs], timeout=RPC_TIMEOUT)
+
+    async def _blocking(self, fn: Callable[[], None]) -> None:
+        """Run a blocking cluster operation in a thread (not abandoned: no process may start after cleanup)."""
+        try:
+            await trio.to_thread.run_sync(fn)
+        except cluster.ClusterError as exc:
+            raise ActionError(str(exc)) from None
+
+    async def _signal(self, proc: cluster.Proc, sig: signal.Signals) -> str:
+        await self._blocking(lambda: cluster.signal_proc(proc, sig))
+        if sig in (signal.SIGKILL, signal.SIGTERM) and proc.alive():
+            raise ActionError(f"{proc.name} (pid {proc.pid}) still runs {cluster.SIGNAL_WAIT:g} s after {sig.name}")
+        return f"{sig.name} to {proc.name} (pid {proc.pid})"
+
+    async def _fault(self, proc: cluster.Proc, ext: dict[str, object]) -> str:
+        if not proc.alive():
+            raise ActionError(f"{proc.name} is not running")
+        try:
+            await AdminClient([], timeout=RPC_TIMEOUT).broker_call(proc.addr, request(FAULT_CODE, ext), f"fault {ext['action']}")
+        except AdminError as exc:
+            raise ActionError(str(exc)) from None
+        return f"{proc.name}: " + " ".join(f"{k}={v}" for k, v in ext.items())
+
+    # ------------------------------------------------------------------
+
+    async def run(self, action: Action) -> str:
+        """Carry out one action; returns what was done."""
+        a = action.args
+        kind = action.kind
+        if kind == "kill_broker":
+            return await self._signal(self._broker(action), signal.SIGKILL)
+        if kind == "stop_broker":
+            return await self._signal(self._broker(action), signal.SIGSTOP)
+        if kind == "cont_broker":
+            return await self._signal(self._broker(action), signal.SIGCONT)
+        if kind == "shutdown_broker":
+            return await self._signal(self._broker(action), signal.SIGTERM)
+        if kind in ("restart_broker", "restart_namesrv"):
+            proc = self._broker(action) if kind == "restart_broker" else self._namesrv(a["namesrv"])
+            was = "running" if proc.alive() else "stopped"
+            await self._blocking(lambda: cluster.restart(proc))
+            self.state.save()
+            return f"{proc.name} restarted ({was} before) as pid {proc.pid} on {proc.addr}"
+        if kind == "kill_namesrv":
+            sig = signal.SIGKILL if a["signal"] == "kill" else signal.SIGTERM
+            return await self._signal(self._namesrv(a["namesrv"]), sig)
+        if kind == "partition":
+            return await self._fault(self._broker(action), {"action": "partition", "namesrv": self._namesrv(a["namesrv"]).addr})
+        if kind == "heal":
+            ext: dict[str, object] = {"action": "heal"}
+            if a.get("namesrv") is not None:
+                ext["namesrv"] = self._namesrv(a["namesrv"]).addr
+            return await self._fault(self._broker(action), ext)
+        if kind == "fault":
+            return await self._fault(self._broker(action), _fault_ext(a))
+        if kind in ("wipe_write_perm", "add_write_perm"):
+            return await self._perm(kind, a["broker"])
+        if kind == "create_topic":
+            return await self._create_topic(a["topic"], a["queues"], a["brokers"])
+        if kind == "wait_until":
+            return await self._wait_until(action)
+        raise ActionError(f"unknown action {kind}")
+
+    async def _perm(self, kind: str, broker: str) -> str:
+        admin = self._admin()
+        try:
+            results = await (admin.wipe_write_perm(broker) if kind == "wipe_write_perm" else admin.add_write_perm(broker))
+        except AdminError as exc:
+            raise ActionError(str(exc)) from None
+        done = [f"{r.addr}: {r.value} topic(s)" for r in results if r.ok]
+        if not done:
+            raise ActionError(f"{kind} {broker} failed on every NameServer: {results[0].error}")
+        failed = [r.error for r in results if not r.ok]
+        return "; ".join(done + [f"failed: {e}" for e in failed])
+
+    async def _create_topic(self, topic: str, queues: int, brokers: tuple[str, ...]) -> str:
+        masters = [p.addr for p in self.state.brokers if p.broker_id == 0 and p.broker_name in brokers and p.alive()]
+        if not masters:
+            raise ActionError(f"no running master among {', '.join(brokers)} to create {topic} on")
+        results = await AdminClient([], timeout=RPC_TIMEOUT).create_topic_on(masters, TopicConfig(topic, queues, queues))
+        failed = [r.error for r in results if not r.ok]
+        if failed:
+            raise ActionError(f"create topic {topic}: {failed[0]}")
+        return f"{topic} created on {len(masters)} master(s) with {queues} queues"
+
+    async def _wait_until(self, action: Action) -> str:
+        cond = action.condition
+        assert cond is not None
+        obs = self.observer
+        begin = obs.now()
+        with trio.move_on_after(action.args["timeout"]):
+            while True:
+                changed = obs.changed
+                if holds(cond, obs, obs.now(), len(obs.addrs)):
+                    return f"{cond.describe()} after {obs.now() - begin:.2f} s"
+                await changed.wait()
+        raise ActionError(f"not reached within {action.args['timeout']:g} s: {cond.describe()}")
+
+
+def _fault_ext(a: dict[str, object] | object) -> dict[str, object]:
+    args = dict(a)  # type: ignore[call-overload]
+    if "latency_ms" in args:
+        return {"action": "latency", "millis": args["latency_ms"]}
+    if "reject" in args:
+        return {"action": "reject", "code": args["reject"]}
+    for op in ("hang", "resume", "clear"):
+        if op in args:
+            return {"action": op}
+    raise ActionError("fault without an operation")

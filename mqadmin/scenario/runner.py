@@ -1,0 +1,267 @@
+"""Run a scenario: cluster up, load + timeline + observer, verdicts, cluster down.
+
+Time zero is when every NameServer has been asked once and the producers
+start; every time in a run (actions, route changes, send records) is in
+seconds since then, on trio's clock. The cluster lives in a fresh temporary
+state directory and every process it started is stopped on the way out,
+whatever the way out is: success, a failed expectation, an exception,
+Ctrl-C (SIGINT), SIGTERM or SIGHUP.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from mqadmin import cluster
+from mqadmin.scenario.actions import ActionError, Executor
+from mqadmin.scenario.expectations import Verdict, evaluate_all
+from mqadmin.scenario.observer import Observer
+from mqadmin.scenario.schema import Action, ProducerGroup, Scenario
+from simclient import ClientPool, LoadSpec, LoadSummary, ProducerOptions, RecordWriter, SendRecord, run_load
+
+#: How long after the last send the observer keeps watching (late route changes still count).
+SETTLE = 0.5
+
+
+class ScenarioRunError(Exception):
+    """The run itself failed (cluster did not start, run exceeded its timeout); one line."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP during a run: treated like Ctrl-C."""
+
+
+@dataclass
+class ActionResult:
+    index: int
+    action: Action
+    text: str
+    planned: float | None
+    start: float
+    end: float
+    ok: bool
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "kind": self.action.kind, "action": self.text, "label": self.action.label,
+                "line": self.action.line, "planned": self.planned, "start": round(self.start, 4),
+                "end": round(self.end, 4), "ok": self.ok, "detail": self.detail}
+
+
+@dataclass
+class RunResult:
+    scenario: Scenario
+    namesrvs: list[str] = field(default_factory=list)
+    brokers: dict[str, str] = field(default_factory=dict)  # proc name -> address
+    actions: list[ActionResult] = field(default_factory=list)
+    observer: Observer | None = None
+    records: list[SendRecord] = field(default_factory=list)
+    summaries: dict[str, LoadSummary] = field(default_factory=dict)
+    verdicts: list[Verdict] = field(default_factory=list)
+    end: float = 0.0  # s since time zero when the run ended
+    setup_seconds: float = 0.0
+    teardown_seconds: float = 0.0
+    leftover: list[str] = field(default_factory=list)  # processes that needed SIGKILL at the end
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.verdicts) and all(v.passed for v in self.verdicts) and all(a.ok for a in self.actions)
+
+    @property
+    def label_times(self) -> dict[str, float]:
+        return {a.action.label: a.end for a in self.actions if a.action.label and a.ok}
+
+
+def start_options(scn: Scenario) -> cluster.StartOptions:
+    c = scn.cluster
+    return cluster.StartOptions(
+        namesrvs=c.namesrvs,
+        brokers=c.brokers,
+        slaves=c.slaves,
+        register_period_ms=c.register_period_ms,
+        broker_expired_ms=c.broker_expired_ms,
+        scan_interval_ms=c.scan_interval_ms,
+        topics=c.topics,
+        topic_queues=c.queues,
+    )
+
+
+def producer_options(g: ProducerGroup, namesrvs: list[str]) -> ProducerOptions:
+    return ProducerOptions(
+        namesrv_addrs=tuple(namesrvs),
+        group=f"scenario_{g.name}",
+        poll_name_server_interval=g.poll_interval,
+        send_timeout=g.send_timeout,
+        retry_times_when_send_failed=g.retries,
+        send_latency_fault_enable=g.latency_fault,
+    )
+
+
+def _raise_interrupted(signum: int, frame: object) -> None:
+    raise Interrupted(f"received {signal.Signals(signum).name}")
+
+
+@contextmanager
+def _signals(handler: Any) -> Iterator[None]:
+    """Install ``handler`` for SIGTERM/SIGHUP (and SIGINT when given SIG_IGN) in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sigs = [signal.SIGTERM, signal.SIGHUP] + ([signal.SIGINT] if handler is signal.SIG_IGN else [])
+    old = {s: signal.signal(s, handler) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def run(
+    scn: Scenario,
+    *,
+    records_path: str | Path | None = None,
+    keep_dir: bool = False,
+    progress: Callable[[str], None] = lambda line: None,
+) -> RunResult:
+    """Run ``scn`` to the end and judge it; every process started is stopped before returning or raising."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"mqscenario-{scn.name}-"))
+    result = RunResult(scn)
+    state: cluster.ClusterState | None = None
+    try:
+        with _signals(_raise_interrupted):
+            begin = time.monotonic()
+            progress(f"starting {scn.cluster.namesrvs} NameServer(s) and {scn.cluster.brokers} broker group(s) in {workdir}")
+            try:
+                state = cluster.start(workdir, start_options(scn))
+            except cluster.ClusterError as exc:
+                raise ScenarioRunError(f"cluster did not start: {exc}") from None
+            result.setup_seconds = time.monotonic() - begin
+            result.namesrvs = [p.addr for p in state.namesrvs]
+            result.brokers = {p.name: p.addr for p in state.brokers}
+            progress(f"cluster up in {result.setup_seconds:.1f} s; running {scn.duration:g} s of load and timeline")
+            trio.run(_run_async, scn, state, result, records_path, progress)
+    finally:
+        with _signals(signal.SIG_IGN):  # a second Ctrl-C must not cut the cleanup short
+            begin = time.monotonic()
+            procs = state.procs if state is not None else _recorded_procs(workdir)
+            result.leftover = cluster.stop_procs(procs)
+            still = [p.name for p in procs if p.alive()]
+            result.teardown_seconds = time.monotonic() - begin
+            if not keep_dir:
+                shutil.rmtree(workdir, ignore_errors=True)
+        if still:
+            raise ScenarioRunError(f"could not stop {', '.join(still)} (state in {workdir})")
+    result.verdicts = evaluate_all(
+        scn, obs=result.observer, records=result.records, label_times=result.label_times, end=result.end
+    ) if result.observer is not None else []
+    return result
+
+
+def _recorded_procs(workdir: Path) -> list[cluster.Proc]:
+    """The processes cluster.start recorded before it was interrupted (it stops them itself on errors)."""
+    try:
+        return cluster.ClusterState.load(workdir).procs
+    except cluster.ClusterError:
+        return []
+
+
+async def _watch_signals() -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+        async for signum in signals:
+            raise Interrupted(f"received {signal.Signals(signum).name}")
+
+
+async def _run_async(
+    scn: Scenario,
+    state: cluster.ClusterState,
+    result: RunResult,
+    records_path: str | Path | None,
+    progress: Callable[[str], None],
+) -> None:
+    writer = RecordWriter(records_path) if records_path else None
+    try:
+        with trio.fail_after(scn.timeout):
+            await _main(scn, state, result, writer, progress)
+    except trio.TooSlowError:
+        raise ScenarioRunError(f"scenario {scn.name} ran longer than its timeout of {scn.timeout:g} s") from None
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+async def _main(
+    scn: Scenario,
+    state: cluster.ClusterState,
+    result: RunResult,
+    writer: RecordWriter | None,
+    progress: Callable[[str], None],
+) -> None:
+    namesrvs = [p.addr for p in state.namesrvs]
+    t0 = trio.current_time()
+    obs = Observer(namesrvs, scn.observe_topics, interval=scn.observe_interval, timeout=scn.observe_timeout, t0=t0)
+    result.observer = obs
+
+    def sink(rec: SendRecord) -> None:
+        result.records.append(rec)
+        if writer is not None:
+            writer.write(rec)
+
+    async with trio.open_nursery() as outer:
+        if threading.current_thread() is threading.main_thread():
+            outer.start_soon(_watch_signals)
+        await outer.start(obs.run)
+        t0 = trio.current_time()
+        obs.t0 = t0  # time zero: the observer has seen every NameServer once
+        async with ClientPool() as pool:
+            async with trio.open_nursery() as work:
+                for g in scn.groups:
+                    work.start_soon(_run_group, g, namesrvs, pool, t0, sink, result)
+                await _run_timeline(scn, Executor(state, obs), result, t0, progress)
+        await trio.sleep_until(max(trio.current_time(), t0 + scn.duration) + SETTLE)
+        result.end = obs.now()
+        outer.cancel_scope.cancel()
+
+
+async def _run_group(
+    g: ProducerGroup,
+    namesrvs: list[str],
+    pool: ClientPool,
+    t0: float,
+    sink: Callable[[SendRecord], None],
+    result: RunResult,
+) -> None:
+    await trio.sleep_until(t0 + g.start)
+    spec = LoadSpec(producers=g.producers, topics=g.topics, rate_per_producer=g.rate,
+                    message_size=g.message_size, duration=g.duration)
+    result.summaries[g.name] = await run_load(
+        producer_options(g, namesrvs), spec, sink, pool=pool, first_producer_id=g.first_id, t0=t0
+    )
+
+
+async def _run_timeline(
+    scn: Scenario, executor: Executor, result: RunResult, t0: float, progress: Callable[[str], None]
+) -> None:
+    for i, action in enumerate(scn.timeline):
+        if action.at is not None:
+            await trio.sleep_until(t0 + action.at)
+        start = trio.current_time() - t0
+        text = action.describe()
+        try:
+            detail = await executor.run(action)
+            ok = True
+        except ActionError as exc:
+            detail, ok = str(exc), False
+        end = trio.current_time() - t0
+        result.actions.append(ActionResult(i + 1, action, text, action.at, start, end, ok, detail))
+        progress(f"t={start:6.2f} s  {text}: {'ok' if ok else 'FAILED'} ({detail})")
