@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import struct
 import subprocess
@@ -602,16 +603,58 @@ async def test_auto_create_from_tbw102_and_refusal_when_disabled(start_namesrv, 
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST and "not exist" in (resp.remark or "")
 
 
+def cluster_list_row(table: dict[str, str]) -> dict[str, object]:
+    """What Apache mqadmin clusterList (5.x, and 4.9.x for its own keys) computes from a broker's
+    runtime table, with Java's parsers: any missing or malformed key raises here as it would there."""
+    in_tps = float(table["putTps"].split(" ")[0])  # Double.parseDouble of the first of "10s 60s 600s"
+    timer = (int(table["timerReadBehind"]), int(table["timerOffsetBehind"]), int(table["timerCongestNum"]),
+             float(table["timerEnqueueTps"]), float(table["timerDequeueTps"]))
+    for key in ("sendThreadPoolQueueSize", "pullThreadPoolQueueSize", "sendThreadPoolQueueHeadWaitTimeMills",
+                "pullThreadPoolQueueHeadWaitTimeMills", "ackThreadPoolQueueSize", "ackThreadPoolQueueHeadWaitTimeMills"):
+        int(table[key])
+    return {
+        "version": table["brokerVersionDesc"],
+        "in_tps": in_tps,
+        "in_tps_4_9": float(table["putTps"].split(" ")[0]),
+        "out_tps": float(table["getTransferredTps"].split(" ")[0]),
+        "out_tps_4_9": float(table["getTransferedTps"].split(" ")[0]),
+        "timer": timer,
+        "pc_wait": table["pageCacheLockTimeMills"],
+        "hours": (time.time() * 1000 - int(table["earliestMessageTimeStamp"])) / 3_600_000,
+        "space": float(table["commitLogDiskRatio"]),
+        "active": table["brokerActive"].lower() == "true",
+        # -m: Long.parseLong of the six day counters
+        "in_yesterday": int(table["msgPutTotalTodayMorning"]) - int(table["msgPutTotalYesterdayMorning"]),
+        "out_yesterday": int(table["msgGetTotalTodayMorning"]) - int(table["msgGetTotalYesterdayMorning"]),
+        "in_today": int(table["msgPutTotalTodayNow"]) - int(table["msgPutTotalTodayMorning"]),
+        "out_today": int(table["msgGetTotalTodayNow"]) - int(table["msgGetTotalTodayMorning"]),
+    }
+
+
 async def test_runtime_info_and_broker_config(start_namesrv, start_broker) -> None:
     ns = start_namesrv()
     broker = start_broker(namesrvAddr=ns.addr, registerNameServerPeriod=30000)
     await eventually(lambda: _has(ns.addr, "TBW102"), what="registration")
-    table = parse_kv_table((await call(broker.addr, request(RequestCode.GET_BROKER_RUNTIME_INFO))).body)
-    for key in ("brokerVersionDesc", "putTps", "getTransferredTps", "getTransferedTps", "sendThreadPoolQueueSize",
-                "pullThreadPoolQueueSize", "sendThreadPoolQueueHeadWaitTimeMills", "pageCacheLockTimeMills",
-                "earliestMessageTimeStamp", "commitLogDiskRatio", "msgPutTotalTodayNow", "brokerActive"):
-        assert key in table, key
-    assert table["brokerVersionDesc"] == "V5_3_3"
+    t0 = int(time.time() * 1000)
+    async with connect(broker.addr) as c:
+        assert (await c.invoke(create_topic("RI", queues=1))).code == ResponseCode.SUCCESS
+        for i in range(3):
+            assert (await c.invoke(send_v2("RI", 0, f"r{i}".encode()))).code == ResponseCode.SUCCESS
+        assert len(decode_stored((await c.invoke(pull("RI", 0, 0))).body)) == 3
+
+        async def put_rate_seen() -> bool:
+            table = parse_kv_table((await c.invoke(request(RequestCode.GET_BROKER_RUNTIME_INFO))).body)
+            return float(table["putTps"].split(" ")[0]) > 0
+
+        await eventually(put_rate_seen, timeout=5.0, what="a put rate")  # sampled once a second
+        table = parse_kv_table((await c.invoke(request(RequestCode.GET_BROKER_RUNTIME_INFO))).body)
+    row = cluster_list_row(table)
+    assert row["version"] == "V5_3_3" and row["active"] is True
+    assert row["in_tps"] > 0 and row["in_tps_4_9"] == row["in_tps"] and row["out_tps"] >= 0
+    assert 0.0 <= row["space"] <= 1.0 and row["pc_wait"] == "0"
+    assert t0 <= int(table["earliestMessageTimeStamp"]) <= int(time.time() * 1000)
+    assert (row["in_today"], row["out_today"], row["in_yesterday"]) == (3, 3, 0)
+    assert table["msgPutTotalTodayNow"] == "3" and table["msgGetTotalTodayNow"] == "3"
 
     body = properties.dumps({"brokerPermission": "4"}).encode()
     resp = await call(broker.addr, request(RequestCode.UPDATE_BROKER_CONFIG, body=body))
@@ -742,3 +785,38 @@ async def test_sigterm_while_hung_still_exits_zero(start_broker) -> None:
         start = time.monotonic()
         assert broker.terminate() == 0
         assert time.monotonic() - start < 4.0
+
+
+async def test_sigstop_then_sigcont_resumes_answers_and_registration(start_namesrv, start_broker) -> None:
+    ns = start_namesrv(brokerChannelExpiredTime=1500)
+    broker = start_broker(namesrvAddr=ns.addr, registerNameServerPeriod=300)
+    await eventually(lambda: _has(ns.addr, "TBW102"), what="registration")
+    assert broker.proc is not None
+    broker.proc.send_signal(signal.SIGSTOP)  # a real hang: no heartbeats, no answers
+    try:
+        with pytest.raises(RemotingTimeout):
+            await call(broker.addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout=0.3)
+        await eventually(lambda: _not(_has(ns.addr, "TBW102")), timeout=6.0, what="expiry of the stopped broker")
+    finally:
+        broker.proc.send_signal(signal.SIGCONT)
+    resp = await call(broker.addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout=3.0)
+    assert resp.code == ResponseCode.SUCCESS
+    await eventually(lambda: _has(ns.addr, "TBW102"), timeout=5.0, what="re-registration after SIGCONT")
+    assert broker.terminate() == 0
+
+
+def test_send_answer_fast_path_is_byte_identical_to_the_generic_encoding() -> None:
+    from broker_stub.processor import send_ok_frame
+    from remoting.codec import encode
+    from remoting.command import response_to
+
+    req = request(RequestCode.SEND_MESSAGE_V2, {"b": "T"}, opaque=123456)
+    for tx in (UNIQ, None):
+        ext: dict[str, object] = {"msgId": "7F0000010000273F00000000000004D2", "queueId": 3, "queueOffset": 77,
+                                  "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+        if tx:
+            ext["transactionId"] = tx
+        generic = encode(response_to(req, ResponseCode.SUCCESS, ext_fields=ext))
+        fast = send_ok_frame(123456, "7F0000010000273F00000000000004D2", 3, 77, "DefaultRegion", "true", tx)
+        assert fast == generic
+
