@@ -14,7 +14,6 @@ from typing import Any
 import typer
 from rich.text import Text
 
-from mqadmin.cliutil import JsonOpt, NamesrvOpt, TimeoutOpt, bad_option, client_for
 from mqadmin.client import (
     TOOLS_CONSUMER_GROUP,
     AdminClient,
@@ -25,6 +24,7 @@ from mqadmin.client import (
     run,
     topic_config_text,
 )
+from mqadmin.cliutil import JsonOpt, NamesrvOpt, TimeoutOpt, bad_option, client_for
 from mqadmin.render import Col, fit_table, out, print_json
 from remoting.bodies import TopicConfig
 from remoting.codes import FLAG_UNIT, FLAG_UNIT_SUB

@@ -15,10 +15,25 @@ from typing import Any
 import trio
 import typer
 
-from mqadmin import broker_cli, cluster, clusterlist, fanout_cli, runner_cli, scenario_cli, watch
-from mqadmin.cliutil import JsonOpt, NamesrvOpt, TimeoutOpt, client_for, per_server
+from mqadmin import (
+    broker_cli,
+    cluster,
+    clusterlist,
+    fanout_cli,
+    runner_cli,
+    scenario_cli,
+    watch,
+)
 from mqadmin.client import AdminClient, AdminError, run
-from mqadmin.render import Col, fit_table, fit_variants, out, print_json
+from mqadmin.cliutil import JsonOpt, NamesrvOpt, TimeoutOpt, client_for, per_server
+from mqadmin.render import (
+    Col,
+    current_console,
+    fit_table,
+    fit_variants,
+    out,
+    print_json,
+)
 from remoting.bodies import ClusterInfo, TopicRouteData
 from remoting.climain import run_app
 
@@ -270,10 +285,12 @@ def update_namesrv_config(
 
 broker_cli.register(app)
 
+WatchTopicsOpt = typer.Option(None, "-t", "--topic", help="Topics to show (repeatable; default: the first 20).")
+
 
 @app.command("watch", help="Live view of brokers and routes as each NameServer sees them; disagreements marked.")
 def watch_cmd(
-    topics: list[str] | None = typer.Option(None, "-t", "--topic", help="Topics to show (repeatable; default: the first 20)."),
+    topics: list[str] | None = WatchTopicsOpt,
     interval: float = typer.Option(1.0, "--interval", min=0.1, help="Seconds between refreshes."),
     count: int | None = typer.Option(None, "--count", min=1, help="Stop after this many refreshes."),
     once: bool = typer.Option(False, "--once", help="Print one snapshot and exit."),
@@ -292,7 +309,7 @@ def watch_cmd(
             raise typer.Exit(1)  # no NameServer answered
         return
     try:
-        trio.run(lambda: watch.live(client, topics, out, interval=interval, count=count))
+        trio.run(lambda: watch.live(client, topics, current_console(), interval=interval, count=count))
     except KeyboardInterrupt:
         pass
 
@@ -303,8 +320,12 @@ app.add_typer(scenario_cli.app, name="scenario")
 fanout_cli.register(app)
 
 
+def main(argv: list[str]) -> int:
+    """Run one mqadmin command line; returns the exit status (``--debug``: tracebacks are not hidden)."""
+    debug = "--debug" in argv
+    return run_app(app, "mqadmin", [a for a in argv if a != "--debug"], (AdminError, cluster.ClusterError), debug=debug)
+
+
 def entry() -> None:
-    debug = "--debug" in sys.argv
-    argv = [a for a in sys.argv[1:] if a != "--debug"]
-    sys.exit(run_app(app, "mqadmin", argv, (AdminError, cluster.ClusterError), debug=debug))
+    sys.exit(main(sys.argv[1:]))
 

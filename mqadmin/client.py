@@ -37,7 +37,14 @@ from remoting.bodies import (
     parse_topic_list,
     perm_to_string,
 )
-from remoting.codes import DEFAULT_TOPIC, NAMESPACE_ORDER_TOPIC_CONFIG, PERM_READ, PERM_WRITE, RequestCode, ResponseCode
+from remoting.codes import (
+    DEFAULT_TOPIC,
+    NAMESPACE_ORDER_TOPIC_CONFIG,
+    PERM_READ,
+    PERM_WRITE,
+    RequestCode,
+    ResponseCode,
+)
 from remoting.command import RemotingCommand, request
 from remoting.transport import RemotingClient, RemotingError, connect, parse_addr
 
@@ -378,7 +385,7 @@ class AdminClient:
         return _parse(addr, lambda b: parse_topic_list(b)[0], resp.body)
 
     async def get_kv(self, namespace: str, key: str) -> str:
-        addr, resp = await self._any(lambda: rq.get_kv(namespace, key), f"get kv {namespace}/{key}")
+        _, resp = await self._any(lambda: rq.get_kv(namespace, key), f"get kv {namespace}/{key}")
         return (resp.ext_fields or {}).get("value", "")
 
     async def kv_list(self, namespace: str) -> dict[str, str]:

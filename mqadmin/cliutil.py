@@ -7,7 +7,13 @@ from typing import Any
 import typer
 
 from mqadmin import cluster
-from mqadmin.client import AdminClient, AdminError, PerServer, namesrv_from_env, split_addrs
+from mqadmin.client import (
+    AdminClient,
+    AdminError,
+    PerServer,
+    namesrv_from_env,
+    split_addrs,
+)
 from mqadmin.render import out, print_json
 
 NamesrvOpt = typer.Option(None, "-n", "--namesrvAddr", metavar="ADDR",

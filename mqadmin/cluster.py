@@ -16,9 +16,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 import trio
 
@@ -93,7 +93,7 @@ class ClusterState:
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, directory: Path) -> "ClusterState":
+    def load(cls, directory: Path) -> ClusterState:
         path = directory / STATE_FILE
         try:
             data = json.loads(path.read_text())
@@ -151,8 +151,7 @@ def _write_props(path: Path, props: dict[str, object]) -> None:
 
 
 def _spawn(proc: Proc, module: str) -> None:
-    log = open(proc.log, "ab")
-    try:
+    with open(proc.log, "ab") as log:
         child = subprocess.Popen(
             [sys.executable, "-m", module, "-c", proc.config],
             stdin=subprocess.DEVNULL,
@@ -160,8 +159,6 @@ def _spawn(proc: Proc, module: str) -> None:
             stderr=log,
             start_new_session=True,  # outlives `mqadmin start`, and Ctrl-C of it
         )
-    finally:
-        log.close()
     proc.pid = child.pid
     proc.started = start_ticks(child.pid) or 0
 

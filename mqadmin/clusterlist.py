@@ -131,8 +131,8 @@ def base_cells(r: dict[str, Any]) -> list[str | Text]:
         _s(r["version"], ""),
         f"{_f(r['inTps'], '.2f')}({_s(r['sendQueue'])},{_s(r['sendWaitMs'])}ms)",
         f"{_f(r['outTps'], '.2f')}({_s(r['pullQueue'])},{_s(r['pullWaitMs'])}ms|{_s(r['ackQueue'])},{_s(r['ackWaitMs'])}ms)",
-        f"{r['timerReadBehind'] or 0}-{r['timerOffsetBehind'] or 0}({congest:.1f}w, "
-        f"{_f(r['timerEnqueueTps'], '.1f')}, {_f(r['timerDequeueTps'], '.1f')})",
+        (f"{r['timerReadBehind'] or 0}-{r['timerOffsetBehind'] or 0}({congest:.1f}w, "
+         f"{_f(r['timerEnqueueTps'], '.1f')}, {_f(r['timerDequeueTps'], '.1f')})"),
         _s(r["pageCacheLockTimeMs"], ""),
         _f(r["hours"], ".2f"),
         _f(r["space"], ".4f"),

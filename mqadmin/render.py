@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from rich import box
 from rich.console import Console, RenderableType
@@ -46,7 +46,30 @@ def make_console(stderr: bool = False) -> Console:
     return Console(file=stream, width=width, highlight=False, markup=False, soft_wrap=True, emoji=False)
 
 
-out = make_console()
+class _CurrentConsole:
+    """Stands for the console of the *current* stdout and $COLUMNS, so a command run
+    in-process with redirected output (tests, Typer's CliRunner) renders like a real one."""
+
+    def __init__(self) -> None:
+        self._key: tuple[int, str | None] | None = None
+        self._console: Console | None = None
+
+    def current(self) -> Console:
+        key = (id(sys.stdout), os.environ.get("COLUMNS"))
+        if self._console is None or key != self._key:
+            self._key, self._console = key, make_console()
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.current(), name)
+
+
+out: Console = cast(Console, _CurrentConsole())
+
+
+def current_console() -> Console:
+    """The real Console behind :data:`out` right now (for Rich Live, which needs the object itself)."""
+    return out.current()  # type: ignore[attr-defined]
 
 
 def print_json(value: Any) -> None:
@@ -77,7 +100,7 @@ def fit_table(
     footer_rows: Sequence[Sequence[Cell]] = (),
 ) -> Table:
     """A table of ``rows`` that fits ``width`` (default: the console's), dropping columns as needed."""
-    console = console or out
+    console = console or current_console()
     width = width or console.width
     keep = list(range(len(columns)))
     while True:
@@ -134,7 +157,7 @@ def fit_variants(
     console: Console | None = None,
 ) -> Table:
     """The first variant (fullest first) that fits whole; else the last one, fitted by dropping columns."""
-    console = console or out
+    console = console or current_console()
     width = width or console.width
     for columns, rows in variants[:-1]:
         table = _build(columns, rows, (), title, False)

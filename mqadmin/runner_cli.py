@@ -11,8 +11,8 @@ from rich.console import Group
 from rich.text import Text
 
 from mqadmin import cluster
-from mqadmin.cliutil import JsonOpt
 from mqadmin.client import AdminError
+from mqadmin.cliutil import JsonOpt
 from mqadmin.render import Col, fit_table, out, print_json
 
 DirOpt = typer.Option(None, "--dir", help="State directory of the local cluster (default ~/.local/state/mqadmin/cluster).")

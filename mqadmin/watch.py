@@ -132,9 +132,8 @@ async def live(
                     console.print(view(snap, console, note))
                     console.print()
                 next_at += interval
-                now = trio.current_time()
-                if next_at < now:  # a slow refresh: start the next one now, keep the cadence from here
-                    next_at = now
+                # after a slow refresh, start the next one now and keep the cadence from there
+                next_at = max(next_at, trio.current_time())
                 if count is None or frames < count:
                     await trio.sleep_until(next_at)
         finally:

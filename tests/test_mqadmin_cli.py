@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
+import functools
 import json
-import os
-import sys
+from pathlib import Path
 
 import trio
 
 from remoting import requests as rq
 from remoting.bodies import DataVersion, TopicConfig
 from remoting.transport import RemotingClient, connect
+from tests.mqadmin_procs import cli_env
+from tests.mqadmin_procs import mqadmin as run_cli
 from tests.procs import NamesrvProcess
 
 
 async def mqadmin(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    if env is None:
-        env = dict(os.environ, COLUMNS="200")
-    proc = await trio.run_process(
-        [sys.executable, "-c", "from mqadmin.cli import entry; entry()", *args],
-        capture_stdout=True, capture_stderr=True, check=False, env=env,
-    )
-    return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+    """The CLI's entry code, in a worker thread (it runs its own trio loop)."""
+    done = await trio.to_thread.run_sync(functools.partial(run_cli, *args, env=env if env is not None else cli_env()))
+    return done.returncode, done.stdout, done.stderr
 
 
 async def fake_broker(c: RemotingClient, name: str, addr: str, broker_id: int = 0) -> None:
@@ -98,14 +96,14 @@ async def test_namesrv_config_commands(namesrv: NamesrvProcess) -> None:
     assert rc == 1 and "NO_PERMISSION" in stdout
 
 
-async def test_errors_are_one_line() -> None:
+async def test_errors_are_one_line(tmp_path: Path) -> None:
     rc, _, stderr = await mqadmin("topicRoute", "-t", "T", "-n", "127.0.0.1:1", "--timeout", "1")
     assert rc == 1 and stderr == "mqadmin: cannot connect to 127.0.0.1:1: Connection refused\n"
     rc, _, stderr = await mqadmin("topicRoute", "-t", "T", "-n", "not-an-address")
     assert rc == 1 and stderr == "mqadmin: not a host:port address: 'not-an-address'\n"
     rc, _, stderr = await mqadmin("topicRoute", "-n", "127.0.0.1:1")
     assert rc == 2 and stderr.count("\n") == 1 and "--topic" in stderr
-    rc, _, stderr = await mqadmin("topicRoute", "-t", "T", env={"PATH": "/usr/bin"})
+    rc, _, stderr = await mqadmin("topicRoute", "-t", "T", env=cli_env(tmp_path))  # no -n, no env, no cluster
     assert rc == 1 and "NAMESRV_ADDR" in stderr
 
 

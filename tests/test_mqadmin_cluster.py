@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from mqadmin import cluster
-from tests.mqadmin_procs import mqadmin, mqadmin_json, procs_mentioning, running_cluster, stop_all
+from tests.mqadmin_procs import (
+    mqadmin,
+    mqadmin_json,
+    procs_mentioning,
+    running_cluster,
+    stop_all,
+)
 
 
 @pytest.fixture
@@ -20,8 +26,9 @@ def state_dir(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_start_with_slaves_and_topics_then_stop_leaves_no_process(state_dir: Path) -> None:
+    # The real console entry point, as a user runs it (the rest runs the same code in-process).
     out = mqadmin("start", "--namesrvs", "2", "--brokers", "2", "--slaves", "1", "--topics", "orders,audit",
-                  "--topic-queues", "4", "--dir", str(state_dir), "--json")
+                  "--topic-queues", "4", "--dir", str(state_dir), "--json", in_process=False)
     assert out.returncode == 0, out.stderr
     started = json.loads(out.stdout)
     assert set(started) == {"dir", "cluster", "namesrvAddr", "topics", "procs"}
@@ -52,7 +59,7 @@ def test_start_with_slaves_and_topics_then_stop_leaves_no_process(state_dir: Pat
     again = mqadmin("start", "--brokers", "0", "--dir", str(state_dir))
     assert again.returncode == 1 and "already running" in again.stderr and again.stderr.count("\n") == 1
 
-    out = mqadmin("stop", "--dir", str(state_dir))
+    out = mqadmin("stop", "--dir", str(state_dir), in_process=False)
     assert out.returncode == 0 and out.stdout.strip() == "stopped 6 processes"
     assert not any(cluster.pid_alive(p["pid"]) for p in procs)
     assert procs_mentioning(str(state_dir)) == []

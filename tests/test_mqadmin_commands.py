@@ -16,7 +16,6 @@ import select
 import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -285,7 +284,7 @@ def test_unreachable_namesrv_and_debug(live: Cluster) -> None:
             continue
         assert out.returncode == 1, args
         assert out.stderr == "mqadmin: cannot connect to 127.0.0.1:1: Connection refused\n", args
-    debug = live.run("topicList", "-n", "127.0.0.1:1", "--timeout", "1", "--debug")
+    debug = mqadmin("topicList", "-n", "127.0.0.1:1", "--timeout", "1", "--debug", env=live.env, in_process=False)
     assert debug.returncode == 1 and "Traceback" in debug.stderr and "AdminError" in debug.stderr
 
 

@@ -11,7 +11,13 @@ from rich.console import Console
 from rich.text import Text
 
 from mqadmin import clusterlist, messages
-from mqadmin.client import AdminError, PerServer, _writable_queues, parse_attributes, topic_config_text
+from mqadmin.client import (
+    AdminError,
+    PerServer,
+    _writable_queues,
+    parse_attributes,
+    topic_config_text,
+)
 from mqadmin.render import Col, fit_table
 from remoting.bodies import BrokerData, QueueData, TopicConfig, TopicRouteData
 
