@@ -116,11 +116,14 @@ def evaluate(
     thr = exp.threshold
     assert thr is not None
     if exp.kind == "send_success_rate":
+        up = exp.upper
+        target = f"≥ {thr:g}" if up is None else (f"≤ {up:g}" if not thr else f"{thr:g}..{up:g}")
         if not chosen:
-            return verdict(False, None, "no sends", f"≥ {thr:g}", span)
+            return verdict(False, None, "no sends", target, span)
         rate = 1.0 - len(failed) / len(chosen)
         detail = span + (f"; failed: {_outcome_text(failed)}" if failed else "")
-        return verdict(rate >= thr, round(rate, 6), f"{rate:.4f} ({len(chosen) - len(failed)}/{len(chosen)})", f"≥ {thr:g}", detail)
+        ok = rate >= thr and (up is None or rate <= up)
+        return verdict(ok, round(rate, 6), f"{rate:.4f} ({len(chosen) - len(failed)}/{len(chosen)})", target, detail)
     if exp.kind == "max_failed_sends":
         detail = span + (f"; {_outcome_text(failed)}" if failed else "")
         return verdict(len(failed) <= thr, float(len(failed)), str(len(failed)), f"≤ {thr:g}", detail)

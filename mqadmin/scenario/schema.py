@@ -170,6 +170,7 @@ class Expectation:
     producers: str | None = None  # a producer group name; None: all
     broker: str | None = None  # max_sends_to / min_sends_to
     outcome: str = "all"  # p99_send_latency: all sends or only stored ones
+    upper: float | None = None  # send_success_rate: at most this (a scenario where sends must fail)
 
     def describe(self) -> str:
         after = f" after {self.after}" if self.after else ""
@@ -187,6 +188,8 @@ class Expectation:
             return f"{self.condition.describe()} {bound}"
         t = self.threshold
         if self.kind == "send_success_rate":
+            if self.upper is not None:
+                return f"send success rate {f'{t:g}..' if t else '<= '}{self.upper:g}{scope}"
             return f"send success rate >= {t:g}{scope}"
         if self.kind == "max_failed_sends":
             return f"failed sends <= {t:g}{scope}"
@@ -636,8 +639,15 @@ class _Parser:
             raise sec.fail("producers", f"no producer group {producers!r} (groups: {', '.join(self.groups)})")
         broker = None
         outcome = "all"
+        upper = None
         if kind == "send_success_rate":
-            threshold = sec.get("min", number(0, 1))
+            threshold = sec.get("min", number(0, 1), None)
+            upper = sec.get("max", number(0, 1), None)
+            if threshold is None and upper is None:
+                raise sec.fail("min", "send_success_rate needs min (and/or max)")
+            if threshold is not None and upper is not None and upper < threshold:
+                raise sec.fail("max", f"must not be below min ({threshold:g}), got {upper:g}")
+            threshold = 0.0 if threshold is None else threshold
         elif kind == "max_failed_sends":
             threshold = sec.get("max", integer(0, 10**9))
         elif kind == "p99_send_latency":
@@ -647,7 +657,8 @@ class _Parser:
             broker = self.broker(sec)
             threshold = sec.get("max" if kind == "max_sends_to" else "min", integer(0, 10**9))
         sec.finish()
-        return Expectation(kind, item.line(kind), after, None, None, None, float(threshold), window, producers, broker, outcome)
+        return Expectation(kind, item.line(kind), after, None, None, None, float(threshold), window, producers, broker, outcome,
+                           upper)
 
     def window(self, sec: _Section) -> Window:
         raw = sec.raw("window")
