@@ -1,0 +1,305 @@
+"""A fan-out result as JSON, as Rich tables, and as a PNG (``--plot``).
+
+Everything is derived from the merged counters and the brokers' own
+counts; the JSON document is the source the tables and the plot are drawn
+from, so ``--report`` files can be re-plotted later. Percentiles come from
+5 % log buckets (see :mod:`simclient.stats`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.text import Text
+
+from mqadmin.fanout.metrics import (
+    BROKER_TIMELINE_FIELDS,
+    TIMELINE_FIELDS,
+    FanoutMetrics,
+)
+from mqadmin.fanout.runner import FanoutResult
+from mqadmin.render import Col, fit_table
+from simclient.stats import Histogram
+
+#: A broker counts as "still in use at the end" if it was tried this close to the end of the load (s).
+STILL_USED = 2.0
+
+
+def _r(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def _hist(h: Histogram) -> dict[str, float]:
+    return {"count": h.count, "mean": round(h.mean_ms, 3), "p50": round(h.percentile(50), 3),
+            "p99": round(h.percentile(99), 3), "max": round(h.max_ms, 3)}
+
+
+def _series(timeline: dict[int, list[int]], fields: tuple[str, ...], last: int) -> dict[str, list[int]]:
+    return {name: [timeline.get(s, [0] * len(fields))[i] for s in range(last + 1)] for i, name in enumerate(fields)}
+
+
+def load_window(result: FanoutResult) -> float:
+    """Seconds the producers were sending: the run's duration, else the longest partition's load."""
+    if result.plan.duration is not None:
+        return result.plan.duration
+    return max(result.metrics.load.elapsed, 1e-9)
+
+
+def failover(result: FanoutResult, end: float) -> list[dict[str, Any]]:
+    """For each killed broker (or, without kills, each broker with failed attempts): how the producers moved off it."""
+    m = result.metrics
+    rate = result.plan.rate
+    still = max(STILL_USED, 2.0 / rate) if rate > 0 else STILL_USED
+    rows = []
+    kills = {e.broker: e.t for e in result.events if e.ok and e.broker and e.kind in (
+        "kill_broker", "stop_broker", "shutdown_broker")}
+    names = list(kills) or [n for n, u in m.brokers.items() if u.failed or u.refused]
+    for name in names:
+        use = m.brokers.get(name)
+        if use is None:
+            continue
+        ref = kills.get(name, use.first_failure)
+        last = use.last_attempt
+        # Still in use: some producer still routes to it and tried it lately (with the latency
+        # fault strategy a routed broker may be avoided, hence both).
+        in_use = use.routing > 0 and last is not None and end - last < still
+        rows.append({
+            "broker": name,
+            "killed_at": _r(kills.get(name)),
+            "first_failure": _r(use.first_failure),
+            "failed_attempts": use.failed,
+            "refused_attempts": use.refused,
+            "last_attempt": _r(last),
+            "stopped_sending_after": None if in_use or last is None or ref is None else _r(max(0.0, last - ref)),
+            "still_sending_at_end": in_use,
+            "producers_routing_at_end": use.routing,
+            "last_routed": _r(use.last_routed),
+            "dropped_from_routes_after": None if use.routing or use.last_routed is None or ref is None
+            else _r(max(0.0, use.last_routed - ref)),
+        })
+    return rows
+
+
+def agreement(result: FanoutResult) -> dict[str, Any]:
+    """Producers' successful sends vs the brokers' own counts, per broker and in total.
+
+    A broker that answers at the end must match exactly. One that died
+    during the run can only be checked against its last reading: it must
+    not have counted more than the producers saw stored on it. Timed-out
+    sends may have been stored all the same, so a surplus of up to that
+    many is "explained" rather than a disagreement.
+    """
+    m = result.metrics
+    timeouts = m.load.outcomes.get("timeout", 0)
+    per: dict[str, Any] = {}
+    total_seen = total_counted = 0
+    agree = True
+    for name in sorted(set(result.counts) | set(m.load.by_broker)):
+        seen = m.load.by_broker.get(name, 0)
+        c = result.counts.get(name)
+        counted = c.delta if c is not None else None
+        total_seen += seen
+        if counted is None:
+            agree = False
+            why = c.error if c is not None and c.error else "not a master listed before the run"
+            per[name] = {"producers_ok": seen, "broker_counted": None, "agree": False, "why": why}
+            continue
+        total_counted += counted
+        entry: dict[str, Any] = {"producers_ok": seen, "broker_counted": counted}
+        if c is not None and not c.reachable_at_end:
+            entry["agree"] = counted <= seen
+            entry["gone"] = True
+            entry["why"] = "gone at the end" + (
+                f"; counted by t={c.last_seen_at:.1f} s (must be <= producers ok)" if c.last_seen_at is not None else "")
+        else:
+            entry["agree"] = counted == seen
+        agree = agree and entry["agree"]
+        per[name] = entry
+    diff = total_counted - total_seen
+    explained = not agree and all(e["broker_counted"] is not None for e in per.values()) and 0 <= diff <= timeouts
+    note = ""
+    if not agree:
+        note = f"brokers counted {diff:+d} vs the producers' stored sends"
+        if timeouts:
+            note += f"; {timeouts} sends timed out (a timed-out send may still be stored)"
+    return {"producers_ok": total_seen, "brokers_counted": total_counted, "agree": agree, "explained": explained,
+            "brokers": per, "note": note}
+
+
+def to_json(result: FanoutResult) -> dict[str, Any]:
+    m: FanoutMetrics = result.metrics
+    load = m.load
+    plan = result.plan
+    window = load_window(result)
+    started, ended = m.started or 0.0, m.ended or 0.0
+    last_sec = max([*m.timeline, *(s for u in m.brokers.values() for s in u.timeline), 0])
+    route_peak = max((row[2] for row in m.timeline.values()), default=0)
+    sends_peak = max((row[0] + row[1] for row in m.timeline.values()), default=0)
+    parts = [p for p in m.parts if p.error is None]
+    cpu = sum(p.cpu_s for p in parts)
+    return {
+        "engine": {"name": result.engine, "master": result.master, "parallelism": result.parallelism,
+                   "partitions": plan.partitions, "text": result.engine_text},
+        "load": {"producers": plan.producers, "topics": list(plan.topics), "rate_per_producer": plan.rate,
+                 "duration": plan.duration, "messages_per_producer": plan.messages_per_producer,
+                 "message_size": plan.message_size, "poll_interval": plan.poll_interval,
+                 "send_timeout": plan.send_timeout, "retries": plan.retries, "latency_fault": plan.latency_fault,
+                 "ramp_up": plan.ramp_up, "namesrv": list(plan.namesrv_addrs), "scenario": result.scenario},
+        "window": {"started": _r(started), "ended": _r(ended), "load_seconds": _r(window)},
+        "sends": {"total": load.sends, "per_second": round(load.sends / window, 1), "peak_second": sends_peak,
+                  "outcomes": dict(load.outcomes), "retried": load.retried, "latency_ms": _hist(load.latency),
+                  "ok_latency_ms": _hist(load.ok_latency)},
+        "routes": {"queries": load.route.queries, "per_second": round(load.route.queries / window, 1),
+                   "peak_second": route_peak, "failures": load.route.failures, "not_found": load.route.not_found,
+                   "changes": load.route.changes, "latency_ms": _hist(load.route.latency)},
+        "brokers": {name: {"stored": u.stored, "attempts": u.attempts, "failed": u.failed, "refused": u.refused,
+                           "first_attempt": _r(u.first_attempt), "last_attempt": _r(u.last_attempt),
+                           "first_failure": _r(u.first_failure), "last_failure": _r(u.last_failure),
+                           "routing_at_end": u.routing, "last_routed": _r(u.last_routed), "addrs": u.addrs}
+                    for name, u in sorted(m.brokers.items())},
+        "agreement": agreement(result),
+        "failover": failover(result, ended),
+        "events": [e.to_json() for e in result.events],
+        "scenario_verdicts": result.verdicts,
+        "timings": {k: round(v, 3) for k, v in result.timings.items()},
+        "resources": {"cpu_s": round(cpu, 3), "cpu_us_per_send": round(cpu / load.sends * 1e6, 1) if load.sends else None,
+                      "max_rss_mb": round(max((p.max_rss_mb for p in parts), default=0.0), 1),
+                      "max_fds": max((p.max_fds for p in parts), default=0),
+                      "connections": sum(p.connects for p in parts)},
+        "partitions": [p.to_obj() for p in m.parts],
+        "timeline": {**_series(m.timeline, TIMELINE_FIELDS, last_sec),
+                     "brokers": {name: _series(u.timeline, BROKER_TIMELINE_FIELDS, last_sec)
+                                 for name, u in sorted(m.brokers.items())}},
+        "notes": result.notes,
+    }
+
+
+# ---------------------------------------------------------------------------- text
+
+
+def _ms(h: dict[str, float]) -> list[str]:
+    return [f"{h['p50']:.2f}", f"{h['p99']:.2f}", f"{h['max']:.1f}"]
+
+
+def _t(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def render(doc: dict[str, Any], console: Console | None = None) -> RenderableType:
+    """The report as Rich renderables (tables and lines), from the JSON document."""
+    load, sends, routes = doc["load"], doc["sends"], doc["routes"]
+    head = Text(
+        f"{load['producers']:,} producers × {len(load['topics'])} topics on {doc['engine']['text']} "
+        f"({doc['engine']['partitions']} partitions), {doc['window']['load_seconds']:g} s of load"
+        + (f", scenario {load['scenario']}" if load["scenario"] else ""), style="bold")
+    cols = [Col("#What"), Col("#Count", justify="right"), Col("#Per s", justify="right"),
+            Col("#Peak s", 2, "right"), Col("#p50 ms", justify="right"), Col("#p99 ms", justify="right"),
+            Col("#max ms", 1, "right")]
+    rows = [
+        ["sends", f"{sends['total']:,}", f"{sends['per_second']:,.1f}", f"{sends['peak_second']:,}", *_ms(sends["latency_ms"])],
+        ["  stored (ok)", f"{sends['outcomes'].get('ok', 0):,}", "", "", *_ms(sends["ok_latency_ms"])],
+    ]
+    for outcome, n in sends["outcomes"].items():
+        if outcome != "ok" and n:
+            rows.append([Text(f"  {outcome}", style="red"), f"{n:,}", "", "", "", "", ""])
+    if sends["retried"]:
+        rows.append([Text("  retried (failover)", style="yellow"), f"{sends['retried']:,}", "", "", "", "", ""])
+    rows.append(["route queries", f"{routes['queries']:,}", f"{routes['per_second']:,.1f}", f"{routes['peak_second']:,}",
+                 *_ms(routes["latency_ms"])])
+    if routes["failures"]:
+        rows.append([Text("  unanswered", style="red"), f"{routes['failures']:,}", "", "", "", "", ""])
+    if routes["changes"]:
+        rows.append(["  route changes seen", f"{routes['changes']:,}", "", "", "", "", ""])
+    parts: list[RenderableType] = [head, fit_table(cols, rows, title="client-observed", console=console)]
+
+    agree = doc["agreement"]
+    bcols = [Col("#Broker"), Col("#Producers ok", justify="right"), Col("#Broker counted", justify="right"),
+             Col("#Agree"), Col("#Attempts", 1, "right"), Col("#Failed", 1, "right"), Col("#Last used s", 2, "right"),
+             Col("#Routing at end", 2, "right"), Col("#Note", 3, wrap=True)]
+    brows = []
+    for name, a in agree["brokers"].items():
+        use = doc["brokers"].get(name, {})
+        flag = a["agree"]
+        brows.append([name, f"{a['producers_ok']:,}", "-" if a["broker_counted"] is None else f"{a['broker_counted']:,}",
+                      Text(("<= ok" if a.get("gone") else "yes") if flag else "NO", style="green" if flag else "red"),
+                      f"{use.get('attempts', 0):,}", f"{use.get('failed', 0) + use.get('refused', 0):,}",
+                      _t(use.get("last_attempt")), f"{use.get('routing_at_end', 0):,}", a.get("why", "")])
+    footer = [["total", f"{agree['producers_ok']:,}", f"{agree['brokers_counted']:,}",
+               Text("yes" if agree["agree"] else "NO", style="green" if agree["agree"] else "red"), "", "", "", "", agree["note"]]]
+    parts.append(fit_table(bcols, brows, footer_rows=footer, title="brokers (counted = the brokers' own queue offsets)",
+                           console=console))
+
+    if doc["failover"]:
+        fcols = [Col("#Broker"), Col("#Killed at s", justify="right"), Col("#Failed attempts", justify="right"),
+                 Col("#Stopped sending after s", justify="right"), Col("#Left routes after s", 1, "right"),
+                 Col("#Routing at end", 2, "right")]
+        frows = []
+        for f in doc["failover"]:
+            stop = Text("still sending at end", style="red") if f["still_sending_at_end"] else _t(f["stopped_sending_after"])
+            frows.append([f["broker"], _t(f["killed_at"]), f"{f['failed_attempts'] + f['refused_attempts']:,}", stop,
+                          _t(f["dropped_from_routes_after"]), f"{f['producers_routing_at_end']:,}"])
+        parts.append(fit_table(fcols, frows, title="failover (times from the kill, else from the first failure)",
+                               console=console))
+    for e in doc["events"]:
+        parts.append(Text(f"t={e['t']:6.2f} s  {e['what']}: {'ok' if e['ok'] else 'FAILED'} ({e['detail']})",
+                          style=None if e["ok"] else "red"))
+    for v in doc["scenario_verdicts"]:
+        mark, style = ("PASS", "green") if v["passed"] else ("----", "yellow") if v["passed"] is None else ("FAIL", "red")
+        parts.append(Text(f"{mark} {v['expectation']}: {v['measuredText']} (target {v['target']})", style=style))
+    t, r = doc["timings"], doc["resources"]
+    bits = [f"{k.removesuffix('_s').replace('_', ' ')} {v:.2f} s" for k, v in t.items()]
+    parts.append(Text("timings: " + ", ".join(bits), style="dim"))
+    parts.append(Text(f"workers: {r['cpu_s']:.1f} s CPU ({r['cpu_us_per_send'] or 0:.0f} µs per send), "
+                      f"max RSS {r['max_rss_mb']:.0f} MB, max fds {r['max_fds']}, {r['connections']} connections", style="dim"))
+    for n in doc["notes"]:
+        parts.append(Text(f"note: {n}", style="yellow"))
+    return Group(*parts)
+
+
+# ---------------------------------------------------------------------------- plot
+
+
+def plot_available() -> bool:
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def plot(doc: dict[str, Any], path: str | Path) -> None:
+    """Sends per second by outcome, attempts per broker, route queries per second; kills marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tl = doc["timeline"]
+    xs = [i + 0.5 for i in range(len(tl["ok"]))]
+    fig, (top, mid, bottom) = plt.subplots(3, 1, sharex=True, figsize=(11, 8), height_ratios=(3, 2, 2))
+    top.bar(xs, tl["ok"], width=0.9, color="#2ca02c", label="stored")
+    top.bar(xs, tl["failed"], width=0.9, bottom=tl["ok"], color="#d62728", label="failed")
+    top.set_ylabel("sends begun / s")
+    top.legend(loc="upper right", fontsize="small")
+    load = doc["load"]
+    top.set_title(f"{load['producers']:,} producers on {doc['engine']['text']}: {doc['sends']['total']:,} sends, "
+                  f"{doc['routes']['queries']:,} route queries", fontsize="medium", loc="left")
+    for name, series in tl["brokers"].items():
+        (line,) = mid.plot(xs, series["attempts"], label=f"{name} attempts", linewidth=1.5)
+        if any(series["failed"]):
+            mid.plot(xs, series["failed"], label=f"{name} failed", color=line.get_color(), linestyle=":", linewidth=2)
+    mid.set_ylabel("send attempts / s")
+    mid.legend(loc="upper right", fontsize="small")
+    bottom.plot(xs, tl["route_queries"], color="#1f77b4", label="route queries")
+    if any(tl["route_failures"]):
+        bottom.plot(xs, tl["route_failures"], color="#d62728", label="unanswered")
+    bottom.set_ylabel("route queries / s")
+    bottom.set_xlabel("seconds since the start barrier")
+    bottom.legend(loc="upper right", fontsize="small")
+    for e in doc["events"]:
+        for ax in (top, mid, bottom):
+            ax.axvline(e["t"], color="black" if e["ok"] else "red", linestyle="--", linewidth=0.8)
+        top.annotate(e["what"], xy=(e["t"], 1.0), xycoords=("data", "axes fraction"), rotation=90, va="top",
+                     ha="right", fontsize="x-small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

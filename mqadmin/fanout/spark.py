@@ -1,0 +1,273 @@
+"""The Spark engine: a quiet session (loopback-only in local mode) and one task per partition.
+
+Setup facts that matter on a laptop: the driver binds 127.0.0.1 (no
+network beyond loopback), the web UI is off, Python workers talk to the JVM
+over a Unix socket (``spark.python.unix.domain.socket.enabled``: it removes
+a ~30 ms loopback delay per task) and run the driver's own interpreter. The
+JVM's output goes to a log file, so the terminal shows only our progress.
+
+The project's own packages are zipped and shipped with ``addPyFile``, so
+workers of a real cluster need only Python, trio and msgpack (see README).
+pyspark is imported here only, when a Spark run starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mqadmin.fanout import FanoutError
+from mqadmin.fanout.partition import FanoutPlan, run_partition
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: Master URLs Spark itself understands (local modes, standalone, YARN, Kubernetes).
+MASTER_FORMS = re.compile(
+    r"^(local(\[(\*|[1-9]\d*)(,\s*[1-9]\d*)?\])?|local-cluster\[\d+,\s*\d+,\s*\d+\]"
+    r"|spark://[^\s/]+(:\d+)?(,[^\s/]+(:\d+)?)*|yarn|k8s://\S+)$"
+)
+LOCAL = re.compile(r"^local(\[|$)")
+#: Our packages that partitions import (shipped to workers as one zip).
+SHIPPED = ("remoting", "simclient", "mqadmin")
+
+LOG4J2 = """\
+status = error
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss.SSS} %p %c{1}: %m%n
+"""
+
+
+def check_master(master: str) -> None:
+    """Refuse what no Spark would accept, before paying for a JVM start."""
+    if not MASTER_FORMS.match(master.strip()):
+        raise FanoutError(
+            f"--master {master!r} is not a Spark master URL (local, local[N], local[*], spark://HOST:PORT, yarn, k8s://...)"
+        )
+
+
+def is_local(master: str) -> bool:
+    return bool(LOCAL.match(master.strip()))
+
+
+def _java_message(exc: BaseException) -> str:
+    """The first line of a Spark/JVM error, without the Java stack trace."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        with contextlib.suppress(Exception):  # the gateway may be gone
+            return str(java.toString()).splitlines()[0]
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+@contextmanager
+def _output_to(path: Path) -> Iterator[None]:
+    """Point fds 1 and 2 at ``path`` while the JVM is launched: it inherits them for its whole life."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (fd, *saved):
+            os.close(f)
+
+
+def package_zip(directory: Path) -> Path:
+    """Zip our packages' Python files (the code partitions run) for ``addPyFile``."""
+    import mqadmin
+    import remoting
+    import simclient
+
+    path = directory / "mqadmin-fanout-code.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for mod in (remoting, simclient, mqadmin):
+            root = Path(mod.__file__ or "").parent
+            for file in sorted(root.rglob("*.py")):
+                zf.write(file, str(file.relative_to(root.parent)))
+    return path
+
+
+def start_session(
+    master: str = "local[*]",
+    *,
+    conf: dict[str, str] | None = None,
+    work_dir: Path | None = None,
+    executor_timeout: float = 60.0,
+    ship_code: bool = True,
+) -> SparkSession:
+    """A new SparkSession for fan-out runs; raises FanoutError (one line) if Spark cannot start.
+
+    Local masters get loopback-only settings; for any other master the
+    session waits up to ``executor_timeout`` for at least one executor, so an
+    unreachable cluster is an error instead of a job that waits forever.
+    """
+    check_master(master)
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise FanoutError("pyspark is not installed: pip install 'rocketmq-namesrv-toolkit[spark]' (or use --engine multiprocessing)") from None
+    work = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="mqadmin-fanout-spark-"))
+    work.mkdir(parents=True, exist_ok=True)
+    log4j = work / "log4j2.properties"
+    log4j.write_text(LOG4J2)
+    log_path = work / "spark.log"
+    local = is_local(master)
+    settings: dict[str, str] = {
+        "spark.app.name": "mqadmin-fanout",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.python.unix.domain.socket.enabled": "true",
+        "spark.python.worker.reuse": "true",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}",
+        "spark.local.dir": str(work / "tmp"),
+    }
+    if local:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+        settings["spark.driver.host"] = "127.0.0.1"
+        settings["spark.driver.bindAddress"] = "127.0.0.1"
+    else:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    settings.update(conf or {})
+    builder = SparkSession.builder.master(master)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    try:
+        with _output_to(log_path):
+            session = builder.getOrCreate()
+    except Exception as exc:  # noqa: BLE001 (Py4J, PySparkRuntimeError, ...: all become one line)
+        raise FanoutError(f"cannot start Spark with master {master}: {_java_message(exc)} (log: {log_path})") from None
+    try:
+        sc = session.sparkContext
+        sc.setLogLevel("ERROR")
+        if not local:
+            _wait_for_executors(session, master, executor_timeout)
+        if ship_code:
+            sc.addPyFile(str(package_zip(work)))
+    except BaseException:
+        session.stop()
+        raise
+    return session
+
+
+def _wait_for_executors(session: SparkSession, master: str, timeout: float) -> None:
+    tracker = session.sparkContext.statusTracker()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len(tracker.getExecutorInfos()) > 1:  # the driver counts as one
+            return
+        time.sleep(0.25)
+    raise FanoutError(f"no Spark executor registered with {master} within {timeout:g} s (is the master reachable, does it have free cores?)")
+
+
+def parallelism(session: SparkSession) -> int:
+    """How many tasks run at once: the default number of partitions."""
+    return max(1, int(session.sparkContext.defaultParallelism))
+
+
+def _run_one(index: int, items: Iterator[Any], plan: FanoutPlan) -> Iterator[bytes]:
+    for _ in items:  # one element per partition: the partition's own index
+        pass
+    yield run_partition(index, plan)
+
+
+class SparkJob:
+    """One fan-out run on Spark: ``collect`` in a thread, progress from the status tracker."""
+
+    def __init__(self, session: SparkSession, plan: FanoutPlan) -> None:
+        self.session = session
+        self.plan = plan
+        self.group = f"mqadmin-fanout-{os.getpid()}-{time.monotonic_ns()}"
+        self._blobs: list[bytes] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._collect, name="fanout-spark-collect", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _collect(self) -> None:
+        sc = self.session.sparkContext
+        try:
+            sc.setJobGroup(self.group, "mqadmin fanout", interruptOnCancel=True)
+            n = self.plan.partitions
+            plan = self.plan
+            rdd = sc.parallelize(range(n), n).mapPartitionsWithIndex(lambda i, it: _run_one(i, it, plan))
+            self._blobs = rdd.collect()
+        except BaseException as exc:  # noqa: BLE001 (handed to the driver thread)
+            self._error = exc
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def progress(self) -> tuple[int, int]:
+        """(partitions finished, partitions running)."""
+        tracker = self.session.sparkContext.statusTracker()
+        finished = running = 0
+        with contextlib.suppress(Exception):  # progress is best effort; the job's own error is reported
+            for job_id in tracker.getJobIdsForGroup(self.group):
+                info = tracker.getJobInfo(job_id)
+                for stage_id in info.stageIds if info else ():
+                    stage = tracker.getStageInfo(stage_id)
+                    if stage is not None:
+                        finished += stage.numCompletedTasks
+                        running += stage.numActiveTasks
+        return finished, running
+
+    def cancel(self) -> None:
+        with contextlib.suppress(Exception):  # session already gone
+            self.session.sparkContext.cancelJobGroup(self.group)
+
+    def result(self, timeout: float) -> list[bytes]:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise FanoutError(f"the Spark job did not end within {timeout:g} s of being cancelled")
+        if self._error is not None:
+            raise FanoutError(f"the Spark job failed: {_java_message(self._error)}")
+        assert self._blobs is not None
+        return self._blobs
+
+
+def _warm(items: Iterator[Any]) -> Iterator[int]:
+    """Import what a partition needs (so the real tasks start at once, and a worker that cannot fails here)."""
+    import trio  # noqa: F401
+
+    import mqadmin.fanout.partition  # noqa: F401
+
+    for _ in items:
+        pass
+    yield os.getpid()
+
+
+def warm_up(session: SparkSession, partitions: int) -> int:
+    """Start ``partitions`` Python workers and import the fan-out code in them; returns how many distinct
+    worker processes answered. FanoutError (one line) if the workers cannot run it."""
+    sc = session.sparkContext
+    try:
+        pids = sc.parallelize(range(partitions), partitions).mapPartitions(_warm).collect()
+    except Exception as exc:  # noqa: BLE001 (Py4J/PythonException: one line)
+        raise FanoutError(f"Spark workers cannot run the fan-out code: {_java_message(exc)}") from None
+    return len(set(pids))
