@@ -96,8 +96,8 @@ def row(cluster: str, name: str, bid: int, addr: str, answer: PerServer, now_ms:
         "timerEnqueueTps": _num(kv, "timerEnqueueTps", float),
         "timerDequeueTps": _num(kv, "timerDequeueTps", float),
         "pageCacheLockTimeMs": _num(kv, "pageCacheLockTimeMills"),
-        # Java counts hours from epoch 0 when the store is empty; 0.0 says "nothing stored" better.
-        "hours": round((now_ms - earliest) / 3_600_000, 2) if earliest else 0.0,
+        # Java counts hours from epoch 0 when the store is empty (0 or -1); 0.0 says "nothing stored" better.
+        "hours": round((now_ms - earliest) / 3_600_000, 2) if earliest is not None and earliest > 0 else 0.0,
         "space": _num(kv, "commitLogDiskRatio", float),
         "activated": (kv["brokerActive"].strip().lower() == "true") if "brokerActive" in kv else None,
         "inTotalYest": diff(put_m, put_y),

@@ -180,20 +180,32 @@ def logs_cmd(
     name: str | None = typer.Argument(None, help="Process name (see status); default: all."),
     lines: int = typer.Option(20, "-l", "--lines", min=1, help="Lines from the end of each log."),
     directory: Path | None = DirOpt,
+    as_json: bool = JsonOpt,
 ) -> None:
     state = cluster.ClusterState.load(_dir(directory))
     procs = [p for p in state.procs if name is None or p.name == name]
     if not procs:
         known = ", ".join(p.name for p in state.procs)
         raise AdminError(f"no process named {name} (processes: {known})")
-    for p in procs:
-        out.print(f"==> {p.name} ({p.log}) <==", style="bold")
-        try:
-            text = Path(p.log).read_text(errors="replace").splitlines()[-lines:]
-        except OSError as exc:
-            text = [f"(cannot read: {exc})"]
+    tails = {p.name: (p.log, _tail(Path(p.log), lines)) for p in procs}
+    if as_json:
+        print_json({"logs": {n: {"path": path, "lines": text} for n, (path, text) in tails.items()}})
+        return
+    for n, (path, text) in tails.items():
+        out.print(f"==> {n} ({path}) <==", style="bold")
         for line in text:
             out.print(line)
+
+
+def _tail(path: Path, lines: int) -> list[str]:
+    """The last ``lines`` lines, reading at most the last 1 MiB (logs can grow without bound)."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - 1024 * 1024))
+            return fh.read().decode("utf-8", "replace").splitlines()[-lines:]
+    except OSError as exc:
+        return [f"(cannot read: {exc})"]
 
 
 def register(app: typer.Typer) -> None:

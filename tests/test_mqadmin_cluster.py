@@ -88,6 +88,9 @@ def test_summary_and_namesrv_kill_restart_on_its_port(state_dir: Path) -> None:
 
     logs = mqadmin("logs", "namesrv-1", "-l", "5", "--dir", str(state_dir))
     assert logs.returncode == 0 and "boot success" in logs.stdout
+    tails = mqadmin_json("logs", "-l", "2", "--dir", str(state_dir))["logs"]
+    assert sorted(tails) == ["namesrv-0", "namesrv-1"] and all(len(t["lines"]) <= 2 for t in tails.values())
+    assert tails["namesrv-0"]["path"].endswith("namesrv-0/namesrv.log")
 
 
 def test_paused_namesrv_is_still_stopped_cleanly(state_dir: Path) -> None:

@@ -103,6 +103,7 @@ def test_cluster_list_json_and_apache_columns(live: Cluster) -> None:
     for r in rows:
         assert r["reachable"] is True and r["error"] is None and r["version"] == "V5_3_3"
         assert isinstance(r["inTps"], float) and isinstance(r["outTps"], float) and r["activated"] is True
+        assert 0.0 <= r["hours"] < 1.0 and 0.0 <= r["space"] <= 1.0  # a fresh store: its oldest message is minutes old
 
     wide = live.run("clusterList", columns=250)
     assert wide.returncode == 0

@@ -114,8 +114,9 @@ def test_cluster_list_row_from_runtime_info() -> None:
     cells = [c.plain if isinstance(c, Text) else c for c in clusterlist.base_cells(r)]
     assert cells == ["C", "b", "0", "h:1", "V5_3_3", "12.50(4,7ms)", "3.25(0,0ms|N,Nms)", "5-6(2.5w, 1.5, 2.0)", "3",
                      "2.00", "0.2500", "true", "OK"]
-    empty = clusterlist.row("C", "b", 0, "h:1", PerServer("h:1", {"earliestMessageTimeStamp": "0"}), now_ms=10)
-    assert empty["hours"] == 0.0 and empty["version"] is None
+    for nothing_stored in ("0", "-1"):
+        empty = clusterlist.row("C", "b", 0, "h:1", PerServer("h:1", {"earliestMessageTimeStamp": nothing_stored}), 10**12)
+        assert empty["hours"] == 0.0 and empty["version"] is None
 
 
 def test_cluster_list_row_of_a_silent_broker() -> None:
