@@ -57,12 +57,12 @@ def format_properties(props: dict[str, str]) -> str:
 def find_property(text: str, name: str) -> str | None:
     """One property straight from the properties string, without parsing all of it (hot path)."""
     key = name + NAME_VALUE_SEPARATOR
-    start = 0
-    while True:
-        i = text.find(key, start)
+    if text.startswith(key):
+        start = len(key)
+    else:
+        i = text.find(PROPERTY_SEPARATOR + key)
         if i < 0:
             return None
-        if i == 0 or text[i - 1] == PROPERTY_SEPARATOR:
-            j = text.find(PROPERTY_SEPARATOR, i)
-            return text[i + len(key) : j if j >= 0 else len(text)]
-        start = i + 1
+        start = i + 1 + len(key)
+    end = text.find(PROPERTY_SEPARATOR, start)
+    return text[start:end] if end >= 0 else text[start:]

@@ -82,10 +82,7 @@ SEND_FIELDS = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums"
 SEND_FIELDS_V2 = tuple("abcdefghijklm")
 
 _FRAME_PREFIX = struct.Struct(">II")
-_SEND_OK = (
-    '{"code":0,"extFields":{"msgId":"%s","queueId":"%d","queueOffset":"%d","MSG_REGION":"%s","TRACE_ON":"%s"%s},'
-    '"flag":1,"language":"JAVA","opaque":%d,"serializeTypeCurrentRPC":"JSON","version":' + str(CURRENT_VERSION) + "}"
-)
+
 
 
 def decode_batch(body: bytes) -> list[tuple[int, bytes, str]]:
@@ -111,16 +108,31 @@ def decode_batch(body: bytes) -> list[tuple[int, bytes, str]]:
     return out
 
 
+def _num(text: str | None, default: int) -> int:
+    """Java's per-field parse of a header value: missing or malformed keeps the default."""
+    if text is None:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        return default
+
+
 def send_ok_frame(opaque: int, msg_id: str, queue_id: int, queue_offset: int, region: str, trace_on: str,
                   transaction_id: str | None) -> bytes:
     """The JSON SUCCESS answer of a send, as ``encode(response_to(...))`` would write it."""
     tx = f',"transactionId":"{transaction_id}"' if transaction_id else ""
-    header = (_SEND_OK % (msg_id, queue_id, queue_offset, region, trace_on, tx, opaque)).encode()
+    header = (
+        f'{{"code":0,"extFields":{{"msgId":"{msg_id}","queueId":"{queue_id}","queueOffset":"{queue_offset}",'
+        f'"MSG_REGION":"{region}","TRACE_ON":"{trace_on}"{tx}}},"flag":1,"language":"JAVA","opaque":{opaque},'
+        f'"serializeTypeCurrentRPC":"JSON","version":{CURRENT_VERSION}}}'
+    ).encode()
     return _FRAME_PREFIX.pack(4 + len(header), len(header)) + header
 
 
 class _AsyncCodes:
-    """The codes that must await right now; asked by the reactor per request."""
+    """The codes that must await while a delaying fault is on (the reactor asks per request;
+    otherwise :attr:`BrokerProcessor.async_codes` is an empty frozenset, a C-level check)."""
 
     def __init__(self, faults: Faults) -> None:
         self.faults = faults
@@ -159,12 +171,15 @@ class BrokerProcessor:
         self.rates = Rates()
         self.days = DayTotals()
         self.clock = clock
-        self.async_codes = _AsyncCodes(faults)
+        self.async_codes: frozenset[int] | _AsyncCodes = frozenset()
         self.consuming = Consuming(
             config, topics, store, broker_addr=broker_addr, put_message=self.put_message, write_to=write_to, clock=clock
         )
         self._queue_pick = random.Random()
         self._born: dict[Hashable, tuple[bytes, int]] = {}
+        # the CLUSTER property a Java broker adds to every message it stores
+        self._cluster_pair = f"{CLUSTER_PROPERTY}{NAME_VALUE_SEPARATOR}{config.brokerClusterName}{PROPERTY_SEPARATOR}"
+        self._region_plain = bool(JSON_PLAIN.match(config.regionId))  # regionId is fixed at start
         self._handlers: dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]] = {
             RequestCode.SEND_MESSAGE: self.send_message,
             RequestCode.SEND_MESSAGE_V2: self.send_message,
@@ -268,20 +283,19 @@ class BrokerProcessor:
             raise Reject(ResponseCode.SERVICE_NOT_AVAILABLE, f"the broker[{self.broker_addr}] is a slave, sending is forbidden")
         if not config.brokerPermission & PERM_WRITE:
             raise Reject(ResponseCode.NO_PERMISSION, f"the broker[{self.broker_addr}] sending message is forbidden")
-        fields = req.ext_fields or {}
-        get = fields.get
+        get = (req.ext_fields or {}).get
         (_k_group, k_topic, k_default, k_default_nums, k_queue, k_sys_flag, k_born, k_flag, k_props, k_reconsume,
          _k_unit, _k_max_reconsume, _k_batch) = SEND_FIELDS if req.code == SEND_MESSAGE else SEND_FIELDS_V2
         topic = get(k_topic) or ""
         tc = self.topics.get(topic)
         if tc is None:
-            tc = self._new_topic_for_send(topic, get(k_default), ext_int(req, k_default_nums, 4))
+            tc = self._new_topic_for_send(topic, get(k_default), _num(get(k_default_nums), 4))
         elif topic in NOT_ALLOWED_SEND_TOPICS:
             raise Reject(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         if not tc.perm & PERM_WRITE:
             raise Reject(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
-        queue_id = ext_int(req, k_queue, -1)
-        if queue_id >= max(tc.read_queue_nums, tc.write_queue_nums):
+        queue_id = _num(get(k_queue), -1)
+        if queue_id >= tc.read_queue_nums and queue_id >= tc.write_queue_nums:
             raise Reject(
                 ResponseCode.SYSTEM_ERROR,
                 f"request queueId[{queue_id}] is illegal, {tc} Producer: {self.peer_of(conn)}",
@@ -289,29 +303,28 @@ class BrokerProcessor:
         if queue_id < 0:
             queue_id = self._queue_pick.randrange(max(1, tc.write_queue_nums))
         header_props = get(k_props) or ""
+        body = req.body
         if req.code == RequestCode.SEND_BATCH_MESSAGE:
-            parts = decode_batch(req.body)
+            parts = decode_batch(body)
+            size = sum(len(p[1]) for p in parts)
         else:
-            parts = [(ext_int(req, k_flag, 0), req.body, header_props)]
-        if len(parts) == 1:
-            if len(parts[0][1]) > config.maxMessageSize:
-                raise Reject(ResponseCode.MESSAGE_ILLEGAL, f"the message body size over max value, MAX: {config.maxMessageSize}")
-        elif sum(len(p[1]) for p in parts) > config.maxMessageSize:
+            parts = [(_num(get(k_flag), 0), body, header_props)]
+            size = len(body)
+        if size > config.maxMessageSize:
             raise Reject(ResponseCode.MESSAGE_ILLEGAL, f"the message body size over max value, MAX: {config.maxMessageSize}")
         born = self._born.get(conn) or self._born_host(conn)
-        born_ts = ext_int(req, k_born, 0) or int(time.time() * 1000)
-        sys_flag = ext_int(req, k_sys_flag, 0)
-        reconsume = ext_int(req, k_reconsume, 0)
-        cluster_pair = CLUSTER_PROPERTY + NAME_VALUE_SEPARATOR
+        born_ts = _num(get(k_born), 0) or int(time.time() * 1000)
+        sys_flag = _num(get(k_sys_flag), 0)
+        reconsume = _num(get(k_reconsume), 0)
+        cluster_pair = self._cluster_pair
+        put = self.put_message
         ids: list[str] = []
         first_offset = -1
-        for flag, body, props_text in parts:
+        for flag, msg_body, props_text in parts:
             if cluster_pair not in props_text:
-                props_text = f"{props_text}{cluster_pair}{config.brokerClusterName}{PROPERTY_SEPARATOR}"
+                props_text = f"{props_text}{cluster_pair}"
             try:
-                offset, phys = self.put_message(
-                    topic, queue_id, body, flag, props_text, sys_flag, born_ts, born[0], born[1], reconsume
-                )
+                offset, phys = put(topic, queue_id, msg_body, flag, props_text, sys_flag, born_ts, born[0], born[1], reconsume)
             except ValueError as exc:
                 raise Reject(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
             if first_offset < 0:
@@ -322,8 +335,8 @@ class BrokerProcessor:
         region = config.regionId
         trace = "true" if config.traceOn else "false"
         if (
-            req.serialize_type == SerializeType.JSON
-            and JSON_PLAIN.match(region)
+            req.serialize_type is SerializeType.JSON
+            and self._region_plain
             and (transaction_id is None or JSON_PLAIN.match(transaction_id))
         ):
             return send_ok_frame(req.opaque, msg_id, queue_id, first_offset, region, trace, transaction_id)
@@ -500,6 +513,8 @@ class BrokerProcessor:
         except FaultError as exc:
             raise Reject(ResponseCode.INVALID_PARAMETER, str(exc)) from None
         log.warning("fault switchboard: %s", self.faults.state())
+        delaying = self.faults.hung or self.faults.send_latency_ms
+        self.async_codes = _AsyncCodes(self.faults) if delaying else frozenset()
         self.kick()  # a healed partition registers at once
         return response_to(req, ResponseCode.SUCCESS, body=self.faults.state_body())
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7, MessageDecoder V1
 _HEAD = struct.Struct(">iiiiiqqiq4siq4siiq")  # totalSize .. preparedTransactionOffset, 84 bytes
+_HEAD_AND_BODY_LEN = struct.Struct(">iiiiiqqiq4siq4siiqi")  # the same + bodyLength, 88 bytes
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _PORT_AND_OFFSET = struct.Struct(">iq")
@@ -82,7 +83,8 @@ class MessageStore:
         self.store_ip = ipv4_bytes(store_host)
         self.store_port = store_port
         self.max_per_queue = max_per_queue
-        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.clock_ms = clock_ms  # None: wall clock (the hot path calls time.time() directly)
+        self._topic_parts: dict[str, bytes] = {}  # topic -> its length byte + UTF-8 bytes
         self._queues: dict[tuple[str, int], _Queue] = {}
         self.commit_offset = 0  # the "physical" offset: total bytes ever stored
         self.put_total = 0
@@ -109,17 +111,25 @@ class MessageStore:
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = _Queue(self.max_per_queue)
-        topic_b = topic.encode()
+        topic_part = self._topic_parts.get(topic)
+        if topic_part is None:
+            topic_b = topic.encode()
+            if len(topic_b) > 127:
+                raise ValueError("topic too long for the stored-message layout")
+            if len(self._topic_parts) > 10_000:
+                self._topic_parts.clear()
+            topic_part = self._topic_parts[topic] = bytes((len(topic_b),)) + topic_b
         props = properties.encode()
-        if len(topic_b) > 127 or len(props) > 32767:
-            raise ValueError("topic or properties too long for the stored-message layout")
-        store_ts = self.clock_ms()
+        if len(props) > 32767:
+            raise ValueError("properties too long for the stored-message layout")
+        store_ts = int(time.time() * 1000) if self.clock_ms is None else self.clock_ms()
         phys = self.commit_offset
         offset = queue.next_offset
-        total = 91 + len(body) + len(topic_b) + len(props)  # 84 head + 4 + 1 + 2 + variable parts
+        body_len = len(body)
+        total = 90 + body_len + len(topic_part) + len(props)  # 88 (head + body length) + 2 (properties length)
         record = b"".join(
             (
-                _HEAD.pack(
+                _HEAD_AND_BODY_LEN.pack(
                     total,
                     MESSAGE_MAGIC_CODE,
                     zlib.crc32(body) & 0x7FFFFFFF,  # UtilAll.crc32
@@ -136,12 +146,11 @@ class MessageStore:
                     self.store_port,
                     reconsume_times,
                     0,  # preparedTransactionOffset
+                    body_len,
                 ),
-                _I32.pack(len(body)),
                 body,
-                bytes((len(topic_b),)),
-                topic_b,
-                _I16.pack(len(props)),
+                topic_part,
+                len(props).to_bytes(2, "big"),
                 props,
             )
         )
