@@ -51,7 +51,6 @@ from remoting.transport import RemotingClient, RemotingError, connect, parse_add
 T = TypeVar("T")
 DEFAULT_TIMEOUT = 3.0
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"  # MixAll.TOOLS_CONSUMER_GROUP
-QUERY_TOPIC_CONSUME_BY_WHO = 300
 PULL_BATCH = 32  # the broker's per-pull cap (maxTransferCountOnMessageInMemory)
 SEND_ATTEMPTS = 3  # Java: 1 + retryTimesWhenSendFailed (2)
 DEFAULT_TOPIC_QUEUE_NUMS = 4  # DefaultMQProducer.defaultTopicQueueNums
@@ -495,7 +494,7 @@ class AdminClient:
 
     async def topic_consumer_groups(self, broker_addr: str, topic: str) -> list[str]:
         """QUERY_TOPIC_CONSUME_BY_WHO (300); a broker that does not support it knows no groups."""
-        resp = await self.invoke(broker_addr, request(QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}))
+        resp = await self.invoke(broker_addr, request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}))
         if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
             return []
         _check(broker_addr, resp, f"consumer groups of {topic}")

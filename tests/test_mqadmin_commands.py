@@ -23,6 +23,9 @@ import typer
 from typer.testing import CliRunner
 
 from mqadmin.cli import app
+from mqadmin.client import NotFound, SyncAdminClient
+from remoting.codes import RequestCode
+from remoting.command import request
 from tests.mqadmin_procs import CLI, cli_env, mqadmin, mqadmin_json, running_cluster
 
 APACHE_COLUMNS = ["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)", "#OutTPS(LOAD)",
@@ -45,8 +48,6 @@ class Cluster:
 
     def wait_route(self, topic: str, check: Any, timeout: float = 5.0) -> None:
         """Until ``check(route or None)`` holds on every NameServer (brokers re-register asynchronously)."""
-        from mqadmin.client import NotFound, SyncAdminClient
-
         deadline = time.monotonic() + timeout
         while True:
             ok = True
@@ -255,10 +256,17 @@ def test_topic_list_and_cluster_mode(live: Cluster) -> None:
     topics = live.json("topicList")["topicList"]
     assert {"TBW102", "t1", "broker-a", "broker-b"} <= set(topics) and topics == sorted(topics)
     rows = live.json("topicList", "-c")["topics"]
-    t1 = next(r for r in rows if r["topic"] == "t1")
-    assert t1 == {"topic": "t1", "cluster": "DefaultCluster", "consumerGroups": []}
+    assert next(r for r in rows if r["topic"] == "t1") == {"topic": "t1", "cluster": "DefaultCluster", "consumerGroups": []}
+    # A group with an offset on t1 (any broker may be asked, so tell both) is a consumer of it (code 300).
+    client = SyncAdminClient(live.namesrvs, timeout=2)
+    for broker in ("broker-a-0", "broker-b-0"):
+        client.broker_call(live.addr[broker], request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": "CG1", "topic": "t1", "queueId": 0, "commitOffset": 0}), "UPDATE_CONSUMER_OFFSET")
+    rows = live.json("topicList", "-c")["topics"]
+    assert next(r for r in rows if r["topic"] == "t1")["consumerGroups"] == ["CG1"]
     text = live.run("topicList", "-c")
     assert text.returncode == 0 and text.stdout.splitlines()[0].split() == ["#Cluster", "Name", "#Topic", "#Consumer", "Group"]
+    assert re.search(r"^DefaultCluster\s+t1\s+CG1\s*$", text.stdout, re.MULTILINE)
 
 
 def test_writes_report_each_namesrv_in_json(live: Cluster) -> None:
