@@ -11,15 +11,26 @@ breaks or is closed.
 
 Bounded: requests in flight per connection (callers wait for a slot within
 their own timeout) and therefore the outgoing buffer.
+
+The per-request path is kept lean because one trio loop drives thousands of
+producers: the caller is parked directly and rescheduled by the reader with
+its answer, or by a timer task when its deadline passes (one heap of
+deadlines per connection instead of a cancel scope per request), and there
+is no semaphore checkpoint while below the in-flight bound. Cancelling the
+caller (an outer scope) still works: the request is forgotten.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import logging
+import math
 import os
 
+import outcome
 import trio
+from trio.lowlevel import Abort, Task, current_task, reschedule, wait_task_rescheduled
 
 from remoting.codec import FrameDecoder, ProtocolError, encode
 from remoting.command import RemotingCommand
@@ -29,14 +40,7 @@ log = logging.getLogger("simclient.conn")
 
 MAX_IN_FLIGHT = 8192
 READ_SIZE = 256 * 1024
-
-
-class _Pending:
-    __slots__ = ("event", "response")
-
-    def __init__(self) -> None:
-        self.event = trio.Event()
-        self.response: RemotingCommand | None = None
+_TIMED_OUT = object()  # what the timer hands a caller whose deadline passed
 
 
 class PipelinedConnection:
@@ -48,11 +52,16 @@ class PipelinedConnection:
         self.addr = addr
         self._stream = stream
         self._decoder = FrameDecoder(max_frame_length)
-        self._pending: dict[int, _Pending] = {}
+        self._pending: dict[int, Task] = {}  # opaque -> the caller parked for its answer
         self._opaques = itertools.count(1)
         self._out: list[bytes] = []
         self._wake = trio.Event()
-        self._slots = trio.Semaphore(max_in_flight)
+        self._max_in_flight = max_in_flight
+        self._slot_waiters = trio.lowlevel.ParkingLot()
+        # (deadline, opaque) of requests sent; answered ones are skipped when they surface
+        self._deadlines: list[tuple[float, int]] = []
+        self._timer_at = math.inf  # when the timer task will look next
+        self._timer_wake = trio.Event()
         self._closed: str | None = None
 
     @property
@@ -62,11 +71,15 @@ class PipelinedConnection:
     def _fail(self, reason: str) -> None:
         if self._closed is None:
             self._closed = reason
-        for pending in self._pending.values():
-            pending.event.set()
+        pending = list(self._pending.values())
         self._pending.clear()
+        for task in pending:
+            reschedule(task, outcome.Value(None))
         self._out.clear()
+        self._deadlines.clear()
         self._wake.set()
+        self._timer_wake.set()
+        self._slot_waiters.unpark_all()
 
     def close(self, reason: str = "closed by client") -> None:
         """Fail everything in flight and make :meth:`run` return."""
@@ -77,6 +90,7 @@ class PipelinedConnection:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._reader, nursery.cancel_scope)
+                nursery.start_soon(self._timer)
                 await self._writer()
                 nursery.cancel_scope.cancel()
         finally:
@@ -101,6 +115,26 @@ class PipelinedConnection:
                 self._fail(f"connection lost: {exc}")
                 return
 
+    async def _timer(self) -> None:
+        """Hand every caller whose deadline passed a timeout (answered ones are long gone)."""
+        heap = self._deadlines
+        pending = self._pending
+        while self._closed is None:
+            now = trio.current_time()
+            while heap and heap[0][0] <= now:
+                task = pending.pop(heapq.heappop(heap)[1], None)
+                if task is not None:
+                    reschedule(task, outcome.Value(_TIMED_OUT))
+            free = self._max_in_flight - len(pending)
+            if free > 0 and self._slot_waiters:
+                self._slot_waiters.unpark(count=free)
+            self._timer_at = heap[0][0] if heap else math.inf
+            wake = self._timer_wake
+            with trio.move_on_at(self._timer_at):
+                await wake.wait()
+            if wake.is_set():
+                self._timer_wake = trio.Event()
+
     async def _reader(self, scope: trio.CancelScope) -> None:
         pending_table = self._pending
         try:
@@ -112,10 +146,9 @@ class PipelinedConnection:
                 for cmd in self._decoder.feed(data):
                     if not cmd.is_response:
                         continue  # broker-initiated requests (e.g. CHECK_TRANSACTION_STATE): not needed
-                    pending = pending_table.pop(cmd.opaque, None)
-                    if pending is not None:
-                        pending.response = cmd
-                        pending.event.set()
+                    task = pending_table.pop(cmd.opaque, None)
+                    if task is not None:
+                        reschedule(task, outcome.Value(cmd))
         except ProtocolError as exc:
             self._fail(f"malformed frame from server: {exc}")
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
@@ -123,27 +156,43 @@ class PipelinedConnection:
         scope.cancel()
 
     async def invoke(self, cmd: RemotingCommand, deadline: float) -> RemotingCommand:
-        """Send ``cmd`` and wait for its answer until ``deadline`` (trio time)."""
+        """Send ``cmd`` and wait for its answer until ``deadline`` (trio time).
+
+        RemotingTimeout when the deadline passes first (waiting for a slot
+        counts), RemotingError when the connection fails. A late answer is dropped.
+        """
+        if len(self._pending) >= self._max_in_flight:
+            with trio.move_on_at(deadline):
+                while len(self._pending) >= self._max_in_flight and self._closed is None:
+                    await self._slot_waiters.park()
+            if len(self._pending) >= self._max_in_flight and self._closed is None:
+                raise RemotingTimeout(f"{self.addr}: no free request slot in time")
         if self._closed is not None:
             raise RemotingError(f"{self.addr}: {self._closed}")
-        with trio.move_on_at(deadline):
-            async with self._slots:
-                if self._closed is not None:
-                    raise RemotingError(f"{self.addr}: {self._closed}")
-                opaque = cmd.opaque = next(self._opaques) & 0x7FFFFFFF
-                pending = _Pending()
-                self._pending[opaque] = pending
-                self._out.append(encode(cmd))
-                self._wake.set()
-                try:
-                    await pending.event.wait()
-                finally:
-                    if pending.response is None:
-                        self._pending.pop(opaque, None)
-                if pending.response is not None:
-                    return pending.response
-                raise RemotingError(f"{self.addr}: {self._closed}")
-        raise RemotingTimeout(f"{self.addr}: no response to request code {cmd.code} in time")
+        opaque = cmd.opaque = next(self._opaques) & 0x7FFFFFFF
+        pending = self._pending
+        pending[opaque] = current_task()
+        heapq.heappush(self._deadlines, (deadline, opaque))
+        if deadline < self._timer_at:
+            self._timer_at = deadline
+            self._timer_wake.set()
+        self._out.append(encode(cmd))
+        self._wake.set()
+
+        def abort(_: object) -> Abort:
+            pending.pop(opaque, None)
+            if self._slot_waiters:
+                self._slot_waiters.unpark()
+            return Abort.SUCCEEDED
+
+        response = await wait_task_rescheduled(abort)
+        if self._slot_waiters:
+            self._slot_waiters.unpark()
+        if response is _TIMED_OUT:
+            raise RemotingTimeout(f"{self.addr}: no response to request code {cmd.code} in time")
+        if response is None:
+            raise RemotingError(f"{self.addr}: {self._closed}")
+        return response  # type: ignore[no-any-return]
 
     def send_oneway(self, cmd: RemotingCommand) -> None:
         """Queue a oneway request (no answer expected)."""

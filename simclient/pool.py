@@ -10,7 +10,8 @@ load is the same; only the socket count differs from real clients).
 * a refused connection (a killed broker) fails at once, and is tried again
   on the next use, as Java does;
 * concurrent first requests to an address share one connect attempt;
-* requests in flight are bounded per pool and per connection;
+* requests in flight are bounded per connection (``max_in_flight``); more
+  wait for a slot within their own timeout;
 * connections are pipelined (:mod:`simclient.conn`): one write per
   scheduler pass carries every request queued meanwhile.
 """
@@ -32,7 +33,6 @@ from simclient.conn import MAX_IN_FLIGHT, PipelinedConnection, open_connection
 log = logging.getLogger("simclient.pool")
 
 DEFAULT_CONNECT_TIMEOUT = 3.0  # NettyClientConfig.connectTimeoutMillis
-DEFAULT_MAX_IN_FLIGHT = 65536
 
 
 class _Conn:
@@ -59,16 +59,16 @@ class ClientPool:
         self,
         *,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        max_in_flight: int = MAX_IN_FLIGHT,
         max_frame_length: int = 16 * 1024 * 1024,
         close_on_timeout: bool = False,
-        max_in_flight_per_connection: int = MAX_IN_FLIGHT,
     ) -> None:
+        if max_in_flight < 1:
+            raise ValueError("max_in_flight must be >= 1")
         self.connect_timeout = connect_timeout
         self.max_frame_length = max_frame_length
         self.close_on_timeout = close_on_timeout
-        self.max_in_flight_per_connection = max_in_flight_per_connection
-        self._slots = trio.Semaphore(max_in_flight)
+        self.max_in_flight = max_in_flight
         self._conns: dict[str, _Conn] = {}
         self._nursery: trio.Nursery | None = None
         self._cm: AbstractAsyncContextManager[trio.Nursery] | None = None
@@ -106,7 +106,7 @@ class ClientPool:
             addr,
             connect_timeout=self.connect_timeout,
             max_frame_length=self.max_frame_length,
-            max_in_flight=self.max_in_flight_per_connection,
+            max_in_flight=self.max_in_flight,
         )
         task_status.started(client)
         try:
@@ -178,19 +178,21 @@ class ClientPool:
         time) or RemotingError (the connection broke).
         """
         deadline = trio.current_time() + timeout
-        with trio.move_on_at(deadline):
-            async with self._slots:
-                client = self._live(addr) or await self._client(addr)
-                try:
-                    return await client.invoke(cmd, deadline)
-                except RemotingTimeout:
-                    if self.close_on_timeout:
-                        self.drop(addr)
-                    raise RemotingTimeout(f"{addr}: no response to request code {cmd.code} within {timeout:g} s") from None
-                except RemotingError:
-                    self.drop(addr)
-                    raise
-        raise RemotingTimeout(f"{addr}: no response to request code {cmd.code} within {timeout:g} s")
+        client = self._live(addr)
+        if client is None:
+            with trio.move_on_at(deadline):
+                client = await self._client(addr)
+            if client is None:
+                raise RemotingTimeout(f"{addr}: not connected within {timeout:g} s")
+        try:
+            return await client.invoke(cmd, deadline)
+        except RemotingTimeout:
+            if self.close_on_timeout:
+                self.drop(addr)
+            raise RemotingTimeout(f"{addr}: no response to request code {cmd.code} within {timeout:g} s") from None
+        except RemotingError:
+            self.drop(addr)
+            raise
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand, timeout: float) -> None:
         """Queue a oneway request (connecting first if needed, within ``timeout``)."""
