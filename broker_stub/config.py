@@ -56,6 +56,7 @@ class BrokerConfig:
     registerNameServerPeriod: int = 30000
     registerBrokerTimeoutMills: int = 6000
     forceRegister: bool = True
+    compressedRegister: bool = False  # zlib-compressed REGISTER_BROKER body (large topic tables)
     enableSlaveActingMaster: bool = False
     brokerHeartbeatInterval: int = 1000
     brokerNotActiveTimeoutMillis: int = 10000

@@ -134,6 +134,7 @@ class Registrar:
                 topics=self.topics.registered(config.brokerPermission),
                 data_version=version,
                 ha_server_addr=self.ha_addr,
+                compressed=config.compressedRegister,
                 enable_acting_master=config.enableSlaveActingMaster,
                 heartbeat_timeout_ms=config.brokerNotActiveTimeoutMillis if config.enableSlaveActingMaster else None,
             )
