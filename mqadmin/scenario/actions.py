@@ -18,7 +18,7 @@ import trio
 
 from mqadmin import cluster
 from mqadmin.client import AdminClient, AdminError
-from mqadmin.scenario.expectations import holds
+from mqadmin.scenario.expectations import holds, holds_through, stable_hold
 from mqadmin.scenario.observer import Observer
 from mqadmin.scenario.schema import Action
 from remoting.bodies import TopicConfig
@@ -136,15 +136,27 @@ class Executor:
         return f"{topic} created on {len(masters)} master(s) with {queues} queues"
 
     async def _wait_until(self, action: Action) -> str:
+        """Until the condition holds and keeps holding for longer than one polling interval (bounded)."""
         cond = action.condition
         assert cond is not None
         obs = self.observer
+        n = len(obs.addrs)
+        hold = stable_hold(obs.interval)
         begin = obs.now()
         with trio.move_on_after(action.args["timeout"]):
             while True:
                 changed = obs.changed
-                if holds(cond, obs, obs.now(), len(obs.addrs)):
-                    return f"{cond.describe()} after {obs.now() - begin:.2f} s"
+                since = obs.now()
+                if holds(cond, obs, since, n):
+                    with trio.move_on_after(hold):
+                        while True:  # wake at every change: fail fast when it stops holding
+                            await changed.wait()
+                            changed = obs.changed
+                            if not holds(cond, obs, obs.now(), n):
+                                break
+                    if holds_through(cond, obs, since, obs.now(), n):
+                        return f"{cond.describe()} after {since - begin:.2f} s"
+                    continue
                 await changed.wait()
         raise ActionError(f"not reached within {action.args['timeout']:g} s: {cond.describe()}")
 

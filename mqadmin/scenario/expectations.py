@@ -35,14 +35,32 @@ def holds(cond: Condition, obs: Observer, t: float, namesrv_count: int) -> bool:
     return len(answered) >= 2 and any(s != answered[0] for s in answered)
 
 
-def first_true(cond: Condition, obs: Observer, ref: float, end: float, namesrv_count: int) -> float | None:
-    """The first time at or after ``ref`` (up to ``end``) when ``cond`` holds, or None."""
+def holds_through(cond: Condition, obs: Observer, t: float, until: float, namesrv_count: int) -> bool:
+    """``cond`` holds at ``t`` and at every change seen in (t, until]."""
+    if not holds(cond, obs, t, namesrv_count):
+        return False
+    return all(holds(cond, obs, c, namesrv_count) for c in obs.change_times(cond.topic, cond.namesrvs, t) if c <= until)
+
+
+def first_true(cond: Condition, obs: Observer, ref: float, end: float, namesrv_count: int, hold: float = 0.0) -> float | None:
+    """The first time at or after ``ref`` (up to ``end``) from which ``cond`` holds for ``hold`` seconds
+    (or until ``end``), or None.
+
+    ``hold`` filters what polling invents: NameServers are polled at
+    different instants, so a change that reached both at once can look
+    like a disagreement lasting up to one polling interval.
+    """
     for t in [ref, *obs.change_times(cond.topic, cond.namesrvs, ref)]:
         if t > end:
             break
-        if holds(cond, obs, t, namesrv_count):
+        if holds_through(cond, obs, t, min(t + hold, end), namesrv_count):
             return t
     return None
+
+
+def stable_hold(interval: float) -> float:
+    """How long a route condition must last to count: longer than one polling interval."""
+    return 1.5 * interval
 
 
 @dataclass
@@ -99,7 +117,7 @@ def evaluate(
     if exp.condition is not None:
         assert exp.within is not None
         target = f"≤ {exp.within:g} s" if exp.not_before is None else f"{exp.not_before:g}-{exp.within:g} s"
-        t = first_true(exp.condition, obs, ref, end, scn.cluster.namesrvs)
+        t = first_true(exp.condition, obs, ref, end, scn.cluster.namesrvs, stable_hold(scn.observe_interval))
         if t is None:
             return verdict(False, None, f"never (watched {max(0.0, end - ref):.2f} s)", target)
         took = t - ref

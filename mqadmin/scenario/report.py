@@ -36,16 +36,18 @@ def per_second(records: Sequence[SendRecord], end: float) -> list[dict[str, int]
     return rows
 
 
-def phases(result: RunResult) -> list[tuple[str, float, float]]:
-    """Windows between consecutive actions: (name, start, end)."""
-    cuts = [(a.start, a.text) for a in result.actions]
-    out = []
-    prev_t, prev_name = 0.0, "before any action"
-    for t, name in cuts:
-        if t > prev_t + 1e-3:
-            out.append((prev_name, prev_t, t))
-        prev_t, prev_name = t, f"after {name}"
-    out.append((prev_name, prev_t, max(result.end, prev_t)))
+def phases(result: RunResult, min_len: float = 0.05) -> list[tuple[str, float, float]]:
+    """Windows between actions: (name, start, end); actions closer than ``min_len`` share one window."""
+    out: list[tuple[str, float, float]] = []
+    start, names = 0.0, ["before any action"]
+    for a in result.actions:
+        if a.start - start >= min_len:
+            out.append((" + ".join(names), start, a.start))
+            start, names = a.start, []
+        elif names == ["before any action"]:
+            names = []
+        names.append(f"after {a.text}" if not names else a.text)
+    out.append((" + ".join(names), start, max(result.end, start)))
     return out
 
 

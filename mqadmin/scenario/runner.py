@@ -30,6 +30,8 @@ from mqadmin.scenario.observer import Observer
 from mqadmin.scenario.schema import Action, ProducerGroup, Scenario
 from simclient import ClientPool, LoadSpec, LoadSummary, ProducerOptions, RecordWriter, SendRecord, run_load
 
+#: Actions whose effect is at their end (the others act when they start).
+EFFECT_AT_END = ("restart_broker", "restart_namesrv", "wait_until")
 #: How long after the last send the observer keeps watching (late route changes still count).
 SETTLE = 0.5
 
@@ -53,10 +55,16 @@ class ActionResult:
     ok: bool
     detail: str
 
+    @property
+    def effect(self) -> float:
+        """When the action took effect, what ``after: LABEL`` counts from: a signal or request when it
+        was sent; a restart when the process is up again; a wait when its condition was met."""
+        return self.end if self.action.kind in EFFECT_AT_END else self.start
+
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "kind": self.action.kind, "action": self.text, "label": self.action.label,
                 "line": self.action.line, "planned": self.planned, "start": round(self.start, 4),
-                "end": round(self.end, 4), "ok": self.ok, "detail": self.detail}
+                "end": round(self.end, 4), "effect": round(self.effect, 4), "ok": self.ok, "detail": self.detail}
 
 
 @dataclass
@@ -80,7 +88,7 @@ class RunResult:
 
     @property
     def label_times(self) -> dict[str, float]:
-        return {a.action.label: a.end for a in self.actions if a.action.label and a.ok}
+        return {a.action.label: a.effect for a in self.actions if a.action.label and a.ok}
 
 
 def start_options(scn: Scenario) -> cluster.StartOptions:

@@ -144,7 +144,7 @@ def _broker_text(a: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class Window:
-    """Seconds relative to ``after``'s end (or to time zero); None: open."""
+    """Seconds relative to when the ``after`` action took effect (or to time zero); None: open."""
 
     start: float | None = None
     end: float | None = None
@@ -161,7 +161,7 @@ class Window:
 class Expectation:
     kind: str
     line: int
-    after: str | None = None  # a timeline label: times and windows count from its end
+    after: str | None = None  # a timeline label: times and windows count from when that action took effect
     condition: Condition | None = None  # the timed kinds
     within: float | None = None
     not_before: float | None = None
