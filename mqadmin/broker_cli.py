@@ -30,7 +30,7 @@ from remoting.bodies import TopicConfig
 from remoting.codes import FLAG_UNIT, FLAG_UNIT_SUB
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-BODY_PREVIEW = 200  # characters of a body shown in the table (--json has all)
+BODY_PREVIEW = 120  # characters of a body shown in the table (--json has all)
 
 
 def _bool_opt(name: str, value: str | None) -> bool:

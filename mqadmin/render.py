@@ -34,6 +34,9 @@ PLAIN = box.Box(
     ascii=False,
 )
 
+#: A free-text column is not squeezed below this many characters while other columns can be dropped.
+WRAP_MIN_WIDTH = 30
+
 #: Width used when stdout is not a terminal and $COLUMNS is unset: scripts get every column.
 PIPE_WIDTH = 250
 
@@ -99,7 +102,11 @@ def fit_table(
     console: Console | None = None,
     footer_rows: Sequence[Sequence[Cell]] = (),
 ) -> Table:
-    """A table of ``rows`` that fits ``width`` (default: the console's), dropping columns as needed."""
+    """A table of ``rows`` that fits ``width`` (default: the console's).
+
+    Free-text (``wrap``) columns wrap first; if the rest still does not fit,
+    columns are dropped, highest ``drop`` rank first.
+    """
     console = console or current_console()
     width = width or console.width
     keep = list(range(len(columns)))
@@ -109,13 +116,11 @@ def fit_table(
                           [[r[i] for i in keep] for r in footer_rows], title, fold_all)
 
         table = build(False)
-        droppable = [i for i in keep if columns[i].drop > 0]
-        if _natural_width(console, table) <= width:
+        if _min_width(console, table) <= width:  # free-text columns may wrap, the others fit whole
             return table
+        droppable = [i for i in keep if columns[i].drop > 0]
         if not droppable:
-            # Still too wide: let free-text columns wrap; only if that is not enough,
-            # fold every value onto more lines (never cut one).
-            return table if _min_width(console, table) <= width else build(True)
+            return build(True)  # still too wide: fold every value onto more lines, never cut one
         worst = max(droppable, key=lambda i: (columns[i].drop, i))
         keep.remove(worst)
 
@@ -125,9 +130,14 @@ def _build(
     fold_all: bool,
 ) -> Table:
     table = Table(box=PLAIN, title=title, title_justify="left", pad_edge=False, show_edge=False, padding=(0, 1, 0, 0))
-    for col in columns:
+    for i, col in enumerate(columns):
         no_wrap = not (fold_all or col.wrap)
-        table.add_column(col.header, justify=col.justify, no_wrap=no_wrap, overflow="fold")  # type: ignore[arg-type]
+        min_width = None
+        if not fold_all:  # headers never wrap; free text keeps a readable width before columns are dropped
+            longest = max((len(r[i].plain if isinstance(r[i], Text) else r[i]) for r in rows), default=0)
+            min_width = max(len(col.header), min(WRAP_MIN_WIDTH, longest) if col.wrap else 0)
+        table.add_column(col.header, justify=col.justify, no_wrap=no_wrap, overflow="fold",  # type: ignore[arg-type]
+                         min_width=min_width)
     for row in rows:
         table.add_row(*row)
     if footer:
