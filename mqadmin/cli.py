@@ -323,7 +323,18 @@ fanout_cli.register(app)
 def main(argv: list[str]) -> int:
     """Run one mqadmin command line; returns the exit status (``--debug``: tracebacks are not hidden)."""
     debug = "--debug" in argv
-    return run_app(app, "mqadmin", [a for a in argv if a != "--debug"], (AdminError, cluster.ClusterError), debug=debug)
+    argv = _bare_group_help([a for a in argv if a != "--debug"])
+    return run_app(app, "mqadmin", argv, (AdminError, cluster.ClusterError), debug=debug)
+
+
+def _bare_group_help(argv: list[str]) -> list[str]:
+    """``mqadmin`` or ``mqadmin scenario`` alone print their help (exit 0), as Apache's mqadmin lists its commands."""
+    group: Any = typer.main.get_command(app)
+    for word in argv:
+        group = getattr(group, "commands", {}).get(word)
+        if group is None:
+            return argv
+    return [*argv, "-h"] if hasattr(group, "commands") else argv
 
 
 def entry() -> None:

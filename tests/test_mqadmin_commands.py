@@ -80,6 +80,8 @@ def test_help_on_every_command() -> None:
     for name in names:
         result = runner.invoke(app, [name, "-h"])
         assert result.exit_code == 0 and "Usage:" in result.output, name
+    bare = mqadmin()  # like Apache's mqadmin alone: the list of commands
+    assert bare.returncode == 0 and "clusterList" in bare.stdout and "Commands:" in bare.stdout and bare.stderr == ""
 
 
 def test_without_n_the_local_cluster_is_used(live: Cluster) -> None:
