@@ -140,10 +140,16 @@ def run(
     *,
     records_path: str | Path | None = None,
     keep_dir: bool = False,
+    base_dir: str | Path | None = None,
     progress: Callable[[str], None] = lambda line: None,
 ) -> RunResult:
-    """Run ``scn`` to the end and judge it; every process started is stopped before returning or raising."""
-    workdir = Path(tempfile.mkdtemp(prefix=f"mqscenario-{scn.name}-"))
+    """Run ``scn`` to the end and judge it; every process started is stopped before returning or raising.
+
+    The cluster's state directory is a new ``mqscenario-NAME-*`` directory in
+    ``base_dir`` (default: the system temporary directory), removed at the end
+    unless ``keep_dir``.
+    """
+    workdir = Path(tempfile.mkdtemp(prefix=f"mqscenario-{scn.name}-", dir=base_dir))
     result = RunResult(scn)
     state: cluster.ClusterState | None = None
     try:

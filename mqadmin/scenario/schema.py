@@ -280,6 +280,13 @@ def topic_name(v: Any) -> str:
     return name
 
 
+def scenario_name(v: Any) -> str:
+    name = text(v)
+    if len(name) > 64 or not all(c.isalnum() or c in "._-" for c in name):
+        raise _Bad(f"must be 1-64 characters of letters, digits, '.', '_' and '-', got {name!r}")
+    return name
+
+
 def list_of(item: Parser, *, min_len: int = 1, max_len: int = 64) -> Parser:
     def parse(v: Any) -> tuple[Any, ...]:
         values = list(v) if isinstance(v, list) else [v]
@@ -686,7 +693,7 @@ def parse(text_: str, path: str = "<scenario>") -> Scenario:
         raise ctx.error(exc.line, "", str(exc)) from None
     top = _Section(ctx, data, "", 1)
     p = _Parser(ctx)
-    name = top.get("name", text, Path(path).stem)
+    name = top.get("name", scenario_name, "".join(c if c.isalnum() or c in "._-" else "_" for c in Path(path).stem)[:64] or "scenario")
     description = top.get("description", text)
     if "\n" in description:
         raise top.fail("description", "must be one line (put details in the comment at the top)")
