@@ -5,9 +5,9 @@ Starts a local cluster as real processes on 127.0.0.1 (2 NameServers, 2
 master broker stubs), then runs ``simclient.run_load`` in this process
 (one trio loop) in phases:
 
-* ``paced``: N producers each sending at a modest fixed rate with the real
-  30 s route poll and heartbeats, for N in --paced (default 1000, 5000,
-  10000): does the loop keep up (achieved vs target rate, send latency,
+* ``paced``: N producers each sending at a modest fixed rate (default one
+  message every 5 s) with the real 30 s route poll and heartbeats, for N in
+  --paced (default 1000, 5000, 10000, 20000): does the loop keep up (achieved vs target rate, send latency,
   event-loop lag), and what does a producer cost in memory;
 * ``closed``: N producers sending back to back (closed loop), for N in
   --closed: the most sends/s the loop and the cluster manage together;
@@ -50,6 +50,15 @@ BROKER_BOOT = re.compile(rb"The broker\[[^,\]]+, ([\d.]+):(\d+)\] boot success")
 def rss_mb() -> float:
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def cpu_pressure() -> float | None:
+    """Linux PSI: % of the last 60 s some task waited for a CPU (others' load shows here)."""
+    try:
+        with open("/proc/pressure/cpu") as fh:
+            return float(fh.readline().split()[2].split("=")[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def cpu_seconds(pid: int) -> float:
@@ -176,7 +185,10 @@ async def phase(
         "servers_cpu_pct": round(100 * scpu / wall, 1),
         "client_by_broker": dict(sorted(summary.by_broker.items())),
         "brokers_stored": stored,
+        # a send that timed out on the client may still have been stored: stored >= acknowledged
         "counts_agree": {k: v for k, v in stored.items() if v} == dict(summary.by_broker),
+        "stored_not_acknowledged": sum(stored.values()) - summary.ok,
+        "cpu_pressure_some_pct": cpu_pressure(),
         "loop_lag_note": "p99 above ~50 ms: the client loop, not the cluster, limited this phase",
         "client_rss_mb_delta": round(peak_rss - rss0, 1),
         "kb_per_producer": round((peak_rss - rss0) * 1024 / producers, 2),
@@ -187,7 +199,8 @@ async def phase(
         f"p50={lat['p50_ms']:7.2f} p99={lat['p99_ms']:8.2f} ms  routeq/s={out['route_queries_per_s']:7}  "
         f"lag p99={out['loop_lag_ms']['p99']:6.1f} ms  client cpu={out['client_cpu_pct']:5}%  "
         f"servers cpu={out['servers_cpu_pct']:5}%  +rss={out['client_rss_mb_delta']} MB  "
-        f"broker counts agree={out['counts_agree']}",
+        f"broker counts agree={out['counts_agree']} (+{out['stored_not_acknowledged']})  "
+        f"cpu pressure={out['cpu_pressure_some_pct']}%",
         flush=True,
     )
     return out
@@ -206,12 +219,12 @@ async def run(args: argparse.Namespace, cluster: Cluster) -> list[dict[str, obje
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--paced", type=int, nargs="*", default=[1000, 5000, 10000])
-    ap.add_argument("--rate", type=float, default=0.5, help="sends/s per producer in the paced phases")
+    ap.add_argument("--paced", type=int, nargs="*", default=[1000, 5000, 10000, 20000])
+    ap.add_argument("--rate", type=float, default=0.2, help="sends/s per producer in the paced phases")
     ap.add_argument("--closed", type=int, nargs="*", default=[100, 1000, 5000])
     ap.add_argument("--poll", type=int, nargs="*", default=[5000], help="producers in the route-poll phase")
     ap.add_argument("--poll-interval", type=float, default=2.0)
-    ap.add_argument("--duration", type=float, default=15.0)
+    ap.add_argument("--duration", type=float, default=20.0)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "simclient.json"))
     args = ap.parse_args()
     info = {

@@ -40,6 +40,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -72,6 +73,25 @@ log = logging.getLogger("simclient.producer")
 
 #: Shared by producers that are not given their own (a Random is ~5 KB; thousands add up).
 _shared_rng = random.Random()
+#: Validators.checkMessage / checkTopic of the Java client: checked before anything is sent.
+MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+TOPIC_MAX_LENGTH = 127
+_TOPIC_CHARS = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+
+def message_problem(topic: str, body: bytes) -> str | None:
+    """Why the Java client would refuse this message before sending it, or None."""
+    if not topic or not topic.strip():
+        return "the specified topic is blank"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return f"the specified topic is longer than topic max length {TOPIC_MAX_LENGTH}"
+    if not _TOPIC_CHARS.match(topic):
+        return f"the specified topic[{topic}] contains illegal characters"
+    if not body:
+        return "the message body is empty"
+    if len(body) > MAX_MESSAGE_SIZE:
+        return f"the message body size over max value, MAX: {MAX_MESSAGE_SIZE}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -315,6 +335,8 @@ class SimProducer:
         begin = clock()
         timeout = opts.send_timeout
         deadline = begin + timeout
+        if message_problem(topic, body) is not None:
+            return self._record(begin, topic, None, -1, "error", 0), None  # refused by the client itself
         try:
             tp = await self._find(topic, deadline)
         except RouteUnavailable:
@@ -471,4 +493,4 @@ class SimProducer:
                         pass
 
 
-__all__ = ["ProducerOptions", "RouteUnavailable", "SimProducer"]
+__all__ = ["MAX_MESSAGE_SIZE", "ProducerOptions", "RouteUnavailable", "SimProducer", "message_problem"]

@@ -366,3 +366,46 @@ async def test_bounded_run_load_stops_in_time(cluster: Cluster, tmp_path) -> Non
     assert summary.by_broker["broker-a"] == await stored_count(a, "C1")
     assert summary.by_broker["broker-b"] == await stored_count(b, "C1")
     assert all(isinstance(r, SendRecord) and r.t >= 0 for r in recs)
+
+
+async def test_broker_killed_under_load_loses_no_send_and_every_producer_drops_it(cluster: Cluster) -> None:
+    ns, a, _ = cluster
+    await topic_on_both(ns)
+    producers: list[SimProducer] = []
+    recs: list[SendRecord] = []
+    options = ProducerOptions(namesrv_addrs=(ns.addr,), poll_name_server_interval=0.5)
+    spec = LoadSpec(producers=20, topics=(TOPIC,), rate_per_producer=40, duration=3.0, message_size=32)
+    timeline: dict[str, float] = {}
+
+    async def kill_then_watch() -> None:
+        await trio.sleep(1.0)
+        a.kill()
+        timeline["killed"] = trio.current_time() - t0
+        while any("broker-a" in p.brokers_in_route(TOPIC) for p in producers):
+            await trio.sleep(0.02)
+        timeline["all_dropped"] = trio.current_time() - t0
+
+    t0 = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(kill_then_watch)
+        summary = await run_load(options, spec, recs.append, on_start=producers.extend, t0=t0)
+    assert summary.sends == len(recs) > 1000
+    assert summary.ok == summary.sends  # every send stored: those aimed at broker-a were retried on broker-b
+    after = [r for r in recs if r.t > timeline["killed"] + 0.05]
+    assert after and all(r.broker == "broker-b" for r in after)
+    assert any(r.attempts == 2 for r in after)
+    # the NameServer drops broker-a when its connection closes; each producer's next poll sees it
+    assert timeline["all_dropped"] - timeline["killed"] < 0.5 + 1.5
+    settled = [r for r in recs if r.t > timeline["all_dropped"]]
+    assert settled and all(r.attempts == 1 for r in settled)
+
+
+def test_messages_the_java_client_refuses_are_not_sent() -> None:
+    from simclient.producer import message_problem
+
+    assert message_problem("Fine_Topic-1", b"x") is None
+    assert "blank" in (message_problem(" ", b"x") or "")
+    assert "illegal" in (message_problem("bad topic", b"x") or "")
+    assert "longer" in (message_problem("T" * 128, b"x") or "")
+    assert "empty" in (message_problem("T", b"") or "")
+    assert "over max" in (message_problem("T", b"x" * (4 * 1024 * 1024 + 1)) or "")
