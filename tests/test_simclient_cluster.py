@@ -303,6 +303,11 @@ async def test_hung_broker_times_out_within_the_send_timeout(cluster: Cluster) -
             recs = [await p.send(TOPIC, b"x") for _ in range(6)]
         finally:
             await fault(a, "resume")
+        # the hung requests' late answers are dropped; the same connection serves again
+        connects = pool.connects
+        resumed = [await p.send(TOPIC, b"x") for _ in range(8)]
+        assert {r.outcome for r in resumed} == {"ok"} and "broker-a" in {r.broker for r in resumed}
+        assert pool.connects == connects
     timeouts = [r for r in recs if r.outcome == "timeout"]
     assert timeouts and all(r.broker == "broker-a" for r in timeouts)
     assert all(400 <= r.latency_ms < 1500 for r in timeouts)
