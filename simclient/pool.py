@@ -115,6 +115,10 @@ class ClientPool:
             log.warning("connection to %s failed: %r", addr, exc)
             client.close(f"connection failed: {exc!r}")
 
+    def connection_of(self, addr: str) -> PipelinedConnection | None:
+        """The live connection to ``addr``, if any (its identity changes when it was re-opened)."""
+        return self._live(addr)
+
     def _live(self, addr: str) -> PipelinedConnection | None:
         conn = self._conns.get(addr)
         client = conn.client if conn is not None else None

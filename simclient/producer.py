@@ -142,8 +142,8 @@ class SimProducer:
 
     __slots__ = (
         "_ids",
+        "_ns_conn",
         "_ns_index",
-        "_ns_ok",
         "broker_addrs",
         "client_id",
         "clock",
@@ -187,7 +187,9 @@ class SimProducer:
         self.client_id = f"127.0.0.1@{os.getpid()}#{producer_id}"
         self._ids = UniqIdMaker(hash((os.getpid(), producer_id)))
         self._ns_index = self.rng.randrange(len(options.namesrv_addrs))
-        self._ns_ok = False  # whether the chosen NameServer answered last time
+        # the connection the chosen NameServer last answered on: Java keeps its choice
+        # while that channel lives and moves to the next NameServer once it broke
+        self._ns_conn: object | None = None
 
     # ------------------------------------------------------------------
     # routes
@@ -200,7 +202,7 @@ class SimProducer:
         stats = self.route_stats
         last = "no NameServer tried"
         for _ in range(tries):
-            if not self._ns_ok:
+            if self._ns_conn is None or self.pool.connection_of(addrs[self._ns_index]) is not self._ns_conn:
                 self._ns_index = (self._ns_index + 1) % len(addrs)
             addr = addrs[self._ns_index]
             timeout = opts.mq_client_api_timeout
@@ -214,11 +216,11 @@ class SimProducer:
                 resp = await self.pool.invoke(addr, rq.get_route(topic), timeout)
             except RemotingError as exc:
                 stats.failures += 1
-                self._ns_ok = False
+                self._ns_conn = None
                 last = str(exc)
                 continue
             stats.latency.record((self.clock() - begin) * 1000.0)
-            self._ns_ok = True
+            self._ns_conn = self.pool.connection_of(addr)
             if resp.code == ResponseCode.SUCCESS and resp.body:
                 return resp.body
             if resp.code == ResponseCode.TOPIC_NOT_EXIST:
@@ -226,6 +228,11 @@ class SimProducer:
                 return _NOT_FOUND
             return _REFUSED
         raise RouteUnavailable(last)
+
+    @property
+    def namesrv(self) -> str | None:
+        """The NameServer this producer queries now (None before its first answer or after a failure)."""
+        return self.options.namesrv_addrs[self._ns_index] if self._ns_conn is not None else None
 
     async def update_route(self, topic: str, *, is_default: bool = False, deadline: float | None = None) -> bool:
         """``updateTopicRouteInfoFromNameServer``: fetch and install a topic's route if it changed.

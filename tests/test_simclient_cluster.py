@@ -186,6 +186,30 @@ async def test_route_discovery_fails_over_when_the_first_namesrv_is_down(cluster
     assert failures == unlucky
 
 
+async def test_a_broken_namesrv_channel_moves_the_producer_to_the_next_namesrv(
+    start_namesrv: Callable[..., NamesrvProcess],
+) -> None:
+    """Java keeps its NameServer while the channel lives; once it broke, the next lookup goes
+    to the next one, even if the first came back meanwhile."""
+    first, second = start_namesrv("one"), start_namesrv("two")
+    async with ClientPool() as pool:
+        p = SimProducer(ProducerOptions(namesrv_addrs=(first.addr, second.addr)), pool, rng=random.Random(0))
+        p._ns_index = 1  # so the first pick is ``first``
+        await p.refresh_routes()
+        assert p.namesrv is None  # nothing queried yet: no topic in use
+        await p.send("Nowhere", b"x")  # no broker at all: no route, but the NameServer answered
+        assert p.namesrv == first.addr
+        await p.refresh_routes()
+        assert p.namesrv == first.addr  # sticky while the channel lives
+        port = first.addr.rsplit(":", 1)[1]
+        first.kill()
+        start_namesrv("one-again", listenPort=port)
+        await trio.sleep(0.1)
+        await p.refresh_routes()
+        assert p.namesrv == second.addr
+        assert p.route_stats.failures == 0  # the broken channel was noticed before any request
+
+
 async def test_java_strict_namesrv_switch_fails_one_lookup_then_uses_the_next(cluster: Cluster) -> None:
     ns, _, _ = cluster
     options = ProducerOptions(namesrv_addrs=(dead_addr(), ns.addr), namesrv_failover_in_call=False)
