@@ -121,6 +121,11 @@ class PipelinedConnection:
         pending = self._pending
         while self._closed is None:
             now = trio.current_time()
+            if heap and heap[0][0] <= now:
+                # let the reader hand over answers already received first: on a busy loop it
+                # may be scheduled after us in the same pass (trio shuffles each batch)
+                await trio.lowlevel.checkpoint()
+                await trio.lowlevel.checkpoint()
             while heap and heap[0][0] <= now:
                 task = pending.pop(heapq.heappop(heap)[1], None)
                 if task is not None:

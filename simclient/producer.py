@@ -361,6 +361,7 @@ class SimProducer:
         code = -1
         attempts = 0
         result: SendResult | None = None
+        result_broker: str | None = None  # where ``result`` was stored (a later retry may go elsewhere)
         payload, sys_flag = compress_body(body) if opts.compress_over else (body, 0)
         for times in range(times_total):
             selected = select_queue(
@@ -419,6 +420,7 @@ class SimProducer:
             if code in STORED_CODES:
                 try:
                     result = parse_send_response(resp, uniq)
+                    result_broker = broker
                 except BadSendResponse:
                     outcome = "error"  # a RemotingCommandException: isolated like a remoting error
                     self._penalize(broker, latency, isolation=True, reachable=True)
@@ -434,7 +436,7 @@ class SimProducer:
                 continue
             break
         if result is not None:
-            broker = tried[0] if tried else None
+            broker = result_broker
             return self._record(begin, topic, broker, result.queue_id, "ok", attempts, result.queue_offset, result.code), result
         if tried is None:
             return self._record(begin, topic, None, -1, outcome, attempts, -1, code), None
