@@ -105,3 +105,25 @@ async def test_pool_must_be_entered() -> None:
     pool = ClientPool()
     with pytest.raises(RuntimeError, match="async with"):
         await pool.invoke("127.0.0.1:1", rq.get_route("T"), 0.5)
+
+
+async def test_a_shorter_deadline_behind_a_longer_one_still_fires_on_time() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        addr = f"127.0.0.1:{listener.getsockname()[1]}"
+        took: dict[str, float] = {}
+        async with ClientPool() as pool:
+
+            async def one(name: str, timeout: float) -> None:
+                start = trio.current_time()
+                with pytest.raises(RemotingTimeout):
+                    await pool.invoke(addr, rq.get_route("T"), timeout)
+                took[name] = trio.current_time() - start
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(one, "long", 1.5)
+                await trio.sleep(0.05)
+                nursery.start_soon(one, "short", 0.2)
+    assert 0.2 <= took["short"] < 0.6
+    assert 1.5 <= took["long"] < 2.5
