@@ -113,6 +113,10 @@ class FanoutOptions:
             raise FanoutError("--start-delay must be 0..120 s")
         if self.topics < 1:
             raise FanoutError("--topics must be >= 1")
+        if self.engine == "spark":
+            from mqadmin.fanout.spark import check_master  # no pyspark import: a regex
+
+            check_master(self.master)
 
 
 @dataclass

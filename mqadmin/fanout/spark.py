@@ -38,6 +38,8 @@ MASTER_FORMS = re.compile(
     r"|spark://[^\s/]+(:\d+)?(,[^\s/]+(:\d+)?)*|yarn|k8s://\S+)$"
 )
 LOCAL = re.compile(r"^local(\[|$)")
+#: Longest a JVM start may take on a busy machine (s); remote masters add the executor wait.
+JVM_START_TIMEOUT = 90.0
 #: Our packages that partitions import (shipped to workers as one zip).
 SHIPPED = ("remoting", "simclient", "mqadmin")
 
@@ -51,6 +53,19 @@ appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss.SSS} %p %c{1}: %m%n
 """
+
+
+def _log_reason(path: Path) -> str | None:
+    """The last ERROR line Spark logged (e.g. "All masters are unresponsive! Giving up.")."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if " ERROR " in line:
+            text = line.split(": ", 1)[-1].strip()
+            return text.split("Reason: ", 1)[-1] if "Reason: " in text else text
+    return None
 
 
 def check_master(master: str) -> None:
@@ -156,11 +171,37 @@ def start_session(
     builder = SparkSession.builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    try:
-        with _output_to(log_path):
-            session = builder.getOrCreate()
-    except Exception as exc:  # noqa: BLE001 (Py4J, PySparkRuntimeError, ...: all become one line)
-        raise FanoutError(f"cannot start Spark with master {master}: {_java_message(exc)} (log: {log_path})") from None
+    created: list[SparkSession] = []
+    failed: list[BaseException] = []
+
+    def create() -> None:
+        try:
+            created.append(builder.getOrCreate())
+        except BaseException as exc:  # noqa: BLE001 (handed to the caller)
+            failed.append(exc)
+
+    # A standalone master that does not answer makes getOrCreate block (Spark gives up after
+    # about a minute), so it runs in a thread and we wait a bounded time.
+    from pyspark import SparkContext
+
+    with _output_to(log_path):
+        creator = threading.Thread(target=create, name="spark-session", daemon=True)
+        creator.start()
+        # First the JVM (PySpark sets SparkContext._gateway once it answers), then, for a cluster,
+        # the master's answer.
+        deadline = time.monotonic() + JVM_START_TIMEOUT
+        while creator.is_alive() and SparkContext._gateway is None and time.monotonic() < deadline:
+            creator.join(0.1)
+        if creator.is_alive() and SparkContext._gateway is not None:
+            creator.join(JVM_START_TIMEOUT if local else executor_timeout)
+    if failed:
+        why = _log_reason(log_path) or _java_message(failed[0])
+        raise FanoutError(f"cannot start Spark with master {master}: {why} (log: {log_path})")
+    if not created:
+        raise FanoutError(f"no answer from Spark master {master} within {executor_timeout:g} s "
+                          f"(is it reachable? log: {log_path})" if not local else
+                          f"Spark did not start within {JVM_START_TIMEOUT:g} s (log: {log_path})")
+    session = created[0]
     try:
         sc = session.sparkContext
         sc.setLogLevel("ERROR")
