@@ -747,6 +747,9 @@ def test_bad_config_is_one_line_and_print_config(tmp_path) -> None:
     bad.write_text("namesrvAddr=nohostport\n")
     out = subprocess.run(broker_command() + ["-c", str(bad)], capture_output=True, text=True, timeout=20, check=False)
     assert out.returncode != 0 and out.stderr.count("\n") == 1 and "namesrvAddr" in out.stderr
+    bad.write_text("messageDelayLevel=1s 5x\n")
+    out = subprocess.run(broker_command() + ["-c", str(bad)], capture_output=True, text=True, timeout=20, check=False)
+    assert out.returncode != 0 and out.stderr.count("\n") == 1 and "messageDelayLevel" in out.stderr and "5x" in out.stderr
     good = tmp_path / "good.properties"
     good.write_text("brokerName=broker-z\nlistenPort=0\n")
     out = subprocess.run(broker_command() + ["-c", str(good), "-p"], capture_output=True, text=True, timeout=20, check=False)
