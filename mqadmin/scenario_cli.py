@@ -43,6 +43,12 @@ def resolve(file: str) -> Path:
     return path
 
 
+ReportOpt = typer.Option(None, "--report", metavar="OUT.json", help="Write the full result as JSON.")
+PlotOpt = typer.Option(None, "--plot", metavar="OUT.png", help="Draw sends per second and route changes.")
+RecordsOpt = typer.Option(None, "--records", metavar="OUT.msgpack", help="Keep every send record (msgpack).")
+ListDirOpt = typer.Option(None, "--dir", help="Directory of scenario files (default: the shipped ones).")
+
+
 def _fail(code: int, message: str) -> typer.Exit:
     print(f"mqadmin scenario: {message}", file=sys.stderr)
     return typer.Exit(code)
@@ -51,9 +57,9 @@ def _fail(code: int, message: str) -> typer.Exit:
 @app.command("run", help="Run a scenario: start its cluster, load and timeline, print the verdict (exit 0 iff all hold).")
 def run_cmd(
     file: str = typer.Argument(..., metavar="FILE", help="Scenario YAML (or the name of a shipped one)."),
-    report: Path | None = typer.Option(None, "--report", metavar="OUT.json", help="Write the full result as JSON."),
-    plot: Path | None = typer.Option(None, "--plot", metavar="OUT.png", help="Draw sends per second and route changes."),
-    records: Path | None = typer.Option(None, "--records", metavar="OUT.msgpack", help="Keep every send record (msgpack)."),
+    report: Path | None = ReportOpt,
+    plot: Path | None = PlotOpt,
+    records: Path | None = RecordsOpt,
     keep_dir: bool = typer.Option(False, "--keep-dir", help="Keep the cluster's state directory (logs) after the run."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="Only the verdict line and failures."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON result instead of the report."),
@@ -102,7 +108,7 @@ def run_cmd(
 
 @app.command("list", help="The shipped scenarios, one line each (or those in --dir).")
 def list_cmd(
-    directory: Path | None = typer.Option(None, "--dir", help="Directory of scenario files (default: the shipped ones)."),
+    directory: Path | None = ListDirOpt,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     where = directory or shipped_dir()

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -295,7 +294,7 @@ def test_quiet_pass_exits_0(base: Path) -> None:
 def test_timeout_exits_3_and_stops_everything(base: Path) -> None:
     path = write_small(base, "slow", duration=30, timeout=3)
     begin = time.monotonic()
-    rc, out, err = finish(start_cli("scenario", "run", str(path), base=base))
+    rc, _, err = finish(start_cli("scenario", "run", str(path), base=base))
     assert rc == 3
     assert "ran longer than its timeout of 3 s" in err and "Traceback" not in err
     assert time.monotonic() - begin < 20
@@ -317,7 +316,7 @@ def test_interrupt_while_running_stops_everything(base: Path, sig: signal.Signal
         wait_for_procs(base, 3, proc)
         time.sleep(1.5)  # well into the load and the timeline
         proc.send_signal(sig)
-        rc, out, err = finish(proc, timeout=30)
+        rc, _, err = finish(proc, timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -331,7 +330,7 @@ def test_interrupt_during_cluster_start_stops_everything(base: Path) -> None:
     try:
         wait_for_procs(base, 1, proc)  # the first NameServer exists; the rest is still starting
         proc.send_signal(signal.SIGINT)
-        rc, out, err = finish(proc, timeout=30)
+        rc, _, err = finish(proc, timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -141,7 +141,7 @@ def test_every_shipped_scenario_is_valid_and_short_enough() -> None:
 def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     code = "import sys; from mqadmin.cli import entry; sys.argv[0] = 'mqadmin'; entry()"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=60)
+    return subprocess.run([sys.executable, "-c", code, *args], check=False, capture_output=True, text=True, env=env, cwd=cwd, timeout=60)
 
 
 def test_cli_invalid_file_exits_2_with_one_line(tmp_path: Path) -> None:
@@ -246,7 +246,7 @@ def test_timed_expectations_measure_from_the_label() -> None:
         obs.record(ns, "T1", BOTH, 0.0)
     obs.record(0, "T1", ONLY_B, 2.4)
     obs.record(1, "T1", ONLY_B, 2.7)
-    base = dict(obs=obs, records=[rec(1.0)], label_times={"crash": 2.0}, end=10.0)
+    base = {"obs": obs, "records": [rec(1.0)], "label_times": {"crash": 2.0}, "end": 10.0}
     scn = parse(VALID)
     v = evaluate(scn, scn.expectations[0], 1, **base)
     assert v.passed and v.measured == pytest.approx(0.7) and v.measured_text == "0.70 s"

@@ -12,6 +12,7 @@ changed no later than that, and no earlier than the previous poll.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -142,6 +143,14 @@ class Observer:
         states.append(summary)
         self.changed.set()
         self.changed = trio.Event()
+
+    def rebase(self, t0: float) -> None:
+        """Make ``t0`` time zero; what was already recorded keeps its place in time (it becomes <= 0)."""
+        shift = self.t0 - t0
+        self.t0 = t0
+        self.events = [dataclasses.replace(e, t=e.t + shift) for e in self.events]
+        self._times = {k: [t + shift for t in ts] for k, ts in self._times.items()}
+        self.last_poll += shift
 
     def state_at(self, ns: int, topic: str, t: float) -> Summary:
         """The last summary seen at or before ``t`` (None before the first answer)."""

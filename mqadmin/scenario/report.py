@@ -145,7 +145,7 @@ def render(result: RunResult, console: Console) -> None:
         rows = []
         for e in obs.events:
             change = f"initial: {summary_text(e.after)}" if e.first else diff_text(e.before, e.after)
-            rows.append([f"{e.t:.2f}", f"namesrv-{e.namesrv}", e.topic, change])
+            rows.append([f"{max(e.t, 0.0) if e.first else e.t:.2f}", f"namesrv-{e.namesrv}", e.topic, change])
         more = len(rows) - MAX_ROUTE_ROWS
         rows = rows[:MAX_ROUTE_ROWS] + ([["", "", "", f"... {more} more (see --report)"]] if more > 0 else [])
         console.print()

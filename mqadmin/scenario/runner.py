@@ -28,7 +28,15 @@ from mqadmin.scenario.actions import ActionError, Executor
 from mqadmin.scenario.expectations import Verdict, evaluate_all
 from mqadmin.scenario.observer import Observer
 from mqadmin.scenario.schema import Action, ProducerGroup, Scenario
-from simclient import ClientPool, LoadSpec, LoadSummary, ProducerOptions, RecordWriter, SendRecord, run_load
+from simclient import (
+    ClientPool,
+    LoadSpec,
+    LoadSummary,
+    ProducerOptions,
+    RecordWriter,
+    SendRecord,
+    run_load,
+)
 
 #: Actions whose effect is at their end (the others act when they start).
 EFFECT_AT_END = ("restart_broker", "restart_namesrv", "wait_until")
@@ -236,12 +244,11 @@ async def _main(
             outer.start_soon(_watch_signals)
         await outer.start(obs.run)
         t0 = trio.current_time()
-        obs.t0 = t0  # time zero: the observer has seen every NameServer once
-        async with ClientPool() as pool:
-            async with trio.open_nursery() as work:
-                for g in scn.groups:
-                    work.start_soon(_run_group, g, namesrvs, pool, t0, sink, result)
-                await _run_timeline(scn, Executor(state, obs), result, t0, progress)
+        obs.rebase(t0)  # time zero: the observer has seen every NameServer once
+        async with ClientPool() as pool, trio.open_nursery() as work:
+            for g in scn.groups:
+                work.start_soon(_run_group, g, namesrvs, pool, t0, sink, result)
+            await _run_timeline(scn, Executor(state, obs), result, t0, progress)
         await trio.sleep_until(max(trio.current_time(), t0 + scn.duration) + SETTLE)
         result.end = obs.now()
         outer.cancel_scope.cancel()
