@@ -6,7 +6,8 @@ and how an outage looks from the client:
 
 * **Routes** (``MQClientInstance.updateTopicRouteInfoFromNameServer``):
   GET_ROUTEINFO_BY_TOPIC to one NameServer, chosen at random and kept while
-  it answers; on a connect error or timeout the next one is used. A route is
+  its connection lives; after a connect error, a timeout or a broken
+  connection the next one is used (``NettyRemotingClient``). A route is
   replaced only when it differs from the one held; TOPIC_NOT_EXIST or an
   unreachable NameServer keeps the old route, so cached routes keep working
   when every NameServer is down. The first send to a topic without a route
