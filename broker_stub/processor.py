@@ -294,7 +294,18 @@ class BrokerProcessor:
             raise Reject(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         if not tc.perm & PERM_WRITE:
             raise Reject(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
-        queue_id = _num(get(k_queue), -1)
+        try:  # the usual case: every number present and well-formed (one try instead of five calls)
+            queue_id = int(get(k_queue))  # type: ignore[arg-type]
+            flag = int(get(k_flag))  # type: ignore[arg-type]
+            born_ts = int(get(k_born))  # type: ignore[arg-type]
+            sys_flag = int(get(k_sys_flag))  # type: ignore[arg-type]
+            reconsume = int(get(k_reconsume))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            queue_id = _num(get(k_queue), -1)
+            flag = _num(get(k_flag), 0)
+            born_ts = _num(get(k_born), 0)
+            sys_flag = _num(get(k_sys_flag), 0)
+            reconsume = _num(get(k_reconsume), 0)
         if queue_id >= tc.read_queue_nums and queue_id >= tc.write_queue_nums:
             raise Reject(
                 ResponseCode.SYSTEM_ERROR,
@@ -308,14 +319,13 @@ class BrokerProcessor:
             parts = decode_batch(body)
             size = sum(len(p[1]) for p in parts)
         else:
-            parts = [(_num(get(k_flag), 0), body, header_props)]
+            parts = [(flag, body, header_props)]
             size = len(body)
         if size > config.maxMessageSize:
             raise Reject(ResponseCode.MESSAGE_ILLEGAL, f"the message body size over max value, MAX: {config.maxMessageSize}")
         born = self._born.get(conn) or self._born_host(conn)
-        born_ts = _num(get(k_born), 0) or int(time.time() * 1000)
-        sys_flag = _num(get(k_sys_flag), 0)
-        reconsume = _num(get(k_reconsume), 0)
+        if not born_ts:
+            born_ts = int(time.time() * 1000)
         cluster_pair = self._cluster_pair
         put = self.put_message
         ids: list[str] = []
