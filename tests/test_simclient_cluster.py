@@ -438,3 +438,24 @@ def test_messages_the_java_client_refuses_are_not_sent() -> None:
     assert "longer" in (message_problem("T" * 128, b"x") or "")
     assert "empty" in (message_problem("T", b"") or "")
     assert "over max" in (message_problem("T", b"x" * (4 * 1024 * 1024 + 1)) or "")
+
+
+async def test_run_load_ramps_producers_up_and_spreads_topics(cluster: Cluster) -> None:
+    ns, _, _ = cluster
+    recs: list[SendRecord] = []
+    seen: list[SimProducer] = []
+    spec = LoadSpec(producers=30, topics=("R1", "R2", "R3"), rate_per_producer=10, duration=1.6, ramp_up=1.0,
+                    topics_per_producer=1)
+    summary = await run_load(ProducerOptions(namesrv_addrs=(ns.addr,)), spec, recs.append, on_start=seen.extend,
+                             first_producer_id=100)
+    assert [p.producer_id for p in seen] == list(range(100, 130))
+    first = {}
+    for r in recs:
+        first.setdefault(r.producer, r.t)
+    assert sorted(first) == list(range(100, 130))
+    starts = sorted(first.values())
+    assert starts[0] < 0.4 and starts[-1] > 0.6 and starts[-1] < 1.3  # spread over the 1 s ramp
+    assert {r.topic for r in recs if r.producer == 100} == {"R2"}  # 100 % 3 == 1
+    assert {r.topic for r in recs} == {"R1", "R2", "R3"}
+    assert summary.ok == summary.sends == len(recs)
+    assert summary.loop_lag.count > 50  # the probe ran all along
