@@ -16,6 +16,7 @@ import typer
 
 from mqadmin.render import make_console, out
 from mqadmin.scenario import schema
+from remoting.climain import first_of
 
 app = typer.Typer(
     add_completion=False,
@@ -81,6 +82,12 @@ def run_cmd(
         result = runner.run(scn, records_path=records, keep_dir=keep_dir, progress=progress)
     except runner.ScenarioRunError as exc:
         raise _fail(3, str(exc)) from None
+    except BaseException as exc:
+        interrupt = first_of(exc, KeyboardInterrupt)
+        if interrupt is None:
+            raise
+        why = str(interrupt) or "interrupted"
+        raise _fail(130, f"{why}; every process the run started was stopped") from None
     from mqadmin.scenario import report as reporting
 
     doc = reporting.to_json(result)

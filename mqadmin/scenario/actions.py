@@ -12,7 +12,8 @@ creation to the masters. Each action returns a one-line detail or raises
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import trio
 
@@ -161,8 +162,8 @@ class Executor:
         raise ActionError(f"not reached within {action.args['timeout']:g} s: {cond.describe()}")
 
 
-def _fault_ext(a: dict[str, object] | object) -> dict[str, object]:
-    args = dict(a)  # type: ignore[call-overload]
+def _fault_ext(args: Mapping[str, Any]) -> dict[str, object]:
+    """The switchboard request of a ``fault`` action (see broker_stub.faults)."""
     if "latency_ms" in args:
         return {"action": "latency", "millis": args["latency_ms"]}
     if "reject" in args:

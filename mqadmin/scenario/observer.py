@@ -126,7 +126,6 @@ class Observer:
         self._times: dict[tuple[int, str], list[float]] = {}
         self._states: dict[tuple[int, str], list[Summary]] = {}
         self.polls = 0
-        self.last_poll = 0.0
         self.changed = trio.Event()  # set (and replaced) at every change: wait_until wakes on it
 
     def now(self) -> float:
@@ -150,7 +149,6 @@ class Observer:
         self.t0 = t0
         self.events = [dataclasses.replace(e, t=e.t + shift) for e in self.events]
         self._times = {k: [t + shift for t in ts] for k, ts in self._times.items()}
-        self.last_poll += shift
 
     def state_at(self, ns: int, topic: str, t: float) -> Summary:
         """The last summary seen at or before ``t`` (None before the first answer)."""
@@ -186,7 +184,6 @@ class Observer:
                 summary = None
             self.record(ns, topic, summary, self.now())
         self.polls += 1
-        self.last_poll = self.now()
 
     async def _poll_one(self, ns: int, addr: str, first: trio.Event) -> None:
         client = AdminClient([addr], timeout=self.timeout)
