@@ -90,7 +90,8 @@ def test_hung_broker_expires_only_after_the_heartbeat_timeout_then_cont_brings_i
         # It leaves the routes once the heartbeat timeout has passed since its last registration.
         faulty.wait(lambda seen: seen == [{"broker-b"}, {"broker-b"}], timeout=EXPIRE_MS / 1000 + 5)
         gone_after = time.monotonic() - stopped_at
-        earliest = (EXPIRE_MS - REGISTER_MS) / 1000 - 0.5  # the last registration may be one period old; slack
+        # The last registration may be one period old, or (on a loaded machine) a little older.
+        earliest = (EXPIRE_MS - REGISTER_MS) / 1000 - 1.0
         assert gone_after >= earliest, f"expired after {gone_after:.2f} s, before the {EXPIRE_MS} ms timeout"
     finally:
         faulty.run("killBroker", "-b", "broker-a", "--signal", "CONT")
