@@ -176,8 +176,3 @@ class PullHold:
         if len(self._heap) > 2 * self.count + 64:
             self._heap = [e for e in self._heap if not e.done]
             heapq.heapify(self._heap)
-
-    def next_deadline(self) -> float | None:
-        while self._heap and self._heap[0].done:
-            heapq.heappop(self._heap)
-        return self._heap[0].deadline if self._heap else None

@@ -30,8 +30,6 @@ _HEAD_AND_BODY_LEN = struct.Struct(">iiiiiqqiq4siq4siiqi")  # the same + bodyLen
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _PORT_AND_OFFSET = struct.Struct(">iq")
-_PHYS_AT = 28  # byte offset of physicalOffset inside a record
-_STORE_TS_AT = 56  # byte offset of storeTimestamp inside an IPv4 record
 HOSTS_ARE_IPV6 = 0x30  # sys flag bits: born host / store host are IPv6
 
 
@@ -49,14 +47,6 @@ def ipv4_bytes(host: str) -> bytes:
 def offset_msg_id(store_ip: bytes, store_port: int, phys_offset: int) -> str:
     """MessageDecoder.createMessageId: IPv4 + port + commit-log offset, 32 upper-case hex chars."""
     return (store_ip + _PORT_AND_OFFSET.pack(store_port, phys_offset)).hex().upper()
-
-
-def record_phys(record: bytes) -> int:
-    return struct.unpack_from(">q", record, _PHYS_AT)[0]
-
-
-def record_store_time(record: bytes) -> int:
-    return struct.unpack_from(">q", record, _STORE_TS_AT)[0]
 
 
 class _Queue:
