@@ -29,7 +29,6 @@ _HEAD = struct.Struct(">iiiiiqqiq4siq4siiq")  # totalSize .. preparedTransaction
 _HEAD_AND_BODY_LEN = struct.Struct(">iiiiiqqiq4siq4siiqi")  # the same + bodyLength, 88 bytes
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
-_PORT_AND_OFFSET = struct.Struct(">iq")
 HOSTS_ARE_IPV6 = 0x30  # sys flag bits: born host / store host are IPv6
 
 
@@ -42,11 +41,6 @@ def ipv4_bytes(host: str) -> bytes:
             return socket.inet_aton(socket.gethostbyname(host))
         except OSError:
             return socket.inet_aton("127.0.0.1")
-
-
-def offset_msg_id(store_ip: bytes, store_port: int, phys_offset: int) -> str:
-    """MessageDecoder.createMessageId: IPv4 + port + commit-log offset, 32 upper-case hex chars."""
-    return (store_ip + _PORT_AND_OFFSET.pack(store_port, phys_offset)).hex().upper()
 
 
 class _Queue:
@@ -154,7 +148,7 @@ class MessageStore:
         return offset, phys
 
     def msg_id(self, phys: int) -> str:
-        """The offset message id of a message stored at ``phys`` (same as :func:`offset_msg_id`)."""
+        """MessageDecoder.createMessageId: store IPv4 + port + commit-log offset, 32 upper-case hex chars."""
         return self._id_prefix + format(phys, "016X")
 
     # ------------------------------------------------------------------
