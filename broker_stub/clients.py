@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_CLIENTS = 10_000
+MAX_GROUPS = 10_000  # consumer groups known at once; a heartbeat naming more new ones is cut short
 MAX_LOCKS = 100_000
 LOCK_MAX_LIVE_MS = 60_000  # Java: rocketmq.broker.rebalance.lockMaxLiveTime
 SUB_ALL = "*"
@@ -108,6 +109,8 @@ class ClientTable:
             if not isinstance(item, dict) or not item.get("groupName"):
                 continue
             name = str(item["groupName"])
+            if name not in self.groups and len(self.groups) >= MAX_GROUPS:
+                continue
             groups.append(name)
             group = self.groups.get(name) or ConsumerGroup(name)
             self.groups[name] = group
