@@ -58,10 +58,19 @@ def draw(result: RunResult, path: str | Path) -> None:
         bottom.set_ylim(-0.8, scn.cluster.brokers + 0.6)
         bottom.set_yticks([-0.5, *range(scn.cluster.brokers + 1)], ["no answer", *map(str, range(scn.cluster.brokers + 1))])
         bottom.legend(loc="upper right", fontsize="small", title=f"route of {topic}", title_fontsize="small")
+    marks: list[tuple[float, list[str], bool]] = []  # actions closer than 0.4 s share one mark
     for a in result.actions:
+        text = a.text if a.action.kind != "wait_until" else "reached: " + a.text.removeprefix("wait_until ")
+        text = text if len(text) <= 48 else text[:47] + "…"
+        if marks and a.effect - marks[-1][0] < 0.4:
+            marks[-1][1].append(text)
+            marks[-1] = (marks[-1][0], marks[-1][1], marks[-1][2] and a.ok)
+        else:
+            marks.append((a.effect, [text], a.ok))
+    for t, texts, ok in marks:
         for ax in (top, bottom):
-            ax.axvline(a.start, color="black" if a.ok else "red", linestyle="--", linewidth=0.8)
-        top.annotate(a.text, xy=(a.start, 1.0), xycoords=("data", "axes fraction"), rotation=90, va="top",
+            ax.axvline(t, color="black" if ok else "red", linestyle="--", linewidth=0.8)
+        top.annotate("\n".join(texts), xy=(t, 0.98), xycoords=("data", "axes fraction"), rotation=90, va="top",
                      ha="right", fontsize="x-small")
     bottom.set_xlabel("seconds since time zero")
     bottom.set_xlim(0, max(result.end, 1.0))
