@@ -106,6 +106,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
         },
         "expectations": [v.to_json() for v in result.verdicts],
         "forceKilled": result.leftover,
+        "stateDir": result.state_dir,
     }
 
 
@@ -131,7 +132,8 @@ def render(result: RunResult, console: Console) -> None:
             f"(pollNameServerInterval {g.poll_interval:g} s, sendMsgTimeout {g.send_timeout:g} s, "
             f"retries {g.retries}, latency fault {'on' if g.latency_fault else 'off'})"
         )
-    console.print(f"setup {result.setup_seconds:.1f} s, run {result.end:.1f} s, teardown {result.teardown_seconds:.1f} s")
+    console.print(f"setup {result.setup_seconds:.1f} s, run {result.end:.1f} s, teardown {result.teardown_seconds:.1f} s"
+                  + (f"; logs kept in {result.state_dir}" if result.state_dir else ""))
 
     if result.actions:
         rows = [[f"{a.start:.2f}", f"{(a.end - a.start) * 1000:.0f} ms", a.text, status_text(a.ok, "ok" if a.ok else "FAILED"),

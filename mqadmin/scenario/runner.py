@@ -89,6 +89,7 @@ class RunResult:
     setup_seconds: float = 0.0
     teardown_seconds: float = 0.0
     leftover: list[str] = field(default_factory=list)  # processes that needed SIGKILL at the end
+    state_dir: str | None = None  # the cluster's state directory (logs), when kept
 
     @property
     def passed(self) -> bool:
@@ -158,7 +159,7 @@ def run(
     unless ``keep_dir``.
     """
     workdir = Path(tempfile.mkdtemp(prefix=f"mqscenario-{scn.name}-", dir=base_dir))
-    result = RunResult(scn)
+    result = RunResult(scn, state_dir=str(workdir) if keep_dir else None)
     state: cluster.ClusterState | None = None
     try:
         with _signals(_raise_interrupted):
