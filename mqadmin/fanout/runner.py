@@ -114,9 +114,15 @@ class FanoutOptions:
         if self.topics < 1:
             raise FanoutError("--topics must be >= 1")
         if self.engine == "spark":
-            from mqadmin.fanout.spark import check_master  # no pyspark import: a regex
+            from mqadmin.fanout.spark import (  # no pyspark import: regexes
+                check_master,
+                is_local,
+            )
 
             check_master(self.master)
+            if (self.start or self.scenario is not None) and not is_local(self.master):
+                raise FanoutError(f"a local cluster listens on 127.0.0.1, which executors of {self.master} cannot reach: "
+                                  "give --namesrv with addresses the workers can reach instead of --start/--scenario")
 
 
 @dataclass
@@ -459,8 +465,8 @@ class Driver:
         hard = plan.time_limit + plan.send_timeout * 2 + 3.0 + 2.0  # run_load's own bounds
         deadline = plan.start_wall + hard + WATCHDOG_SLACK
         task = None
+        total = plan.time_limit + self.opts.start_delay if plan.duration is not None else plan.partitions
         if self.progress is not None:
-            total = plan.time_limit + self.opts.start_delay if plan.duration is not None else plan.partitions
             task = self.progress.add_task("starting", total=total)
         try:
             while not job.done():
@@ -484,7 +490,7 @@ class Driver:
                 job.result(30.0)
             raise
         if task is not None:
-            self.progress.update(task, completed=self.progress.tasks[0].total, description="collected")
+            self.progress.update(task, completed=total, description="collected")
         return job.result(60.0)
 
 
