@@ -14,18 +14,16 @@ their own timeout) and therefore the outgoing buffer.
 
 The per-request path is kept lean because one trio loop drives thousands of
 producers: the caller is parked directly and rescheduled by the reader with
-its answer, or by a timer task when its deadline passes (one heap of
-deadlines per connection instead of a cancel scope per request), and there
-is no semaphore checkpoint while below the in-flight bound. Cancelling the
+its answer, or by the run's :mod:`~simclient.ticker` when its deadline
+passes (a heap entry instead of a cancel scope per request), and there is
+no semaphore checkpoint while below the in-flight bound. Cancelling the
 caller (an outer scope) still works: the request is forgotten.
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import logging
-import math
 import os
 
 import outcome
@@ -35,6 +33,7 @@ from trio.lowlevel import Abort, Task, current_task, reschedule, wait_task_resch
 from remoting.codec import FrameDecoder, ProtocolError, encode
 from remoting.command import RemotingCommand
 from remoting.transport import ConnectError, RemotingError, RemotingTimeout, parse_addr
+from simclient.ticker import ticker
 
 log = logging.getLogger("simclient.conn")
 
@@ -58,10 +57,6 @@ class PipelinedConnection:
         self._wake = trio.Event()
         self._max_in_flight = max_in_flight
         self._slot_waiters = trio.lowlevel.ParkingLot()
-        # (deadline, opaque) of requests sent; answered ones are skipped when they surface
-        self._deadlines: list[tuple[float, int]] = []
-        self._timer_at = math.inf  # when the timer task will look next
-        self._timer_wake = trio.Event()
         self._closed: str | None = None
 
     @property
@@ -76,9 +71,7 @@ class PipelinedConnection:
         for task in pending:
             reschedule(task, outcome.Value(None))
         self._out.clear()
-        self._deadlines.clear()
         self._wake.set()
-        self._timer_wake.set()
         self._slot_waiters.unpark_all()
 
     def close(self, reason: str = "closed by client") -> None:
@@ -90,7 +83,6 @@ class PipelinedConnection:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._reader, nursery.cancel_scope)
-                nursery.start_soon(self._timer)
                 await self._writer()
                 nursery.cancel_scope.cancel()
         finally:
@@ -114,31 +106,6 @@ class PipelinedConnection:
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 self._fail(f"connection lost: {exc}")
                 return
-
-    async def _timer(self) -> None:
-        """Hand every caller whose deadline passed a timeout (answered ones are long gone)."""
-        heap = self._deadlines
-        pending = self._pending
-        while self._closed is None:
-            now = trio.current_time()
-            if heap and heap[0][0] <= now:
-                # let the reader hand over answers already received first: on a busy loop it
-                # may be scheduled after us in the same pass (trio shuffles each batch)
-                await trio.lowlevel.checkpoint()
-                await trio.lowlevel.checkpoint()
-            while heap and heap[0][0] <= now:
-                task = pending.pop(heapq.heappop(heap)[1], None)
-                if task is not None:
-                    reschedule(task, outcome.Value(_TIMED_OUT))
-            free = self._max_in_flight - len(pending)
-            if free > 0 and self._slot_waiters:
-                self._slot_waiters.unpark(count=free)
-            self._timer_at = heap[0][0] if heap else math.inf
-            wake = self._timer_wake
-            with trio.move_on_at(self._timer_at):
-                await wake.wait()
-            if wake.is_set():
-                self._timer_wake = trio.Event()
 
     async def _reader(self, scope: trio.CancelScope) -> None:
         pending_table = self._pending
@@ -177,20 +144,26 @@ class PipelinedConnection:
         opaque = cmd.opaque = next(self._opaques) & 0x7FFFFFFF
         pending = self._pending
         pending[opaque] = current_task()
-        heapq.heappush(self._deadlines, (deadline, opaque))
-        if deadline < self._timer_at:
-            self._timer_at = deadline
-            self._timer_wake.set()
         self._out.append(encode(cmd))
         self._wake.set()
 
+        def expire() -> None:
+            task = pending.pop(opaque, None)
+            if task is not None:
+                reschedule(task, outcome.Value(_TIMED_OUT))
+
+        timer = ticker()
+        handle = timer.call_at(deadline, expire)
+
         def abort(_: object) -> Abort:
             pending.pop(opaque, None)
+            timer.cancel(handle)
             if self._slot_waiters:
                 self._slot_waiters.unpark()
             return Abort.SUCCEEDED
 
         response = await wait_task_rescheduled(abort)
+        timer.cancel(handle)
         if self._slot_waiters:
             self._slot_waiters.unpark()
         if response is _TIMED_OUT:

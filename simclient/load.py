@@ -21,6 +21,7 @@ from simclient.pool import ClientPool
 from simclient.producer import ProducerOptions, SimProducer
 from simclient.records import OUTCOMES, SendRecord
 from simclient.stats import Histogram, RouteStats
+from simclient.ticker import sleep_until
 
 #: Longest a load may run whatever the spec says (a guard against unbounded loops).
 MAX_DURATION = 24 * 3600.0
@@ -186,7 +187,7 @@ async def _produce(
     topics = spec.topics_of(p.producer_id)
     limit = spec.messages_per_producer if spec.messages_per_producer is not None else -1
     interval = 1.0 / spec.rate_per_producer if spec.rate_per_producer > 0 else 0.0
-    await trio.sleep_until(start_at)
+    await sleep_until(start_at)
     next_at = start_at
     sent = 0
     i = p.producer_id
@@ -198,7 +199,7 @@ async def _produce(
             if next_at > now:
                 if next_at >= end_at:
                     return
-                await trio.sleep_until(next_at)
+                await sleep_until(next_at)
             elif now - next_at > MAX_LAG:
                 next_at = now
             next_at += interval

@@ -56,6 +56,7 @@ from simclient.pool import ClientPool, ConnectError, RemotingError, RemotingTime
 from simclient.records import SendRecord
 from simclient.route import RouteSnapshot, TopicPublish, decode_snapshot, select_queue
 from simclient.stats import RouteStats
+from simclient.ticker import sleep_until
 from simclient.wire import (
     RETRY_RESPONSE_CODES,
     STORED_CODES,
@@ -466,11 +467,11 @@ class SimProducer:
     async def poll_routes_forever(self, *, stagger: bool = True) -> None:
         """Refresh routes every poll interval, first after a random part of it (or at once)."""
         interval = self.options.poll_name_server_interval
-        await trio.sleep(self.rng.uniform(0, interval) if stagger else 0.01)
+        await sleep_until(trio.current_time() + (self.rng.uniform(0, interval) if stagger else 0.01))
         while True:
             next_at = trio.current_time() + interval
             await self.refresh_routes()
-            await trio.sleep_until(next_at)
+            await sleep_until(next_at)
 
     async def maintain_forever(self, *, stagger: bool = True) -> None:
         """Route polling and broker heartbeats on one task (cheaper than two per producer)."""
@@ -481,7 +482,7 @@ class SimProducer:
         next_poll = now + (self.rng.uniform(0, poll_every) if stagger else 0.01)
         next_hb = now + (self.rng.uniform(0, hb_every) if stagger else 1.0) if hb_every > 0 else float("inf")
         while True:
-            await trio.sleep_until(min(next_poll, next_hb))
+            await sleep_until(min(next_poll, next_hb))
             now = trio.current_time()
             if now >= next_poll:
                 next_poll = now + poll_every
