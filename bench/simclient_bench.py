@@ -41,7 +41,14 @@ import trio
 
 from remoting.codes import RequestCode
 from remoting.command import request
-from simclient import ClientPool, LoadSpec, ProducerOptions, run_load
+from simclient import (
+    ClientPool,
+    Histogram,
+    LoadSpec,
+    ProducerOptions,
+    SendRecord,
+    run_load,
+)
 
 NS_BOOT = re.compile(rb"address ([\d.]+):(\d+)")
 BROKER_BOOT = re.compile(rb"The broker\[[^,\]]+, ([\d.]+):(\d+)\] boot success")
@@ -149,14 +156,31 @@ async def phase(
         duration=duration,
         message_size=256,
         topics_per_producer=1,
-        ramp_up=min(duration / 3, producers / 1000.0) if rate else 0.0,
+        ramp_up=min(duration / 3, producers / 2000.0) if rate else 0.0,
     )
+    # steady state: from 2 s after the last producer started to the end
+    steady_from = spec.ramp_up + (1.0 / rate if rate else 0.0) + 1.0
+    steady = Histogram()
+    marks: dict[str, float] = {}
+
+    def sink(rec: SendRecord) -> None:
+        if rec.t >= steady_from:
+            steady.record(rec.latency_ms)
+
+    async def mark() -> None:
+        await trio.sleep(steady_from)
+        marks.update(cpu=time.process_time(), scpu=cluster.server_cpu(), wall=time.monotonic())
+
     stored0 = await cluster.stored(topics)
     rss0 = rss_mb()
     cpu0, scpu0, wall0 = time.process_time(), cluster.server_cpu(), time.monotonic()
-    async with ClientPool() as pool:
-        summary = await run_load(options, spec, lambda r: None, pool=pool)
+    async with ClientPool() as pool, trio.open_nursery() as nursery:
+        nursery.start_soon(mark)
+        summary = await run_load(options, spec, sink, pool=pool)
+        steady_end = {"cpu": time.process_time(), "scpu": cluster.server_cpu(), "wall": time.monotonic()}
         peak_rss = rss_mb()
+        nursery.cancel_scope.cancel()
+    steady_wall = steady_end["wall"] - marks.get("wall", steady_end["wall"])
     wall = time.monotonic() - wall0
     cpu = time.process_time() - cpu0
     scpu = cluster.server_cpu() - scpu0
@@ -173,6 +197,11 @@ async def phase(
         "outcomes": {k: v for k, v in summary.outcomes.items() if v},
         "sends_per_s": round(summary.sends / duration, 1),
         "send_latency_ms": summary.latency.summary(),
+        "steady_from_s": steady_from,
+        "steady_sends_per_s": round(steady.count / steady_wall, 1) if steady_wall > 0 else None,
+        "steady_send_latency_ms": steady.summary(),
+        "steady_client_cpu_pct": round(100 * (steady_end["cpu"] - marks["cpu"]) / steady_wall, 1) if steady_wall > 0 else None,
+        "steady_servers_cpu_pct": round(100 * (steady_end["scpu"] - marks["scpu"]) / steady_wall, 1) if steady_wall > 0 else None,
         "route_queries": summary.route.queries,
         "route_queries_per_s": round(summary.route.queries / duration, 1),
         "route_latency_ms": summary.route.latency.summary(),
@@ -193,12 +222,13 @@ async def phase(
         "client_rss_mb_delta": round(peak_rss - rss0, 1),
         "kb_per_producer": round((peak_rss - rss0) * 1024 / producers, 2),
     }
-    lat = out["send_latency_ms"]
+    lat = out["steady_send_latency_ms"]
     print(
-        f"{name:7} N={producers:6} rate={rate:5g}/s  sends/s={out['sends_per_s']:8}  ok={summary.ok:7}  "
-        f"p50={lat['p50_ms']:7.2f} p99={lat['p99_ms']:8.2f} ms  routeq/s={out['route_queries_per_s']:7}  "
-        f"lag p99={out['loop_lag_ms']['p99']:6.1f} ms  client cpu={out['client_cpu_pct']:5}%  "
-        f"servers cpu={out['servers_cpu_pct']:5}%  +rss={out['client_rss_mb_delta']} MB  "
+        f"{name:7} N={producers:6} rate={rate:5g}/s  ok={summary.ok:7}/{summary.sends:7}  steady: sends/s="
+        f"{out['steady_sends_per_s']:8}  p50={lat['p50_ms']:7.2f} p99={lat['p99_ms']:8.2f} ms  "
+        f"client cpu={out['steady_client_cpu_pct']:5}%  servers cpu={out['steady_servers_cpu_pct']:5}%  |  "
+        f"routeq/s={out['route_queries_per_s']:7}  lag p99={out['loop_lag_ms']['p99']:6.1f} ms  "
+        f"+rss={out['client_rss_mb_delta']} MB  "
         f"broker counts agree={out['counts_agree']} (+{out['stored_not_acknowledged']})  "
         f"cpu pressure={out['cpu_pressure_some_pct']}%",
         flush=True,
@@ -224,7 +254,7 @@ def main() -> None:
     ap.add_argument("--closed", type=int, nargs="*", default=[100, 1000, 5000])
     ap.add_argument("--poll", type=int, nargs="*", default=[5000], help="producers in the route-poll phase")
     ap.add_argument("--poll-interval", type=float, default=2.0)
-    ap.add_argument("--duration", type=float, default=20.0)
+    ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "simclient.json"))
     args = ap.parse_args()
     info = {

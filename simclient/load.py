@@ -2,8 +2,9 @@
 
 Each producer is a trio task sending synchronously (one send at a time, as
 a thread calling ``DefaultMQProducer.send`` does), either as fast as it can
-(closed loop, ``rate_per_producer == 0``) or on a fixed schedule; a second
-task per producer polls routes and heartbeats brokers. Producers share one
+(closed loop, ``rate_per_producer == 0``) or on a fixed schedule whose phase
+is random per producer (so the load is smooth, not a burst every period);
+a second task per producer polls routes and heartbeats brokers. Producers share one
 connection pool and one set of counters, so thousands fit in one process.
 """
 
@@ -264,6 +265,10 @@ async def run_load(
             async with trio.open_nursery() as senders:
                 for p in producers:
                     start_at = now + (rng.uniform(0, spec.ramp_up) if spec.ramp_up > 0 else 0.0)
+                    if spec.rate_per_producer > 0:
+                        # independent producers tick at independent phases: without this, N
+                        # producers started together would send in bursts of N every period
+                        start_at += rng.uniform(0, 1.0 / spec.rate_per_producer)
                     senders.start_soon(_produce, p, spec, body, start_at, end_at, emit)
             background.cancel_scope.cancel()
     summary.elapsed = trio.current_time() - now
