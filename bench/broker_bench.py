@@ -6,7 +6,9 @@ with 1 KB bodies exactly as a Java or C++ producer sends them (all header
 fields, a UNIQ_KEY/TAGS/WAIT properties string) for one topic with 8
 queues. The C load generator (``bench/broker_loadgen.c``, compiled by this
 script; a Python one saturates its own core first) is pinned to CPU 1 and
-keeps one send in flight per connection, over 1 and then 16 connections.
+keeps one send in flight per connection, over 1 and then 16 connections (a
+synchronous producer each), then 8 in flight on each of 16 connections (the
+way a multi-threaded Java producer shares its one connection to a broker).
 Each phase is bounded in time (``--duration``) and in count
 (``--max-sends``). Afterwards the broker's max offsets must add up to the
 number of sends answered SUCCESS, so every counted send was really stored.
@@ -138,7 +140,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=10.0, help="seconds per phase (upper bound)")
     ap.add_argument("--max-sends", type=int, default=1_000_000, help="sends per phase (upper bound)")
-    ap.add_argument("--connections", default="1,16")
+    ap.add_argument("--phases", default="1x1,16x1,16x8", help="CONNECTIONSxIN_FLIGHT, comma-separated")
     ap.add_argument("--body", type=int, default=1024, help="message body bytes")
     ap.add_argument("--max-per-queue", type=int, default=5000, help="broker's in-memory bound per queue")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "broker.json"))
@@ -150,7 +152,7 @@ def main() -> None:
     results: dict[str, object] = {
         "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-        "shape": f"SEND_MESSAGE_V2, {args.body} B bodies, topic with {QUEUES} queues, 1 send in flight per connection",
+        "shape": f"SEND_MESSAGE_V2, {args.body} B bodies, topic with {QUEUES} queues",
         "load_average_before": load_average(),
     }
     with tempfile.TemporaryDirectory(prefix="broker-bench-") as tmp:
@@ -166,12 +168,13 @@ def main() -> None:
             if resp.code != 0:
                 raise SystemExit(f"topic creation failed: {resp}")
             phases = []
-            for n in [int(x) for x in args.connections.split(",")]:
+            for phase in args.phases.split(","):
+                n, depth = (int(x) for x in phase.lower().split("x"))
                 before = stored_total(addr)
                 cpu0, t0 = cpu_seconds(proc.pid), time.perf_counter()
                 host, port = addr.rsplit(":", 1)
                 out = subprocess.run(
-                    [str(loadgen), host, port, str(n), str(args.duration), "1", str(frames_file), str(args.max_sends)],
+                    [str(loadgen), host, port, str(n), str(args.duration), str(depth), str(frames_file), str(args.max_sends)],
                     capture_output=True, text=True, timeout=args.duration + 60, check=False, preexec_fn=lambda: pin(CLIENT_CPU),
                 )
                 if out.returncode != 0:
@@ -190,7 +193,7 @@ def main() -> None:
                 res["server_rss_mb"] = rss_mb(proc.pid)
                 phases.append(res)
                 print(
-                    f"{n:3d} conns: {res['per_second']:9.0f} sends/s  p50 {res['p50_ms']:.3f} ms  p99 {res['p99_ms']:.3f} ms"
+                    f"{n:3d} conns x {depth} in flight: {res['per_second']:9.0f} sends/s  p50 {res['p50_ms']:.3f} ms  p99 {res['p99_ms']:.3f} ms"
                     f"  max {res['max_ms']:.1f} ms  errors {res['errors']}  stored {res['stored']}"
                     f"  server CPU {res['server_cpu_pct']:.0f}% ({res['sends_per_server_cpu_second']:.0f} sends per CPU-second)"
                     f"  client CPU {res['client_cpu_pct']:.0f}%  RSS {res['server_rss_mb']:.0f} MB  load {res['load_average']}"
