@@ -74,8 +74,9 @@ def configs(quick: bool) -> list[Config]:
 class CpuSampler(threading.Thread):
     """Cumulative CPU seconds and RSS of each process group, every ``every`` s, with timestamps."""
 
-    def __init__(self, state: cluster.ClusterState, every: float = 0.5) -> None:
+    def __init__(self, state: cluster.ClusterState, engine: str, every: float = 0.5) -> None:
         super().__init__(daemon=True)
+        self.engine = engine
         self.every = every
         self.groups = {
             "namesrvs": [p.pid for p in state.namesrvs],
@@ -109,8 +110,20 @@ class CpuSampler(threading.Thread):
             children = self.me.children(recursive=True)
         except psutil.Error:
             children = []
+        spark_tree: set[int] = set()
+        for child in children:
+            try:
+                if "java" in child.name():
+                    spark_tree.add(child.pid)
+                    spark_tree.update(c.pid for c in child.children(recursive=True))
+            except psutil.Error:
+                pass
         for child in children:
             if child.pid in self.cluster_pids:
+                continue
+            # The engine of this run: Spark's JVM and its Python workers, or the pool processes
+            # (an idle Spark session kept for the next run is not counted in a multiprocessing run).
+            if (child.pid in spark_tree) != (self.engine == "spark"):
                 continue
             self._group_of[child.pid] = "engine"
             try:
@@ -152,7 +165,7 @@ def one_run(cfg: Config, duration: float, session: Any, workdir: Path) -> dict[s
     state = cluster.start(workdir / cfg.label.replace(" ", "-").replace("[", "").replace("]", ""),
                           cluster.StartOptions(namesrvs=2, brokers=2, topics=tuple(f"FanoutTopic{i}" for i in range(cfg.topics)),
                                                topic_queues=8))
-    sampler = CpuSampler(state)
+    sampler = CpuSampler(state, cfg.engine)
     load_before = os.getloadavg()
     try:
         sampler.start()
@@ -167,8 +180,6 @@ def one_run(cfg: Config, duration: float, session: Any, workdir: Path) -> dict[s
     doc = to_json(result)
     begin = result.plan.start_wall
     usage = sampler.window(begin, begin + duration)
-    for key in ("timeline", "partitions"):
-        doc.pop(key)
     return {"label": cfg.label, "config": cfg.__dict__, "loadavg_before": [round(x, 2) for x in load_before],
             "usage": usage, "report": doc}
 
