@@ -353,3 +353,32 @@ def test_bad_producer_options_are_refused() -> None:
     with pytest.raises(ValueError):
         ProducerOptions(namesrv_addrs=("127.0.0.1:9876",), send_timeout=0)
     assert ProducerOptions(namesrv_addrs=("x:1",)).send_latency_fault_enable is False  # 5.x default
+
+
+async def test_run_load_holds_full_collections_off_and_restores_them() -> None:
+    import gc
+    import socket
+
+    import trio
+
+    from simclient import run_load
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"  # refused: every send ends as no_route
+    before = gc.get_threshold()
+    during: list[tuple[int, int, int]] = []
+    options = ProducerOptions(namesrv_addrs=(dead,), unregister_on_close=False)
+    spec = LoadSpec(producers=3, topics=("T",), rate_per_producer=0, messages_per_producer=2, duration=5)
+
+    async def one() -> None:
+        summary = await run_load(options, spec, lambda r: None, on_start=lambda ps: during.append(gc.get_threshold()))
+        assert summary.outcomes["no_route"] == summary.sends == 6
+
+    async with trio.open_nursery() as nursery:  # two overlapping loads: restored only after both
+        nursery.start_soon(one)
+        nursery.start_soon(one)
+    assert len(during) == 2 and all(t[2] > 10**8 for t in during)
+    assert gc.get_threshold() == before
+    summary = await run_load(options, spec, lambda r: None, tune_gc=False, on_start=lambda ps: during.append(gc.get_threshold()))
+    assert during[-1] == before and summary.sends == 6
