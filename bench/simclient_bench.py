@@ -164,23 +164,25 @@ async def phase(
     marks: dict[str, float] = {}
 
     def sink(rec: SendRecord) -> None:
-        if rec.t >= steady_from:
+        if steady_from <= rec.t < duration:
             steady.record(rec.latency_ms)
 
-    async def mark() -> None:
-        await trio.sleep(steady_from)
-        marks.update(cpu=time.process_time(), scpu=cluster.server_cpu(), wall=time.monotonic())
+    async def mark(at: float, name: str) -> None:
+        await trio.sleep_until(t0 + at)
+        marks[name] = {"cpu": time.process_time(), "scpu": cluster.server_cpu(), "wall": time.monotonic()}
 
     stored0 = await cluster.stored(topics)
     rss0 = rss_mb()
     cpu0, scpu0, wall0 = time.process_time(), cluster.server_cpu(), time.monotonic()
     async with ClientPool() as pool, trio.open_nursery() as nursery:
-        nursery.start_soon(mark)
-        summary = await run_load(options, spec, sink, pool=pool)
-        steady_end = {"cpu": time.process_time(), "scpu": cluster.server_cpu(), "wall": time.monotonic()}
+        t0 = trio.current_time()
+        nursery.start_soon(mark, steady_from, "start")
+        nursery.start_soon(mark, duration, "end")
+        summary = await run_load(options, spec, sink, pool=pool, t0=t0)
         peak_rss = rss_mb()
         nursery.cancel_scope.cancel()
-    steady_wall = steady_end["wall"] - marks.get("wall", steady_end["wall"])
+    start, end = marks["start"], marks["end"]
+    steady_wall = end["wall"] - start["wall"]
     wall = time.monotonic() - wall0
     cpu = time.process_time() - cpu0
     scpu = cluster.server_cpu() - scpu0
@@ -200,8 +202,8 @@ async def phase(
         "steady_from_s": steady_from,
         "steady_sends_per_s": round(steady.count / steady_wall, 1) if steady_wall > 0 else None,
         "steady_send_latency_ms": steady.summary(),
-        "steady_client_cpu_pct": round(100 * (steady_end["cpu"] - marks["cpu"]) / steady_wall, 1) if steady_wall > 0 else None,
-        "steady_servers_cpu_pct": round(100 * (steady_end["scpu"] - marks["scpu"]) / steady_wall, 1) if steady_wall > 0 else None,
+        "steady_client_cpu_pct": round(100 * (end["cpu"] - start["cpu"]) / steady_wall, 1) if steady_wall > 0 else None,
+        "steady_servers_cpu_pct": round(100 * (end["scpu"] - start["scpu"]) / steady_wall, 1) if steady_wall > 0 else None,
         "route_queries": summary.route.queries,
         "route_queries_per_s": round(summary.route.queries / duration, 1),
         "route_latency_ms": summary.route.latency.summary(),
