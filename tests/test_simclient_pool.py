@@ -34,7 +34,7 @@ async def test_refused_connection_fails_fast_and_is_retried_on_next_use(
         start = trio.current_time()
         with pytest.raises(ConnectError, match="refused"):
             await pool.invoke(addr, rq.get_route("T"), 2.0)
-        assert trio.current_time() - start < 0.5
+        assert trio.current_time() - start < 1.0  # refused at once, not after the 2 s timeout
         assert pool.addresses == []  # nothing cached for a failed address
         ns = start_namesrv("late", listenPort=port)
         resp = await pool.invoke(addr, rq.get_route("T"), 2.0)
@@ -125,5 +125,5 @@ async def test_a_shorter_deadline_behind_a_longer_one_still_fires_on_time() -> N
                 nursery.start_soon(one, "long", 1.5)
                 await trio.sleep(0.05)
                 nursery.start_soon(one, "short", 0.2)
-    assert 0.2 <= took["short"] < 0.6
-    assert 1.5 <= took["long"] < 2.5
+    assert 0.2 <= took["short"] < 1.2  # not held up behind the 1.5 s deadline
+    assert 1.5 <= took["long"] < 3.5
