@@ -220,7 +220,8 @@ async def phase(
         "counts_agree": {k: v for k, v in stored.items() if v} == dict(summary.by_broker),
         "stored_not_acknowledged": sum(stored.values()) - summary.ok,
         "cpu_pressure_some_pct": cpu_pressure(),
-        "loop_lag_note": "p99 above ~50 ms: the client loop, not the cluster, limited this phase",
+        # a loop lag p99 above ~50 ms means the client loop, not the cluster, limited the phase
+        "client_loop_limited": summary.loop_lag.percentile(99) > 50.0,
         "client_rss_mb_delta": round(peak_rss - rss0, 1),
         "kb_per_producer": round((peak_rss - rss0) * 1024 / producers, 2),
     }
