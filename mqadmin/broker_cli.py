@@ -20,6 +20,7 @@ from mqadmin.client import (
     AdminError,
     PerServer,
     check_addr,
+    code_name,
     parse_attributes,
     run,
     topic_config_text,
@@ -269,6 +270,67 @@ def consume_message(
         raise typer.Exit(1)
 
 
+# ---------------------------------------------------------------------------
+# brokerFault (ours: the broker stub's fault switchboard)
+
+
+def broker_fault(
+    broker: str = typer.Option(..., "-b", "--broker", help="Broker address (host:port) or broker name (via the NameServer)."),
+    broker_id: int = typer.Option(0, "--id", min=0, help="With a broker name: which brokerId (0 = master)."),
+    latency: int | None = typer.Option(None, "--latency", min=0, max=600_000, metavar="MS", help="Answer every send MS later."),
+    reject: int | None = typer.Option(None, "--reject", metavar="CODE", help="Answer every send with response CODE."),
+    remark: str | None = typer.Option(None, "--remark", help="With --reject: the remark sent back."),
+    hang: bool = typer.Option(False, "--hang", help="Answer nothing (connections stay open) until --resume."),
+    resume: bool = typer.Option(False, "--resume", help="End --hang; waiting requests are answered."),
+    partition: str | None = typer.Option(None, "--partition", metavar="NAMESRV", help="Stop registering/heartbeating to this NameServer (host:port)."),
+    heal: str | None = typer.Option(None, "--heal", metavar="NAMESRV|all", help="Undo --partition for one NameServer, or all."),
+    clear: bool = typer.Option(False, "--clear", help="Back to normal: no latency, reject, hang or partition."),
+    namesrv: str | None = NamesrvOpt,
+    as_json: bool = JsonOpt,
+    timeout: float = TimeoutOpt,
+) -> None:
+    """With no fault option, show the switchboard; otherwise change one thing and show the result."""
+    chosen: list[tuple[str, dict[str, object]]] = []
+    if latency is not None:
+        chosen.append(("latency", {"millis": latency}))
+    if reject is not None:
+        chosen.append(("reject", {"code": reject, **({"remark": remark} if remark else {})}))
+    elif remark is not None:
+        raise bad_option("--remark", "only goes with --reject")
+    if hang:
+        chosen.append(("hang", {}))
+    if resume:
+        chosen.append(("resume", {}))
+    if partition is not None:
+        chosen.append(("partition", {"namesrv": check_addr(partition)}))
+    if heal is not None:
+        chosen.append(("heal", {} if heal.strip().lower() == "all" else {"namesrv": check_addr(heal)}))
+    if clear:
+        chosen.append(("clear", {}))
+    if len(chosen) > 1:
+        raise bad_option("brokerFault", "give at most one of --latency, --reject, --hang, --resume, --partition, --heal, --clear")
+    action, params = chosen[0] if chosen else ("status", {})
+    by_addr = ":" in broker
+
+    async def call() -> tuple[str, dict[str, Any]]:
+        # A hung broker answers nothing but fault requests, so a fresh connection is used each time.
+        addr = check_addr(broker) if by_addr else await client_for(namesrv, timeout).broker_addr_of(broker, broker_id)
+        return addr, await AdminClient([], timeout=timeout).broker_fault(addr, action, **params)
+
+    addr, state = run(call)
+    if as_json:
+        print_json({"broker": addr, "action": action, "state": state})
+        return
+    rows = [
+        ["send latency", f"{state.get('sendLatencyMillis', 0)} ms"],
+        ["reject sends with", "-" if state.get("rejectCode") is None else code_name(int(state["rejectCode"]))],
+        ["hung", "yes" if state.get("hung") else "no"],
+        ["partitioned from", ", ".join(state.get("partitioned") or []) or "-"],
+    ]
+    title = f"broker {addr}: " + ("fault state" if action == "status" else f"{action} applied")
+    out.print(fit_table([Col("#Fault"), Col("#State", wrap=True)], rows, title=title))
+
+
 def _preview(body: bytes) -> str:
     text = body.decode("utf-8", "replace")
     return text if len(text) <= BODY_PREVIEW else text[:BODY_PREVIEW] + f"... ({len(body)} bytes)"
@@ -280,4 +342,5 @@ def register(app: typer.Typer) -> None:
     app.command("brokerStatus", help="Fetch a broker's runtime status data (GET_BROKER_RUNTIME_INFO).")(broker_status)
     app.command("sendMessage", help="Send one message (SEND_MESSAGE_V2 to a master chosen from the route).")(send_message)
     app.command("consumeMessage", help="Pull up to -c messages from each queue of a topic, oldest first.")(consume_message)
+    app.command("brokerFault", help="Inject a fault into a broker stub (latency, reject, hang, partition) or show its faults.")(broker_fault)
 

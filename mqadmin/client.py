@@ -54,6 +54,7 @@ TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"  # MixAll.TOOLS_CONSUMER_GROUP
 PULL_BATCH = 32  # the broker's per-pull cap (maxTransferCountOnMessageInMemory)
 SEND_ATTEMPTS = 3  # Java: 1 + retryTimesWhenSendFailed (2)
 DEFAULT_TOPIC_QUEUE_NUMS = 4  # DefaultMQProducer.defaultTopicQueueNums
+BROKER_STUB_FAULT = 9000  # broker_stub.faults.FAULT_CODE: the stub's own request, unknown to Java brokers
 PULL_SYS_FLAG_SUBSCRIPTION = 0x4
 #: Stored-but statuses of a send (the client returns a result, no error).
 SEND_STATUS = {
@@ -460,6 +461,40 @@ class AdminClient:
 
     async def broker_call(self, addr: str, req: RemotingCommand, what: str) -> RemotingCommand:
         return _check(addr, await self.invoke(addr, req), what)
+
+    async def broker_fault(self, broker_addr: str, action: str, **params: object) -> dict[str, Any]:
+        """Drive a broker stub's fault switchboard (request 9000, see :mod:`broker_stub.faults`).
+
+        Returns the switchboard's whole state after the change. A Java broker
+        does not know the code and answers REQUEST_CODE_NOT_SUPPORTED, which
+        becomes an :class:`AdminError` like any refusal.
+        """
+        ext = {"action": action, **{k: str(v) for k, v in params.items()}}
+        resp = await self.broker_call(broker_addr, request(BROKER_STUB_FAULT, ext), f"fault {action}")
+
+        def decode(body: bytes) -> dict[str, Any]:
+            try:
+                state = fastjson.loads(body)
+            except ValueError as exc:
+                raise BodyError(f"fault state is not JSON: {exc}") from None
+            if not isinstance(state, dict):
+                raise BodyError("fault state is not a JSON object")
+            return state
+
+        return _parse(broker_addr, decode, resp.body)
+
+    async def broker_addr_of(self, broker_name: str, broker_id: int = 0) -> str:
+        """The address the NameServer holds for broker ``broker_name`` / ``broker_id``."""
+        info = await self.cluster_info()
+        data = info.broker_addr_table.get(broker_name)
+        if data is None:
+            known = ", ".join(sorted(info.broker_addr_table)) or "none"
+            raise AdminError(f"broker {broker_name} is not known to the NameServer (brokers: {known})")
+        addr = dict(data.broker_addrs).get(broker_id)
+        if addr is None:
+            raise AdminError(f"broker {broker_name} has no brokerId {broker_id} registered "
+                             f"(ids: {', '.join(map(str, sorted(dict(data.broker_addrs))))})")
+        return addr
 
     async def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
         resp = await self.broker_call(broker_addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), "GET_BROKER_RUNTIME_INFO")

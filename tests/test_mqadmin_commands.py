@@ -361,3 +361,58 @@ def test_bad_options_are_one_line(live: Cluster) -> None:
         assert out.returncode == 2 and out.stderr.count("\n") == 1 and needle in out.stderr, args
         assert "Traceback" not in out.stderr and out.stdout == ""
     assert json.loads(live.run("topicRoute", "-t", "t1", "--json").stdout)["queueDatas"]
+
+
+def test_broker_fault_switchboard(live: Cluster) -> None:
+    """brokerFault drives the stub's request 9000; each fault shows in what a producer gets."""
+    a = live.addr["broker-a-0"]
+    topic = "faulted"
+    try:
+        state = live.json("brokerFault", "-b", "broker-a")  # no option: the state, by broker name
+        assert state == {"broker": a, "action": "status",
+                         "state": {"hung": False, "partitioned": [], "rejectCode": None, "sendLatencyMillis": 0}}
+
+        assert live.json("brokerFault", "-b", "broker-a", "--latency", "400")["state"]["sendLatencyMillis"] == 400
+        began = time.monotonic()
+        live.json("sendMessage", "-t", topic, "-p", "slow", "-b", "broker-a", *SLOW_OK)
+        assert time.monotonic() - began >= 0.4
+        live.json("brokerFault", "-b", a, "--latency", "0")
+
+        rejected = live.json("brokerFault", "-b", a, "--reject", "2", "--remark", "too busy")
+        assert rejected["state"]["rejectCode"] == 2
+        refused = live.run("sendMessage", "-t", topic, "-p", "no", "-b", "broker-a")
+        assert refused.returncode == 1 and "SYSTEM_BUSY" in refused.stderr and "too busy" in refused.stderr
+        table = live.run("brokerFault", "-b", "broker-a")
+        assert table.returncode == 0 and "SYSTEM_BUSY" in table.stdout
+
+        assert live.json("brokerFault", "-b", "broker-a", "--hang")["state"]["hung"] is True
+        silent = live.run("brokerStatus", "-b", a, "--timeout", "0.5")
+        assert silent.returncode == 1 and "no answer" in silent.stdout
+        assert live.json("brokerFault", "-b", "broker-a")["state"]["hung"] is True  # faults are answered while hung
+        assert live.json("brokerFault", "-b", "broker-a", "--resume")["state"]["hung"] is False
+        assert live.run("brokerStatus", "-b", a).returncode == 0
+
+        ns0 = live.namesrvs[0]
+        assert live.json("brokerFault", "-b", "broker-a", "--partition", ns0)["state"]["partitioned"] == [ns0]
+        assert live.json("brokerFault", "-b", "broker-a", "--heal", "all")["state"]["partitioned"] == []
+    finally:
+        cleared = live.json("brokerFault", "-b", a, "--clear")
+    assert cleared["state"] == {"hung": False, "partitioned": [], "rejectCode": None, "sendLatencyMillis": 0}
+    sent = live.json("sendMessage", "-t", topic, "-p", "fine", "-b", "broker-a", *SLOW_OK)
+    assert sent["sendStatus"] == "SEND_OK"
+
+
+def test_broker_fault_errors(live: Cluster) -> None:
+    two = live.run("brokerFault", "-b", "broker-a", "--hang", "--clear")
+    assert two.returncode == 2 and two.stderr.count("\n") == 1 and "at most one" in two.stderr
+    remark_alone = live.run("brokerFault", "-b", "broker-a", "--remark", "x")
+    assert remark_alone.returncode == 2 and "--reject" in remark_alone.stderr
+    unknown = live.run("brokerFault", "-b", "broker-z", "--hang")
+    assert unknown.returncode == 1 and unknown.stderr.count("\n") == 1
+    assert "broker broker-z is not known" in unknown.stderr and "broker-a" in unknown.stderr
+    bad_ns = live.run("brokerFault", "-b", "broker-a", "--partition", "nowhere")
+    assert bad_ns.returncode == 1 and bad_ns.stderr.count("\n") == 1 and "nowhere" in bad_ns.stderr
+    # A NameServer (like a Java broker) does not know request 9000: one line naming the address.
+    not_stub = live.run("brokerFault", "-b", live.namesrvs[0], "--hang")
+    assert not_stub.returncode == 1 and "REQUEST_CODE_NOT_SUPPORTED" in not_stub.stderr
+    assert live.namesrvs[0] in not_stub.stderr and "Traceback" not in not_stub.stderr

@@ -23,9 +23,7 @@ from mqadmin.scenario.expectations import holds, holds_through, stable_hold
 from mqadmin.scenario.observer import Observer
 from mqadmin.scenario.schema import Action
 from remoting.bodies import TopicConfig
-from remoting.command import request
 
-FAULT_CODE = 9000  # broker_stub.faults.FAULT_CODE; a stub-only request code
 RPC_TIMEOUT = 3.0
 
 
@@ -69,7 +67,8 @@ class Executor:
         if not proc.alive():
             raise ActionError(f"{proc.name} is not running")
         try:
-            await AdminClient([], timeout=RPC_TIMEOUT).broker_call(proc.addr, request(FAULT_CODE, ext), f"fault {ext['action']}")
+            params = {k: v for k, v in ext.items() if k != "action"}
+            await AdminClient([], timeout=RPC_TIMEOUT).broker_fault(proc.addr, str(ext["action"]), **params)
         except AdminError as exc:
             raise ActionError(str(exc)) from None
         return f"{proc.name}: " + " ".join(f"{k}={v}" for k, v in ext.items())
