@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from datetime import datetime
 from typing import Any
 
 import typer
@@ -236,6 +237,9 @@ def consume_message(
     offset: int | None = typer.Option(None, "-o", "--offset", min=0, help="Start at this queue offset (needs -i)."),
     group: str = typer.Option(TOOLS_CONSUMER_GROUP, "-g", "--consumerGroup", help="Consumer group name."),
     count: int = typer.Option(128, "-c", "--MessageNumber", min=1, max=100_000, help="At most this many messages."),
+    begin: str | None = typer.Option(None, "-s", "--beginTimestamp", metavar="TIME",
+                                     help="Only messages stored at or after TIME (currentTimeMillis or yyyy-MM-dd#HH:mm:ss:SSS)."),
+    end: str | None = typer.Option(None, "-e", "--endTimestamp", metavar="TIME", help="Only messages stored before TIME."),
     namesrv: str | None = NamesrvOpt,
     as_json: bool = JsonOpt,
     timeout: float = TimeoutOpt,
@@ -244,12 +248,16 @@ def consume_message(
         raise bad_option("-i", "Please set the brokerName (-b) before queueId")
     if offset is not None and queue_id is None:
         raise bad_option("-o", "Please set queueId (-i) before offset")
+    begin_ms = None if begin is None else _timestamp("-s", begin)
+    end_ms = None if end is None else _timestamp("-e", end)
+    if begin_ms is not None and end_ms is not None and end_ms < begin_ms:
+        raise bad_option("-e", "the end timestamp is before the begin timestamp")
     client = client_for(namesrv, timeout)
 
     async def consume() -> Any:
         async with client.pooled():
             return await client.consume(topic, broker_name=broker, queue_id=queue_id, offset=offset, count=count,
-                                        group=group)
+                                        group=group, begin_ms=begin_ms, end_ms=end_ms)
 
     reads = run(consume)
     msgs = [m for r in reads for m in r.messages]
@@ -329,6 +337,18 @@ def broker_fault(
     ]
     title = f"broker {addr}: " + ("fault state" if action == "status" else f"{action} applied")
     out.print(fit_table([Col("#Fault"), Col("#State", wrap=True)], rows, title=title))
+
+
+def _timestamp(option: str, text: str) -> int:
+    """Apache mqadmin's time argument: milliseconds since the epoch, or local ``yyyy-MM-dd#HH:mm:ss:SSS``."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f")
+    except ValueError:
+        raise bad_option(option, f"{text!r} is neither milliseconds since the epoch nor yyyy-MM-dd#HH:mm:ss:SSS") from None
+    return int(moment.timestamp() * 1000)
 
 
 def _preview(body: bytes) -> str:

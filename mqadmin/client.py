@@ -527,6 +527,11 @@ class AdminClient:
         req = request(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": queue_id, "committed": True})
         return _int_ext(broker_addr, await self.broker_call(broker_addr, req, "GET_MAX_OFFSET"), "offset")
 
+    async def search_offset(self, broker_addr: str, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP: the first offset stored at or after ``timestamp_ms``."""
+        req = request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"topic": topic, "queueId": queue_id, "timestamp": timestamp_ms})
+        return _int_ext(broker_addr, await self.broker_call(broker_addr, req, "SEARCH_OFFSET_BY_TIMESTAMP"), "offset")
+
     async def topic_consumer_groups(self, broker_addr: str, topic: str) -> list[str]:
         """QUERY_TOPIC_CONSUME_BY_WHO (300); a broker that does not support it knows no groups."""
         resp = await self.invoke(broker_addr, request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}))
@@ -698,9 +703,13 @@ class AdminClient:
         offset: int | None = None,
         count: int = 128,
         group: str = TOOLS_CONSUMER_GROUP,
+        begin_ms: int | None = None,
+        end_ms: int | None = None,
     ) -> list[QueueRead]:
         """Read up to ``count`` messages, oldest first, queue after queue (ConsumeMessageCommand).
 
+        ``begin_ms``/``end_ms`` keep to messages stored in [begin, end), found
+        per queue with SEARCH_OFFSET_BY_TIMESTAMP as Java's command does.
         Bounded: at most ``count`` messages, and every pull must advance the
         offset or the queue is left.
         """
@@ -730,21 +739,27 @@ class AdminClient:
                 read.error = f"broker {name} has no address in the route"
                 continue
             try:
-                await self._read_queue(read, topic, offset, left, group)
+                await self._read_queue(read, topic, offset, left, group, begin_ms, end_ms)
             except AdminError as exc:
                 read.error = str(exc)
             left -= len(read.messages)
         return reads
 
-    async def _read_queue(self, read: QueueRead, topic: str, offset: int | None, limit: int, group: str) -> None:
+    async def _read_queue(self, read: QueueRead, topic: str, offset: int | None, limit: int, group: str,
+                          begin_ms: int | None = None, end_ms: int | None = None) -> None:
         addr = read.broker_addr
         assert addr is not None
         read.min_offset = await self.min_offset(addr, topic, read.queue_id)
         read.max_offset = await self.max_offset(addr, topic, read.queue_id)
         pos = max(read.min_offset, offset if offset is not None else read.min_offset)
+        if begin_ms is not None:
+            pos = max(pos, await self.search_offset(addr, topic, read.queue_id, begin_ms))
+        stop = read.max_offset
+        if end_ms is not None:
+            stop = min(stop, await self.search_offset(addr, topic, read.queue_id, end_ms))
         read.start_offset = read.next_offset = pos
-        while pos < read.max_offset and len(read.messages) < limit:
-            want = min(PULL_BATCH, limit - len(read.messages), read.max_offset - pos)
+        while pos < stop and len(read.messages) < limit:
+            want = min(PULL_BATCH, limit - len(read.messages), stop - pos)
             result = await self.pull(addr, topic, read.queue_id, pos, want, group=group, broker_name=read.broker_name)
             read.messages.extend(result.messages[: limit - len(read.messages)])
             if result.status != "FOUND" or result.next_begin_offset <= pos:

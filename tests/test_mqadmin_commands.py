@@ -216,7 +216,8 @@ def test_send_and_consume(live: Cluster) -> None:
     assert (first["brokerName"], first["queueId"]) == ("broker-b", 2)
     assert second["queueOffset"] == first["queueOffset"] + 1
 
-    table = live.run("sendMessage", "-t", "t1", "-p", "x", *SLOW_OK)
+    # to broker-a: a queue picked at random could be broker-b's queue 2 (1 in 16), read back below by offset
+    table = live.run("sendMessage", "-t", "t1", "-p", "x", "-b", "broker-a", *SLOW_OK)
     assert table.returncode == 0 and "#Send Result" in table.stdout and "SEND_OK" in table.stdout
 
     got = live.json("consumeMessage", "-t", "t1", "-b", "broker-b", "-i", "2", "-o", str(first["queueOffset"]))
@@ -416,3 +417,27 @@ def test_broker_fault_errors(live: Cluster) -> None:
     not_stub = live.run("brokerFault", "-b", live.namesrvs[0], "--hang")
     assert not_stub.returncode == 1 and "REQUEST_CODE_NOT_SUPPORTED" in not_stub.stderr
     assert live.namesrvs[0] in not_stub.stderr and "Traceback" not in not_stub.stderr
+
+
+def test_consume_between_timestamps(live: Cluster) -> None:
+    """consumeMessage -s/-e (Apache's begin/end timestamps) pick messages by store time."""
+    first = live.json("sendMessage", "-t", "timed", "-p", "early", "-b", "broker-b", "-i", "0", *SLOW_OK)
+    time.sleep(0.05)
+    second = live.json("sendMessage", "-t", "timed", "-p", "late", "-b", "broker-b", "-i", "0", *SLOW_OK)
+    assert second["queueOffset"] == first["queueOffset"] + 1
+    where = ("-t", "timed", "-b", "broker-b", "-i", "0")
+    stored = {m["body"]: m["storeTimestamp"] for m in live.json("consumeMessage", *where)["messages"]}
+    assert stored["late"] > stored["early"]
+
+    def bodies(*args: str) -> list[str]:
+        return [m["body"] for m in live.json("consumeMessage", *where, *args)["messages"]]
+
+    assert bodies("-s", str(stored["late"])) == ["late"]
+    assert bodies("-e", str(stored["late"])) == ["early"]
+    assert bodies("-s", str(stored["early"]), "-e", str(stored["late"] + 1)) == ["early", "late"]
+    local = time.strftime("%Y-%m-%d#%H:%M:%S", time.localtime(stored["late"] / 1000)) + f":{stored['late'] % 1000:03d}"
+    assert bodies("-s", local) == ["late"]
+    bad = live.run("consumeMessage", *where, "-s", "yesterday")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "yyyy-MM-dd#HH:mm:ss:SSS" in bad.stderr
+    backwards = live.run("consumeMessage", *where, "-s", "2000", "-e", "1000")
+    assert backwards.returncode == 2 and "before the begin" in backwards.stderr
