@@ -11,6 +11,7 @@ import typer
 
 from broker_stub.config import BrokerConfig, ConfigError, load_file
 from broker_stub.server import BrokerServer
+from broker_stub.topic_store import TopicStoreError
 from remoting.climain import first_of, run_app
 
 log = logging.getLogger("broker_stub")
@@ -51,8 +52,9 @@ def main(
     )
     if config_file:
         print(f"load config properties file OK, {config_file}", flush=True)
+    server = BrokerServer(config)  # reads the saved topics: a bad file stops here with one line
     try:
-        trio.run(_serve, config)
+        trio.run(_serve, server)
     except BaseException as exc:
         err = first_of(exc, OSError)
         if err is None:
@@ -61,8 +63,8 @@ def main(
         raise StartupError(f"cannot listen on {where}: {getattr(err, 'strerror', None) or err}") from None
 
 
-async def _serve(config: BrokerConfig) -> None:
-    server = BrokerServer(config)
+async def _serve(server: BrokerServer) -> None:
+    config = server.config
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             addr = await nursery.start(server.serve)
@@ -79,7 +81,7 @@ async def _serve(config: BrokerConfig) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Console-script entry point: one clear line and a non-zero exit on failure."""
-    return run_app(app, "mqbroker-stub", argv, (ConfigError, StartupError))
+    return run_app(app, "mqbroker-stub", argv, (ConfigError, StartupError, TopicStoreError))
 
 
 def entry() -> None:

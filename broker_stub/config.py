@@ -65,6 +65,9 @@ class BrokerConfig:
     shortPollingTimeMills: int = 1000  # how long to hold it when long polling is off
     messageDelayLevel: str = DEFAULT_DELAY_LEVELS
     regionId: str = "DefaultRegion"
+    # Java's default is ~/store; empty here keeps topics in memory only, so two stubs
+    # started with defaults never share a file. Set it to keep topics across restarts.
+    storePathRootDir: str = ""
     traceOn: bool = True
     # extensions
     maxMessagesPerQueue: int = 10000  # in-memory queue bound; the oldest message is dropped

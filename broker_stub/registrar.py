@@ -3,9 +3,10 @@
 One task per NameServer, each with its own persistent connection, so a dead
 or slow NameServer never delays the others and a NameServer sees this broker
 go away the moment its process dies (the connection closes, §6.6). Every
-call has a timeout; a failed connection is retried with exponential backoff.
-:meth:`Registrar.kick` wakes every task to register now (topic change,
-permission change, healed partition).
+call has a timeout; a NameServer that cannot be reached is tried again at
+the next registration, as a Java broker does. :meth:`Registrar.kick` wakes
+every task to register now (topic change, permission change, healed
+partition).
 """
 
 from __future__ import annotations
@@ -25,10 +26,7 @@ from remoting.transport import RemotingClient, RemotingError, connect
 
 log = logging.getLogger("broker_stub")
 
-BACKOFF_START = 0.1
-BACKOFF_MAX = 5.0
 UNREGISTER_TIMEOUT = 3.0  # Java: 3 s per NameServer
-CLOSED_POLL_SECONDS = 0.1  # how soon a dropped NameServer connection is noticed
 
 
 class Registrar:
@@ -76,48 +74,56 @@ class Registrar:
             for addr in self.config.namesrv_list():
                 nursery.start_soon(self._serve_one, addr)
 
-    async def _wait(self, seconds: float, seen: int, client: RemotingClient) -> None:
-        """Sleep for ``seconds``, until kicked (or kicked since ``seen``), or until the
-        connection drops (a NameServer closes an expired broker's channel): then
-        reconnect promptly instead of after a whole period."""
+    async def _wait(self, seconds: float, seen: int) -> None:
+        """Sleep for ``seconds`` or until kicked (or kicked since ``seen``)."""
         deadline = trio.current_time() + seconds
-        while self._generation == seen and not client.closed:
+        while self._generation == seen:
             remaining = deadline - trio.current_time()
             if remaining <= 0:
                 return
             wake = self._wake
-            with trio.move_on_after(min(remaining, CLOSED_POLL_SECONDS)):
+            with trio.move_on_after(remaining):
                 await wake.wait()
 
     async def _serve_one(self, addr: str) -> None:
-        backoff = BACKOFF_START
+        """Register with one NameServer for as long as the broker runs.
+
+        Like a Java broker, a NameServer is only (re)dialled when the broker
+        registers: on start, at each period and on a topic change. A dropped
+        connection (the NameServer died, or closed an expired broker's
+        channel) is noticed at the next of those, not sooner, so a restarted
+        NameServer stays empty for up to one period, as with Java.
+        """
+        period = self.config.registerNameServerPeriod / 1000.0
         while True:
+            seen = self._generation
             timeout = self.config.registerBrokerTimeoutMills / 1000.0
             try:
-                async with connect(addr, connect_timeout=timeout) as client:
-                    backoff = BACKOFF_START
-                    async with trio.open_nursery() as nursery:
-                        if self.config.enableSlaveActingMaster:
-                            nursery.start_soon(self._heartbeats, addr, client)
-                        await self._register_loop(addr, client)
-                        nursery.cancel_scope.cancel()
-                reason = "connection lost"
+                async with connect(addr, connect_timeout=timeout) as client, trio.open_nursery() as nursery:
+                    if self.config.enableSlaveActingMaster:
+                        nursery.start_soon(self._heartbeats, addr, client)
+                    await self._register_loop(addr, client)
+                    nursery.cancel_scope.cancel()
+                # found closed when it was time to register: dial again now
+                self.registered.pop(addr, None)
+                log.warning("name server %s: connection lost; registering on a new one", addr)
+                continue
             except RemotingError as exc:
                 reason = str(exc)
             self.registered.pop(addr, None)
-            log.warning("name server %s: %s; reconnecting in %.1f s", addr, reason, backoff)
-            await trio.sleep(backoff)
-            backoff = min(backoff * 2, BACKOFF_MAX)
+            log.warning("name server %s: %s; next attempt in %.1f s or on a topic change", addr, reason, period)
+            await self._wait(period, seen)
 
     async def _register_loop(self, addr: str, client: RemotingClient) -> None:
-        """Register now and then every period/kick until the connection breaks."""
+        """Register now and then every period/kick; return when the connection is found closed
+        at a registration (Java replaces an inactive channel when it next invokes)."""
         while not client.closed:
             seen = self._generation
             if not self.faults.is_partitioned(addr):
                 await self._register_once(addr, client)
-            if client.closed:
-                return
-            await self._wait(self.config.registerNameServerPeriod / 1000.0, seen, client)
+                if client.closed:
+                    return
+            await self._wait(self.config.registerNameServerPeriod / 1000.0, seen)
 
     async def _register_once(self, addr: str, client: RemotingClient) -> None:
         config = self.config

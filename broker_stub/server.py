@@ -12,6 +12,7 @@ import logging
 
 import trio
 
+from broker_stub import topic_store
 from broker_stub.config import BrokerConfig
 from broker_stub.faults import Faults
 from broker_stub.processor import BrokerProcessor
@@ -35,11 +36,21 @@ class BrokerServer:
         self._stop_event = trio.Event()
         self.registrar: Registrar | None = None
         self.processor: BrokerProcessor | None = None
+        self.topics: TopicTable | None = None
         self.addr = ""
+        # Read before serving, so a broken topics file is a start-up error, not a half-started broker.
+        self.topics_file = topic_store.topics_path(config.storePathRootDir) if config.storePathRootDir else None
+        self._saved = topic_store.load(self.topics_file) if self.topics_file else ([], None)
 
     def stop(self) -> None:
         """Begin an orderly stop (safe to call more than once)."""
         self._stop_event.set()
+
+    def _topics_changed(self) -> None:
+        """Save the table before the change is answered (an error here answers SYSTEM_ERROR), then register."""
+        assert self.topics_file is not None and self.topics is not None
+        topic_store.save(self.topics_file, self.topics.configs(), self.topics.data_version)
+        self._kick()
 
     def _kick(self) -> None:
         if self.registrar is not None:
@@ -65,6 +76,10 @@ class BrokerServer:
             ),
             on_change=self._kick,
         )
+        if self.topics_file:
+            topics.restore(*self._saved)
+            topics.on_change = self._topics_changed
+        self.topics = topics
         store = MessageStore(config.brokerIP1, port, config.maxMessagesPerQueue)
         self.registrar = Registrar(config, topics, self.faults, broker_addr=self.addr, ha_addr=ha_addr)
         self.processor = BrokerProcessor(

@@ -72,6 +72,20 @@ class TopicTable:
     def names(self) -> list[str]:
         return list(self._topics)
 
+    def configs(self) -> list[TopicConfig]:
+        return list(self._topics.values())
+
+    def restore(self, saved: list[TopicConfig], version: DataVersion | None) -> None:
+        """Topics read back from disk on start, over the defaults (as TopicConfigManager.load does).
+
+        The version continues from the saved one, one step on, so the first
+        registration after a restart is never mistaken for an old one.
+        """
+        for tc in saved[:MAX_TOPICS]:
+            self._topics[tc.topic_name] = tc
+        if version is not None:
+            self.data_version = version.next(self.clock_ms())
+
     def put(self, tc: TopicConfig) -> None:
         """Create or replace a topic; raises ValueError when the table is full."""
         if tc.topic_name not in self._topics and len(self._topics) >= MAX_TOPICS:

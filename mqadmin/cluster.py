@@ -324,6 +324,7 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
                     "brokerClusterName": opts.cluster, "brokerName": name, "brokerId": broker_id,
                     "namesrvAddr": state.namesrv_addr, "listenPort": 0, "brokerIP1": "127.0.0.1",
                     "registerNameServerPeriod": opts.register_period_ms,
+                    "storePathRootDir": work / "store",  # topics survive restartBroker, as a Java broker's do
                 })
                 state.procs.append(proc)
                 brokers.append(proc)
