@@ -102,28 +102,36 @@ class Registrar:
                 async with connect(addr, connect_timeout=timeout) as client, trio.open_nursery() as nursery:
                     if self.config.enableSlaveActingMaster:
                         nursery.start_soon(self._heartbeats, addr, client)
-                    await self._register_loop(addr, client)
+                    redial = await self._register_loop(addr, client)
                     nursery.cancel_scope.cancel()
-                # found closed when it was time to register: dial again now
-                self.registered.pop(addr, None)
-                log.warning("name server %s: connection lost; registering on a new one", addr)
-                continue
+                if redial:  # found closed when it was time to register: dial again now
+                    self.registered.pop(addr, None)
+                    log.warning("name server %s: connection lost; registering on a new one", addr)
+                    continue
+                reason = "connection closed during the first registration"  # never a tight reconnect loop
             except RemotingError as exc:
                 reason = str(exc)
             self.registered.pop(addr, None)
             log.warning("name server %s: %s; next attempt in %.1f s or on a topic change", addr, reason, period)
             await self._wait(period, seen)
 
-    async def _register_loop(self, addr: str, client: RemotingClient) -> None:
-        """Register now and then every period/kick; return when the connection is found closed
-        at a registration (Java replaces an inactive channel when it next invokes)."""
+    async def _register_loop(self, addr: str, client: RemotingClient) -> bool:
+        """Register now and then every period/kick, until the connection is found closed.
+
+        Returns True when that happened at a later registration (Java replaces
+        an inactive channel when it next invokes: dial again now), False when
+        the connection broke during its first registration (wait a period).
+        """
+        first = True
         while not client.closed:
             seen = self._generation
             if not self.faults.is_partitioned(addr):
                 await self._register_once(addr, client)
                 if client.closed:
-                    return
+                    return not first
             await self._wait(self.config.registerNameServerPeriod / 1000.0, seen)
+            first = False
+        return True
 
     async def _register_once(self, addr: str, client: RemotingClient) -> None:
         config = self.config

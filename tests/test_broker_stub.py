@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import socket
@@ -229,6 +230,25 @@ async def test_one_dead_namesrv_does_not_block_and_is_joined_when_it_starts(star
     late = start_namesrv("late", listenPort=port)
     await eventually(lambda: _has(late.addr, "TBW102"), timeout=8.0, what="registration after the namesrv came up")
     assert await broker_addrs(late.addr, "broker-a") == {0: broker.addr}
+
+
+async def test_a_namesrv_that_drops_every_connection_is_dialled_once_per_period(start_broker) -> None:
+    """A connection that breaks during its first registration is not re-dialled in a tight loop."""
+    accepted = 0
+
+    async def drop(stream: trio.SocketStream) -> None:
+        nonlocal accepted
+        accepted += 1
+        await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(functools.partial(trio.serve_tcp, drop, 0, host="127.0.0.1"))
+        port = listeners[0].socket.getsockname()[1]
+        broker = start_broker(namesrvAddr=f"127.0.0.1:{port}", registerNameServerPeriod=1000)
+        await trio.sleep(2.5)
+        nursery.cancel_scope.cancel()
+    assert 1 <= accepted <= 5, accepted
+    assert "connection closed during the first registration" in broker.log()
 
 
 async def test_sigterm_unregisters_at_once_and_exits_zero(start_namesrv, start_broker) -> None:
