@@ -36,11 +36,18 @@ class BrokerServer:
         self._stop_event = trio.Event()
         self.registrar: Registrar | None = None
         self.processor: BrokerProcessor | None = None
-        self.topics: TopicTable | None = None
         self.addr = ""
+        self.topics = TopicTable(
+            default_topics(
+                config.brokerClusterName, config.brokerName, config.defaultTopicQueueNums, config.autoCreateTopicEnable
+            ),
+            on_change=self._kick,
+        )
         # Read before serving, so a broken topics file is a start-up error, not a half-started broker.
         self.topics_file = topic_store.topics_path(config.storePathRootDir) if config.storePathRootDir else None
-        self._saved = topic_store.load(self.topics_file) if self.topics_file else ([], None)
+        if self.topics_file:
+            self.topics.restore(*topic_store.load(self.topics_file))
+            self.topics.on_change = self._topics_changed
 
     def stop(self) -> None:
         """Begin an orderly stop (safe to call more than once)."""
@@ -48,7 +55,7 @@ class BrokerServer:
 
     def _topics_changed(self) -> None:
         """Save the table before the change is answered (an error here answers SYSTEM_ERROR), then register."""
-        assert self.topics_file is not None and self.topics is not None
+        assert self.topics_file is not None
         topic_store.save(self.topics_file, self.topics.configs(), self.topics.data_version)
         self._kick()
 
@@ -70,16 +77,7 @@ class BrokerServer:
         _, port = reactor.listen(config.brokerIP1, config.listenPort, BACKLOG)
         self.addr = f"{config.brokerIP1}:{port}"
         ha_addr = f"{config.brokerIP1}:{config.haListenPort or port + 1}"
-        topics = TopicTable(
-            default_topics(
-                config.brokerClusterName, config.brokerName, config.defaultTopicQueueNums, config.autoCreateTopicEnable
-            ),
-            on_change=self._kick,
-        )
-        if self.topics_file:
-            topics.restore(*self._saved)
-            topics.on_change = self._topics_changed
-        self.topics = topics
+        topics = self.topics
         store = MessageStore(config.brokerIP1, port, config.maxMessagesPerQueue)
         self.registrar = Registrar(config, topics, self.faults, broker_addr=self.addr, ha_addr=ha_addr)
         self.processor = BrokerProcessor(

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from broker_stub.faults import FAULT_CODE
 from mqadmin import messages
 from remoting import fastjson, properties
 from remoting import requests as rq
@@ -54,7 +55,6 @@ TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"  # MixAll.TOOLS_CONSUMER_GROUP
 PULL_BATCH = 32  # the broker's per-pull cap (maxTransferCountOnMessageInMemory)
 SEND_ATTEMPTS = 3  # Java: 1 + retryTimesWhenSendFailed (2)
 DEFAULT_TOPIC_QUEUE_NUMS = 4  # DefaultMQProducer.defaultTopicQueueNums
-BROKER_STUB_FAULT = 9000  # broker_stub.faults.FAULT_CODE: the stub's own request, unknown to Java brokers
 PULL_SYS_FLAG_SUBSCRIPTION = 0x4
 #: Stored-but statuses of a send (the client returns a result, no error).
 SEND_STATUS = {
@@ -470,18 +470,11 @@ class AdminClient:
         becomes an :class:`AdminError` like any refusal.
         """
         ext = {"action": action, **{k: str(v) for k, v in params.items()}}
-        resp = await self.broker_call(broker_addr, request(BROKER_STUB_FAULT, ext), f"fault {action}")
-
-        def decode(body: bytes) -> dict[str, Any]:
-            try:
-                state = fastjson.loads(body)
-            except ValueError as exc:
-                raise BodyError(f"fault state is not JSON: {exc}") from None
-            if not isinstance(state, dict):
-                raise BodyError("fault state is not a JSON object")
-            return state
-
-        return _parse(broker_addr, decode, resp.body)
+        resp = await self.broker_call(broker_addr, request(FAULT_CODE, ext), f"fault {action}")
+        state = _parse(broker_addr, fastjson.loads, resp.body)
+        if not isinstance(state, dict):
+            raise AdminError(f"{broker_addr}: malformed answer: fault state is not a JSON object")
+        return state
 
     async def broker_addr_of(self, broker_name: str, broker_id: int = 0) -> str:
         """The address the NameServer holds for broker ``broker_name`` / ``broker_id``."""

@@ -63,15 +63,14 @@ class Executor:
             raise ActionError(f"{proc.name} (pid {proc.pid}) still runs {cluster.SIGNAL_WAIT:g} s after {sig.name}")
         return f"{sig.name} to {proc.name} (pid {proc.pid})"
 
-    async def _fault(self, proc: cluster.Proc, ext: dict[str, object]) -> str:
+    async def _fault(self, proc: cluster.Proc, action: str, **params: object) -> str:
         if not proc.alive():
             raise ActionError(f"{proc.name} is not running")
         try:
-            params = {k: v for k, v in ext.items() if k != "action"}
-            await AdminClient([], timeout=RPC_TIMEOUT).broker_fault(proc.addr, str(ext["action"]), **params)
+            await AdminClient([], timeout=RPC_TIMEOUT).broker_fault(proc.addr, action, **params)
         except AdminError as exc:
             raise ActionError(str(exc)) from None
-        return f"{proc.name}: " + " ".join(f"{k}={v}" for k, v in ext.items())
+        return f"{proc.name}: action={action}" + "".join(f" {k}={v}" for k, v in params.items())
 
     # ------------------------------------------------------------------
 
@@ -97,14 +96,13 @@ class Executor:
             sig = signal.SIGKILL if a["signal"] == "kill" else signal.SIGTERM
             return await self._signal(self._namesrv(a["namesrv"]), sig)
         if kind == "partition":
-            return await self._fault(self._broker(action), {"action": "partition", "namesrv": self._namesrv(a["namesrv"]).addr})
+            return await self._fault(self._broker(action), "partition", namesrv=self._namesrv(a["namesrv"]).addr)
         if kind == "heal":
-            ext: dict[str, object] = {"action": "heal"}
-            if a.get("namesrv") is not None:
-                ext["namesrv"] = self._namesrv(a["namesrv"]).addr
-            return await self._fault(self._broker(action), ext)
+            healed = {} if a.get("namesrv") is None else {"namesrv": self._namesrv(a["namesrv"]).addr}
+            return await self._fault(self._broker(action), "heal", **healed)
         if kind == "fault":
-            return await self._fault(self._broker(action), _fault_ext(a))
+            op, params = _fault_request(a)
+            return await self._fault(self._broker(action), op, **params)
         if kind in ("wipe_write_perm", "add_write_perm"):
             return await self._perm(kind, a["broker"])
         if kind == "create_topic":
@@ -161,13 +159,13 @@ class Executor:
         raise ActionError(f"not reached within {action.args['timeout']:g} s: {cond.describe()}")
 
 
-def _fault_ext(args: Mapping[str, Any]) -> dict[str, object]:
-    """The switchboard request of a ``fault`` action (see broker_stub.faults)."""
+def _fault_request(args: Mapping[str, Any]) -> tuple[str, dict[str, object]]:
+    """The switchboard action and its parameters for a ``fault`` action (see broker_stub.faults)."""
     if "latency_ms" in args:
-        return {"action": "latency", "millis": args["latency_ms"]}
+        return "latency", {"millis": args["latency_ms"]}
     if "reject" in args:
-        return {"action": "reject", "code": args["reject"]}
+        return "reject", {"code": args["reject"]}
     for op in ("hang", "resume", "clear"):
         if op in args:
-            return {"action": op}
+            return op, {}
     raise ActionError("fault without an operation")
