@@ -69,12 +69,15 @@ class BrokerConfig:
     # started with defaults never share a file. Set it to keep topics across restarts.
     storePathRootDir: str = ""
     traceOn: bool = True
+    slaveReadEnable: bool = False  # a slave answers pulls only with this set (5.x rejects them otherwise)
+    flushConsumerOffsetInterval: int = 5000  # ms between writes of config/consumerOffset.json
     # extensions
     maxMessagesPerQueue: int = 10000  # in-memory queue bound; the oldest message is dropped
     maxMessageSize: int = 4 * 1024 * 1024  # Java's maxMessageSize (4 MiB)
     frameMaxLength: int = 16 * 1024 * 1024
     serverMaxConnections: int = 10000
     maxHeldPulls: int = 10000  # long-polling pulls held at once; beyond, answered at once
+    persistMessages: bool = True  # with storePathRootDir: messages also go to per-queue files, read back on start
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -129,6 +132,7 @@ class BrokerConfig:
             "serverMaxConnections",
             "shortPollingTimeMills",
             "maxHeldPulls",
+            "flushConsumerOffsetInterval",
         ):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key} must be positive, got {getattr(self, key)}")

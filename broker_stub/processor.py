@@ -172,6 +172,8 @@ class BrokerProcessor:
         self.days = DayTotals()
         self.clock = clock
         self.async_codes: frozenset[int] | _AsyncCodes = frozenset()
+        #: True while stored messages wait too long for the disk (broker_stub.queue_files): refuse sends.
+        self.store_busy: Callable[[], bool] = lambda: False
         self.consuming = Consuming(
             config, topics, store, broker_addr=broker_addr, put_message=self.put_message, write_to=write_to, clock=clock
         )
@@ -198,6 +200,10 @@ class BrokerProcessor:
             RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
             FAULT_CODE: self.fault,
         }
+
+    def add_handler(self, code: int, handler: Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]) -> None:
+        """Serve one more request code (replication, offsets sync: see broker_stub.ha)."""
+        self._handlers[code] = handler
 
     # ------------------------------------------------------------------
     # dispatch
@@ -283,6 +289,8 @@ class BrokerProcessor:
             raise Reject(ResponseCode.SERVICE_NOT_AVAILABLE, f"the broker[{self.broker_addr}] is a slave, sending is forbidden")
         if not config.brokerPermission & PERM_WRITE:
             raise Reject(ResponseCode.NO_PERMISSION, f"the broker[{self.broker_addr}] sending message is forbidden")
+        if self.store_busy():
+            raise Reject(ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while")
         get = (req.ext_fields or {}).get
         (_k_group, k_topic, k_default, k_default_nums, k_queue, k_sys_flag, k_born, k_flag, k_props, k_reconsume,
          _k_unit, _k_max_reconsume, _k_batch) = SEND_FIELDS if req.code == SEND_MESSAGE else SEND_FIELDS_V2

@@ -15,6 +15,8 @@ import trio
 from broker_stub import topic_store
 from broker_stub.config import BrokerConfig
 from broker_stub.faults import Faults
+from broker_stub.ha import HighAvailability
+from broker_stub.persistence import Persistence, load_offsets
 from broker_stub.processor import BrokerProcessor
 from broker_stub.registrar import Registrar
 from broker_stub.store import MessageStore
@@ -48,6 +50,8 @@ class BrokerServer:
         if self.topics_file:
             self.topics.restore(*topic_store.load(self.topics_file))
             self.topics.on_change = self._topics_changed
+        self.saved_offsets = load_offsets(config)  # consumerOffset.json, read before serving as well
+        self.persistence: Persistence | None = None
 
     def stop(self) -> None:
         """Begin an orderly stop (safe to call more than once)."""
@@ -92,10 +96,20 @@ class BrokerServer:
             write_to=reactor.write_to,
         )
         reactor.processor = self.processor
+        # messages and offsets read back from storePathRootDir (None: memory only), then written as they come
+        self.persistence = persistence = Persistence.open(config, store, self.processor.consuming, self.saved_offsets)
+        if persistence is not None:
+            self.processor.store_busy = lambda: persistence.busy
+        registrar = self.registrar
+        ha = HighAvailability(self.processor, store, topics, is_master=config.is_master,
+                              master_addr=lambda: registrar.master_addr)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(reactor.run)
             nursery.start_soon(self._tick)
             nursery.start_soon(self._timers)
+            nursery.start_soon(ha.run)
+            if persistence is not None:
+                nursery.start_soon(persistence.run)
             registering = trio.CancelScope()
             nursery.start_soon(self._register, registering)
             task_status.started(self.addr)
@@ -108,6 +122,8 @@ class BrokerServer:
                 while reactor.in_flight:
                     await trio.sleep(0.005)
             reactor.close_all("broker stopping")
+            if persistence is not None:
+                await persistence.close()
             nursery.cancel_scope.cancel()
 
     async def _register(self, scope: trio.CancelScope) -> None:

@@ -23,6 +23,9 @@ import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
+
+from broker_stub.common import find_property
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7, MessageDecoder V1
 _HEAD = struct.Struct(">iiiiiqqiq4siq4siiq")  # totalSize .. preparedTransactionOffset, 84 bytes
@@ -41,6 +44,14 @@ def ipv4_bytes(host: str) -> bytes:
             return socket.inet_aton(socket.gethostbyname(host))
         except OSError:
             return socket.inet_aton("127.0.0.1")
+
+
+class Journal(Protocol):
+    """Where stored records also go when messages persist (:mod:`broker_stub.queue_files`)."""
+
+    def append(self, topic: str, queue_id: int, offset: int, record: bytes) -> None: ...
+
+    def delete_topic(self, topic: str) -> None: ...
 
 
 class _Queue:
@@ -75,6 +86,7 @@ class MessageStore:
         self.get_total = 0
         # the 8 address+port bytes every message id starts with
         self._id_prefix = (self.store_ip + _I32.pack(store_port)).hex().upper()
+        self.journal: Journal | None = None  # set when messages persist (storePathRootDir)
 
     def put(
         self,
@@ -145,7 +157,41 @@ class MessageStore:
         queue.next_offset = offset + 1
         self.commit_offset = phys + total
         self.put_total += 1
+        if self.journal is not None:
+            self.journal.append(topic, queue_id, offset, record)
         return offset, phys
+
+    def append_stored(self, topic: str, queue_id: int, record: bytes, *, journal: bool = True) -> bool:
+        """Keep a record laid out elsewhere at its own queue offset: read back from this broker's
+        files, or replicated from the master. Offsets must grow; an empty queue starts at the
+        record's offset. Returns False (nothing kept) for a record at or below the queue's end."""
+        msg = parse_record(record)
+        (offset,) = _QUEUE_OFFSET.unpack_from(record, 20)
+        (store_ts,) = _STORE_TS.unpack_from(record, 56)
+        key = (topic, queue_id)
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._queues[key] = _Queue(self.max_per_queue)
+        if offset < queue.next_offset:
+            return False
+        if offset > queue.next_offset:  # a gap (the source dropped older messages): start over there
+            queue.records.clear()
+            queue.tags.clear()
+            queue.stamps.clear()
+            queue.phys.clear()
+        queue.records.append(record)
+        queue.tags.append(find_property(msg.properties, "TAGS"))
+        queue.stamps.append(store_ts)
+        queue.phys.append(msg.phys)
+        queue.next_offset = offset + 1
+        self.commit_offset = max(self.commit_offset, msg.phys + len(record))
+        if journal and self.journal is not None:
+            self.journal.append(topic, queue_id, offset, record)
+        return True
+
+    def queue_keys(self) -> list[tuple[str, int]]:
+        """Every (topic, queue id) holding or having held messages."""
+        return list(self._queues)
 
     def msg_id(self, phys: int) -> str:
         """MessageDecoder.createMessageId: store IPv4 + port + commit-log offset, 32 upper-case hex chars."""
@@ -245,6 +291,8 @@ class MessageStore:
     def delete_topic(self, topic: str) -> None:
         for key in [k for k in self._queues if k[0] == topic]:
             del self._queues[key]
+        if self.journal is not None:
+            self.journal.delete_topic(topic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +310,10 @@ class StoredMessage:
     phys: int
     body: bytes
     properties: str
+
+
+_QUEUE_OFFSET = struct.Struct(">q")  # at byte 20 of a record
+_STORE_TS = struct.Struct(">q")  # at byte 56 of an IPv4 record
 
 
 def parse_record(record: bytes) -> StoredMessage:

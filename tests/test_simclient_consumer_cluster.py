@@ -18,7 +18,7 @@ import trio
 from simclient import ClientPool, ProducerOptions, SimProducer
 from simclient.consume_records import ConsumeRecord
 from simclient.consumer import ConsumerOptions, OwnershipEvent, SimConsumer
-from tests.test_simclient_cluster import eventually, registered, topic_on_both
+from tests.test_simclient_cluster import eventually, registered, stored_count, topic_on_both
 
 if TYPE_CHECKING:
     from tests.broker_procs import BrokerProcess
@@ -188,4 +188,34 @@ async def test_failed_consumption_goes_back_and_returns_from_the_retry_topic(
         again = [r for r in run.records if r.outcome == "ok" and r.reconsume_times > 0]
         assert again and all(r.topic == TOPIC for r in again), "redelivered from %RETRY%flaky with the original topic"
         assert c.stats.retried == len(retried) and c.stats.send_back_failed == 0
+        nursery.cancel_scope.cancel()
+
+
+async def test_consumers_go_on_from_the_slave_when_the_master_dies(
+    start_namesrv: Callable[..., NamesrvProcess], start_broker: Callable[..., BrokerProcess]
+) -> None:
+    ns = start_namesrv()
+    master = start_broker("a0", brokerName="broker-a", namesrvAddr=ns.addr, registerNameServerPeriod=300)
+    slave = start_broker("a1", brokerName="broker-a", brokerId=1, namesrvAddr=ns.addr, registerNameServerPeriod=300,
+                         slaveReadEnable=True)
+    await registered(ns.addr, {"broker-a"})
+    async with trio.open_nursery() as nursery:
+        run = Run(nursery)
+        # a slow consumer that pulls little ahead: most messages are still to be pulled when the master dies
+        c = await run.start(options(ns.addr, consume_from="first_offset", consume_delay=0.01, consume_threads=1,
+                                    pull_batch_size=4, pull_threshold_for_queue=4))
+        sent = await produce(ns.addr, 200)
+
+        async def slave_has_all() -> bool:
+            return await stored_count(slave, TOPIC, 4) == 200
+
+        await eventually(slave_has_all, 10, "the slave copied all 200")
+        await until(lambda: len(run.ids()) >= 30, 10, "some consumed from the master")
+        master.kill()
+        await until(lambda: set(sent) <= set(run.ids()), 30, "the rest consumed from the slave")
+        from_slave = [r for r in run.records if r.broker_id == 1]
+        assert from_slave and all(r.broker == "broker-a" for r in from_slave)
+        assert c.stats.pulls_from_slave > 0
+        counts = run.ids()
+        assert sum(counts[m] - 1 for m in sent) == 0, "no message twice: the slave has the master's offsets"
         nursery.cancel_scope.cancel()

@@ -1,0 +1,152 @@
+"""Broker-stub message persistence, replication and slave reads, with real processes over loopback TCP.
+
+Each test starts its own broker processes (and kills them, pass or fail);
+a restart is a new process on the same store directory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import trio
+
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import request
+from simclient.decode import decode_pulled
+from tests.test_broker_stub import call, eventually, pull, send_v2
+
+if TYPE_CHECKING:
+    from tests.broker_procs import BrokerProcess
+
+pytest_plugins = ("tests.broker_procs",)
+
+TOPIC = "PersistTopic"
+
+
+async def send_many(addr: str, count: int, *, size: int = 100, queues: int = 4) -> list[str]:
+    """``count`` sends round-robin over ``queues`` queues; the message ids (UNIQ_KEY) in order."""
+    ids = []
+    for i in range(count):
+        uniq = f"{i:032X}"
+        resp = await call(addr, send_v2(TOPIC, i % queues, b"x" * size, uniq=uniq))
+        assert resp.code == ResponseCode.SUCCESS, resp
+        ids.append(uniq)
+    return ids
+
+
+async def read_all(addr: str, queues: int = 4) -> dict[int, list[tuple[int, str]]]:
+    """Every (offset, message id) each queue holds, read with PULL_MESSAGE."""
+    out: dict[int, list[tuple[int, str]]] = {}
+    for q in range(queues):
+        resp = await call(addr, request(RequestCode.GET_MIN_OFFSET, {"topic": TOPIC, "queueId": q}))
+        offset, got = int(resp.ext("offset") or 0), []
+        while True:
+            resp = await call(addr, pull(TOPIC, q, offset))
+            if resp.code != ResponseCode.SUCCESS:
+                break
+            msgs = decode_pulled(resp.body)
+            got.extend((m.queue_offset, m.msg_id) for m in msgs)
+            offset = int(resp.ext("nextBeginOffset") or 0)
+        out[q] = got
+    return out
+
+
+async def max_offset(addr: str, q: int) -> int:
+    resp = await call(addr, request(RequestCode.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": q}))
+    return int(resp.ext("offset") or -1)
+
+
+async def commit(addr: str, group: str, q: int, offset: int) -> None:
+    resp = await call(addr, request(RequestCode.UPDATE_CONSUMER_OFFSET,
+                                    {"consumerGroup": group, "topic": TOPIC, "queueId": q, "commitOffset": offset}))
+    assert resp.code == ResponseCode.SUCCESS, resp
+
+
+async def committed(addr: str, group: str, q: int) -> int:
+    resp = await call(addr, request(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": group, "topic": TOPIC, "queueId": q}))
+    return int(resp.ext("offset") or -1) if resp.code == ResponseCode.SUCCESS else -1
+
+
+async def test_messages_and_offsets_survive_kill_9(start_broker: Callable[..., BrokerProcess], tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    b = start_broker("p", storePathRootDir=store, flushConsumerOffsetInterval=200)
+    ids = await send_many(b.addr, 100)
+    before = await read_all(b.addr)
+    await commit(b.addr, "G", 1, 7)
+
+    async def saved() -> bool:
+        return (store / "config" / "consumerOffset.json").exists()
+
+    await eventually(saved, 5, "offsets written")
+    b.kill()  # SIGKILL: no orderly stop, nothing flushed by a shutdown hook
+    again = start_broker("p2", storePathRootDir=store)
+    assert await read_all(again.addr) == before, "every message back at its offset"
+    assert sorted(mid for q in before.values() for _, mid in q) == sorted(ids)
+    assert [await max_offset(again.addr, q) for q in range(4)] == [25, 25, 25, 25]
+    assert await committed(again.addr, "G", 1) == 7
+    resp = await call(again.addr, send_v2(TOPIC, 2, b"new"))
+    assert resp.code == ResponseCode.SUCCESS and resp.ext("queueOffset") == "25", "offsets continue"
+    assert "read back 100 messages" in again.log()
+
+
+async def test_memory_only_broker_loses_its_messages(start_broker: Callable[..., BrokerProcess], tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    b = start_broker("m", storePathRootDir=store, persistMessages=False)
+    await send_many(b.addr, 20)
+    b.kill()
+    again = start_broker("m2", storePathRootDir=store, persistMessages=False)
+    assert [await max_offset(again.addr, q) for q in range(4)] == [0, 0, 0, 0]
+    assert not (store / "messages").exists()
+
+
+async def test_files_follow_the_memory_bound(start_broker: Callable[..., BrokerProcess], tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    b = start_broker("t", storePathRootDir=store, maxMessagesPerQueue=10)
+    await send_many(b.addr, 90, size=64 * 1024, queues=1)  # ~5.9 MB in queue 0: two 4 MiB segments
+    qdir = store / "messages" / TOPIC / "0"
+
+    async def trimmed() -> bool:
+        return len(os.listdir(qdir)) == 1
+
+    await eventually(trimmed, 5, "the segment below the memory bound deleted")
+    b.kill()
+    again = start_broker("t2", storePathRootDir=store, maxMessagesPerQueue=10)
+    got = (await read_all(again.addr, queues=1))[0]
+    assert [o for o, _ in got] == list(range(80, 90)), "memory holds the newest 10, offsets as before"
+
+
+async def test_slave_copies_the_master_and_refuses_pulls_unless_slave_read_is_enabled(
+    start_namesrv: Callable[..., object], start_broker: Callable[..., BrokerProcess]
+) -> None:
+    ns = start_namesrv()
+    master = start_broker("a0", brokerName="broker-a", namesrvAddr=ns.addr)  # type: ignore[attr-defined]
+    strict = start_broker("a1", brokerName="broker-a", brokerId=1, namesrvAddr=ns.addr)  # type: ignore[attr-defined]
+    reader = start_broker("a2", brokerName="broker-a", brokerId=2, namesrvAddr=ns.addr,  # type: ignore[attr-defined]
+                          slaveReadEnable=True)
+    await send_many(master.addr, 40)
+    await commit(master.addr, "G", 0, 3)
+
+    async def copied() -> bool:
+        return [await max_offset(reader.addr, q) for q in range(4)] == [10] * 4
+
+    took = await eventually(copied, 10, "slave caught up")
+    assert took < 5
+    assert await read_all(reader.addr) == await read_all(master.addr), "same messages at the same offsets"
+    resp = await call(strict.addr, pull(TOPIC, 0, 0))
+    assert resp.code == ResponseCode.SYSTEM_BUSY and "[REJECTREQUEST]" in (resp.remark or "")
+    # with its master alive, a caught-up slave sends the consumer back to it
+    resp = await call(reader.addr, pull(TOPIC, 0, 10))
+    assert resp.code == ResponseCode.PULL_RETRY_IMMEDIATELY and resp.ext("suggestWhichBrokerId") == "0"
+
+    async def offsets_synced() -> bool:
+        return await committed(reader.addr, "G", 0) == 3
+
+    await eventually(offsets_synced, 15, "consumer offsets synced from the master")
+    master.kill()
+    await trio.sleep(3.5)  # MASTER_ALIVE_WINDOW: the slave notices its master is gone
+    with trio.fail_after(5):  # now it answers itself: a pull at the end is held (long polling), not bounced
+        resp = await call(reader.addr, pull(TOPIC, 0, 10, sys_flag=6, suspend_ms=500))
+    assert resp.code == ResponseCode.PULL_NOT_FOUND
