@@ -674,6 +674,7 @@ class SimConsumer:
         if code not in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
                         ResponseCode.PULL_OFFSET_MOVED):
             self.stats.pull_refused += 1
+            log.debug("consumer %d: pull of %s refused by %s: %s %s", self.consumer_id, mq, addr, code, resp.remark)
             return BROKER_FLOW_CONTROL_DELAY if code == FLOW_CONTROL_CODE else opts.pull_delay_on_exception
         try:
             next_begin = int(resp.ext("nextBeginOffset") or "")
