@@ -49,17 +49,17 @@ class GroupAccount:
     consumed_times: list[float] = field(default_factory=list)  # every ok consumption
     lost: list[str] = field(default_factory=list)
     lost_with_broker: list[str] = field(default_factory=list)
-    _lag_steps: list[tuple[float, int]] = field(default_factory=list)
+    lag_steps: list[tuple[float, int]] = field(default_factory=list)  # (time, lag from then on), ascending
 
     def lag_at(self, t: float) -> int:
         """Acknowledged by ``t`` and not consumed by ``t``."""
-        i = bisect.bisect_right(self._lag_steps, (t, math.inf))
-        return self._lag_steps[i - 1][1] if i else 0
+        i = bisect.bisect_right(self.lag_steps, (t, math.inf))
+        return self.lag_steps[i - 1][1] if i else 0
 
     def max_lag(self, lo: float, hi: float) -> tuple[int, float]:
         """The largest lag in [lo, hi] and when it was reached."""
         best, when = self.lag_at(lo), lo
-        for t, lag in self._lag_steps:
+        for t, lag in self.lag_steps:
             if lo < t <= hi and lag > best:
                 best, when = lag, t
         return best, when
@@ -87,12 +87,13 @@ def account(records: Sequence[SendRecord], run: ConsumerRun) -> dict[str, GroupA
             else:
                 acc.first[rec.msg_id] = rec.t
         steps = [(t, 1) for t, _ in acc.acked.values()]
-        steps += [(acc.first[m], -1) for m in acc.acked if m in acc.first]
-        steps.sort()
+        # consumed before its producer got the answer: never lagging
+        steps += [(max(acc.first[m], t_ack), -1) for m, (t_ack, _) in acc.acked.items() if m in acc.first]
+        steps.sort(key=lambda s: (s[0], -s[1]))  # at one instant the ack counts before its consumption
         lag = 0
         for t, d in steps:
             lag += d
-            acc._lag_steps.append((t, lag))
+            acc.lag_steps.append((t, lag))
         for m, (t_ack, broker) in acc.acked.items():
             if m in acc.first:
                 continue

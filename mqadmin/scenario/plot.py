@@ -29,7 +29,10 @@ def draw(result: RunResult, path: str | Path) -> None:
     import matplotlib.pyplot as plt
 
     scn = result.scenario
-    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(11, 6.5), height_ratios=(3, 2))
+    if result.consumers is not None:  # a third panel: each consumer group's lag
+        fig, (top, bottom, lag_ax) = plt.subplots(3, 1, sharex=True, figsize=(11, 8.5), height_ratios=(3, 2, 2))
+    else:
+        fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(11, 6.5), height_ratios=(3, 2))
     secs = per_second(result.records, result.end)
     xs = [i + 0.5 for i in range(len(secs))]
     base = [0] * len(secs)
@@ -73,6 +76,10 @@ def draw(result: RunResult, path: str | Path) -> None:
         top.annotate("\n".join(texts), xy=(t, 0.98), xycoords=("data", "axes fraction"), rotation=90, va="top",
                      ha="right", fontsize="x-small")
     bottom.set_xlabel("seconds since time zero")
+    if result.consumers is not None:
+        from mqadmin.scenario import consumer_plot
+
+        consumer_plot.draw(top, bottom, lag_ax, result)
     bottom.set_xlim(0, max(result.end, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
