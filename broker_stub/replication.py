@@ -15,9 +15,11 @@ The slave asks again at once while there is more, every
 ``IDLE_POLL`` seconds otherwise (messages reach the slave within about
 that, as with Java's asynchronous replication), and reconnects after
 ``RETRY_DELAY`` when the master is unreachable. :attr:`Replicator.master_alive`
-is whether the last exchange is recent: a slave whose master is gone
+is whether the last exchange is recent and the connection did not fail
+since (a refused or broken connection counts at once, a master that stopped
+answering after ``MASTER_ALIVE_WINDOW``): a slave whose master is gone
 answers pulls itself instead of sending consumers back to the master (Java
-learns the same from the NameServer's broker member group).
+learns the same from the NameServer's broker member group, every second).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from remoting import fastjson
 from remoting.bodies import BodyError
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, request, response_to
-from remoting.transport import RemotingError, connect
+from remoting.transport import RemotingError, RemotingTimeout, connect
 
 log = logging.getLogger("broker_stub")
 
@@ -167,6 +169,8 @@ class Replicator:
                             await trio.sleep(IDLE_POLL)
             except RemotingError as exc:
                 self.failures += 1
+                if not isinstance(exc, RemotingTimeout):
+                    self.last_ok = -float("inf")  # refused or broken: the master is gone now, not in a few seconds
                 if self.failures == 1 or self.failures % 100 == 0:
                     log.warning("replication from master %s: %s (%d failures)", addr, exc, self.failures)
             await trio.sleep(RETRY_DELAY)

@@ -18,6 +18,8 @@ producer-side schema stays as it was::
       consume_delay_ms: 0       # time each message takes: a slow consumer
       consume_threads: 20
       failure_rate: 0           # share of consumptions answered RECONSUME_LATER (sent back, retried)
+      pull_batch_size: 32       # pullBatchSize
+      pull_threshold: 1000      # pullThresholdForQueue: messages pulled ahead per queue before flow control
 
 Actions ``start_consumer: GROUP`` (``count``), ``stop_consumer: GROUP`` and
 ``kill_consumer: GROUP`` (``consumer``: its index in the group, by start
@@ -78,6 +80,8 @@ class ConsumerGroupSpec:
     consume_delay_ms: float
     consume_threads: int
     failure_rate: float
+    pull_batch_size: int = 32
+    pull_threshold: int = 1000
 
     @property
     def group(self) -> str:
@@ -106,6 +110,8 @@ def parse_group(p: _Parser, sec: _Section, name: str, duration: float) -> Consum
         consume_delay_ms=sec.get("consume_delay_ms", number(0, 60_000), 0.0),
         consume_threads=sec.get("consume_threads", integer(1, 256), 20),
         failure_rate=sec.get("failure_rate", number(0, 1), 0.0),
+        pull_batch_size=sec.get("pull_batch_size", integer(1, 1024), 32),
+        pull_threshold=sec.get("pull_threshold", integer(1, 100_000), 1000),
     )
     sec.finish()
     return spec

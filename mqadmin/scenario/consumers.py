@@ -59,6 +59,8 @@ def consumer_options(spec: ConsumerGroupSpec, namesrvs: list[str]) -> ConsumerOp
         consume_delay=spec.consume_delay_ms / 1000.0,
         consume_threads=spec.consume_threads,
         consume_failure_rate=spec.failure_rate,
+        pull_batch_size=spec.pull_batch_size,
+        pull_threshold_for_queue=spec.pull_threshold,
     )
 
 
