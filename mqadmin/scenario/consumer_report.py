@@ -89,7 +89,7 @@ def phase_rows(result: RunResult, phases: list[tuple[str, float, float]], accoun
         dups = sum(1 for a in accounts.values() for t in a.duplicate_times if lo <= t < hi)
         rows.append({
             "phase": name, "from": round(lo, 4), "to": round(hi, 4), "consumed": len(ok), "duplicates": dups,
-            "maxLag": max((a.max_lag(lo, hi)[0] for a in accounts.values()), default=0),
+            "maxLag": {g: a.max_lag(lo, hi)[0] for g, a in accounts.items()},
             "p50_ms": round(percentile(lat, 50), 3) if lat else None,
             "p99_ms": round(percentile(lat, 99), 3) if lat else None,
             "consumedFrom": dict(sorted(Counter(_node(r.broker, r.broker_id) for r in ok).items())),
@@ -141,12 +141,14 @@ def render(result: RunResult, phases: list[tuple[str, float, float]], console: C
         rows, title=f"Consumers (messages on {run.message_store}; latency from store time to consumed)", console=console))
     rows = []
     for p in phase_rows(result, phases, accounts):
-        rows.append([f"{p['from']:.1f}-{p['to']:.1f}", p["phase"], str(p["consumed"]), str(p["duplicates"]), str(p["maxLag"]),
+        lag = " ".join(f"{g}:{v}" for g, v in p["maxLag"].items()) if len(p["maxLag"]) > 1 else str(
+            next(iter(p["maxLag"].values()), 0))
+        rows.append([f"{p['from']:.1f}-{p['to']:.1f}", p["phase"], str(p["consumed"]), str(p["duplicates"]), lag,
                      ms(p["p99_ms"]), " ".join(f"{k}:{v}" for k, v in p["consumedFrom"].items()) or "-"])
     console.print()
     console.print(fit_table(
         [Col("t (s)"), Col("phase", wrap=True), Col("consumed", justify="right"), Col("dups", justify="right"),
-         Col("max lag", justify="right"), Col("p99 ms", justify="right", drop=2), Col("consumed from", wrap=True, drop=1)],
+         Col("max lag", wrap=True), Col("p99 ms", justify="right", drop=2), Col("consumed from", wrap=True, drop=1)],
         rows, title="Consumption by phase", console=console))
     consumed = per_second(result)
     lags = lag_per_second(result, accounts)
