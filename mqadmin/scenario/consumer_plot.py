@@ -24,6 +24,7 @@ def draw(top: Any, routes_ax: Any, lag_ax: Any, result: RunResult) -> None:
         return
     routes_ax.set_xlabel("")
     lag_ax.set_xlabel("seconds since time zero")
+    top.set_ylabel("per second: sends begun (bars), consumed (line)")
     for a in result.actions:
         lag_ax.axvline(a.effect, color="black" if a.ok else "red", linestyle="--", linewidth=0.8)
     consumed = per_second(result)
