@@ -2,8 +2,8 @@
 
 Exit codes: 0 the run completed and the brokers' counts agree with the
 producers', 1 the run could not be set up or did not finish (one line on
-stderr), 3 it completed but the counts disagree or a scenario expectation
-failed, 130 interrupted. Every process the run started is stopped first.
+stderr), 3 it completed but the counts disagree, a scenario expectation
+failed or a consumer group's messages do not reconcile, 130 interrupted. Every process the run started is stopped first.
 """
 
 from __future__ import annotations
@@ -83,6 +83,11 @@ def register(app: typer.Typer) -> None:
         queues: int = typer.Option(8, "--queues", min=1, max=1024, help="Queues of topics created by the run."),
         conf: list[str] | None = ConfOpt,
         spark_timeout: float = typer.Option(60.0, "--spark-timeout", min=1, help="Non-local masters: seconds to wait for an executor."),
+        consumers: int = typer.Option(0, "--consumers", min=0, max=1_000_000,
+                                      help="Simulated push consumers, in the same partitions as the producers."),
+        consumer_groups: int | None = typer.Option(None, "--consumer-groups", min=1,
+                                                   help="Consumer groups (default: one per topic, each on its topic)."),
+        drain: float = typer.Option(5.0, "--drain", min=0, max=300, help="Seconds consumers keep consuming after the load."),
         report: Path | None = ReportOpt,
         plot: Path | None = PlotOpt,
         as_json: bool = typer.Option(False, "--json", help="Print the JSON result instead of tables."),
@@ -105,6 +110,7 @@ def register(app: typer.Typer) -> None:
             poll_interval=poll_interval, send_timeout=send_timeout, retries=retries, latency_fault=latency_fault,
             ramp_up=ramp_up, start_delay=start_delay, kills=tuple(_kill(k) for k in kills or ()),
             create_topics=create_topics, queues=queues, spark_conf=_conf(conf or []), spark_timeout=spark_timeout,
+            consumers=consumers, consumer_groups=consumer_groups, drain=drain,
         )
         err = make_console(stderr=True)
         show = not quiet and not as_json
@@ -133,5 +139,7 @@ def register(app: typer.Typer) -> None:
         else:
             out.print(reporting.render(doc))
         agreement = doc["agreement"]
-        if not (agreement["agree"] or agreement["explained"]) or any(v["passed"] is False for v in doc["scenario_verdicts"]):
+        consumers = doc.get("consumers")
+        if (not (agreement["agree"] or agreement["explained"]) or any(v["passed"] is False for v in doc["scenario_verdicts"])
+                or (consumers is not None and not consumers["reconciled"])):
             raise typer.Exit(3)

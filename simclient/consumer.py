@@ -583,6 +583,8 @@ class SimConsumer:
 
     async def do_rebalance(self) -> bool:
         """One rebalance of every subscribed topic; whether the result matches what is owned."""
+        if self.state != "running":
+            return True  # stopping: its queues are being given up, not taken
         self.stats.rebalances += 1
         balanced = True
         for topic in list(self.subs):

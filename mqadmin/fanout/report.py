@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
+from mqadmin.fanout import consume_report
 from mqadmin.fanout.metrics import (
     BROKER_TIMELINE_FIELDS,
     TIMELINE_FIELDS,
@@ -173,6 +174,7 @@ def to_json(result: FanoutResult) -> dict[str, Any]:
         "timeline": {**_series(m.timeline, TIMELINE_FIELDS, last_sec),
                      "brokers": {name: _series(u.timeline, BROKER_TIMELINE_FIELDS, last_sec)
                                  for name, u in sorted(m.brokers.items())}},
+        "consumers": consume_report.to_json(result, window),
         "notes": result.notes,
     }
 
@@ -232,6 +234,7 @@ def render(doc: dict[str, Any], console: Console | None = None) -> RenderableTyp
     parts.append(fit_table(bcols, brows, footer_rows=footer, title="brokers (counted = the brokers' own queue offsets)",
                            console=console))
 
+    parts.extend(consume_report.render(doc.get("consumers"), console))
     if doc["failover"]:
         fcols = [Col("#Broker"), Col("#Killed at s", justify="right"), Col("#Failed attempts", justify="right"),
                  Col("#Stopped sending after s", justify="right"), Col("#Left routes after s", 1, "right"),
@@ -280,6 +283,7 @@ def plot(doc: dict[str, Any], path: str | Path) -> None:
     top.bar(xs, tl["failed"], width=0.9, bottom=tl["ok"], color="#d62728", label="failed")
     top.set_ylabel("sends begun / s")
     top.legend(loc="upper right", fontsize="small")
+    consume_report.plot_line(doc.get("consumers"), top)
     load = doc["load"]
     top.set_title(f"{load['producers']:,} producers on {doc['engine']['text']}: {doc['sends']['total']:,} sends, "
                   f"{doc['routes']['queries']:,} route queries", fontsize="medium", loc="left")
