@@ -9,11 +9,21 @@ off, the broker stays memory-only and a ``kill -9`` loses its messages.
 Every second the files are trimmed to what memory still holds; every
 ``flushConsumerOffsetInterval`` the offsets file is rewritten if an offset
 moved (in a worker thread); an orderly stop writes both out before exit.
+
+A producer's answer waits until its message was handed to the OS
+(:meth:`Persistence.hold_answer`): the writer thread reports how far it
+has written and the held answers go out then, so an acknowledged message
+survives a ``kill -9`` as with Java's ASYNC_FLUSH (its put copies into the
+page cache before answering). The answers leave in batches, a fraction of
+a millisecond later on an idle broker; other requests on the connection
+are not held behind them (answers are matched by opaque).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
+from collections.abc import Callable, Hashable
 
 import trio
 
@@ -48,6 +58,9 @@ class Persistence:
         self._saved_version = -1
         self.restored_messages = 0
         self.restored_offsets = 0
+        self._held: deque[tuple[int, Hashable, bytes]] = deque()  # (append seq, connection, answer)
+        self._write_to: Callable[[Hashable, bytes], bool] = lambda conn, data: False
+        self._token: trio.lowlevel.TrioToken | None = None
 
     @classmethod
     def open(
@@ -82,6 +95,39 @@ class Persistence:
     @property
     def busy(self) -> bool:
         return self.files is not None and self.files.busy
+
+    def hold_answers(self, write_to: Callable[[Hashable, bytes], bool]) -> None:
+        """Hold producers' answers until their messages are written (call from the event loop)."""
+        if self.files is None:
+            return
+        self._write_to = write_to
+        self._token = trio.lowlevel.current_trio_token()
+        self.files.on_written = self._written_from_thread
+
+    def hold_answer(self, conn: Hashable, answer: bytes) -> None:
+        """Send ``answer`` once every message stored so far is in the OS."""
+        files = self.files
+        if files is None or files.written_seq >= files.appended_seq:
+            self._write_to(conn, answer)
+            return
+        self._held.append((files.appended_seq, conn, answer))
+        if files.written_seq >= files.appended_seq:  # written meanwhile (its report may have found nothing held)
+            self._release(files.written_seq)
+
+    def _written_from_thread(self, seq: int) -> None:
+        token = self._token
+        if token is not None:  # always: an answer may be held right after this batch was written
+            try:
+                token.run_sync_soon(self._release, seq)
+            except trio.RunFinishedError:
+                pass
+
+    def _release(self, seq: int) -> None:
+        held = self._held
+        write_to = self._write_to
+        while held and held[0][0] <= seq:
+            _, conn, answer = held.popleft()
+            write_to(conn, answer)
 
     async def run(self) -> None:
         """Trim files every second; save offsets every flushConsumerOffsetInterval when they moved."""
@@ -118,6 +164,7 @@ class Persistence:
             await self.save_offsets()
             if self.files is not None:
                 await trio.to_thread.run_sync(self.files.close)
+            self._release(self.files.written_seq if self.files is not None else 0)
 
 
 __all__ = ["Persistence"]

@@ -174,6 +174,8 @@ class BrokerProcessor:
         self.async_codes: frozenset[int] | _AsyncCodes = frozenset()
         #: True while stored messages wait too long for the disk (broker_stub.queue_files): refuse sends.
         self.store_busy: Callable[[], bool] = lambda: False
+        #: With messages on disk: send a stored message's answer once it is written (broker_stub.persistence).
+        self.hold_answer: Callable[[Hashable, bytes], None] | None = None
         self.consuming = Consuming(
             config, topics, store, broker_addr=broker_addr, put_message=self.put_message, write_to=write_to, clock=clock
         )
@@ -280,7 +282,7 @@ class BrokerProcessor:
             return tc
         raise Reject(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{FAQ_APPLY_TOPIC}")
 
-    def send_message(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand | bytes:
+    def send_message(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand | bytes | None:
         faults = self.faults
         if faults.reject_code is not None:
             return response_to(req, faults.reject_code, faults.reject_remark)
@@ -357,7 +359,8 @@ class BrokerProcessor:
             and self._region_plain
             and (transaction_id is None or JSON_PLAIN.match(transaction_id))
         ):
-            return send_ok_frame(req.opaque, msg_id, queue_id, first_offset, region, trace, transaction_id)
+            frame = send_ok_frame(req.opaque, msg_id, queue_id, first_offset, region, trace, transaction_id)
+            return self._answer_stored(req, conn, frame)
         ext: dict[str, object] = {
             "msgId": msg_id,
             "queueId": queue_id,
@@ -367,7 +370,15 @@ class BrokerProcessor:
         }
         if transaction_id:
             ext["transactionId"] = transaction_id
-        return response_to(req, ResponseCode.SUCCESS, ext_fields=ext)
+        return self._answer_stored(req, conn, response_to(req, ResponseCode.SUCCESS, ext_fields=ext))
+
+    def _answer_stored(self, req: RemotingCommand, conn: Hashable, answer: RemotingCommand | bytes) -> RemotingCommand | bytes | None:
+        """The answer now, or (messages on disk) None and the answer once the message is written."""
+        hold = self.hold_answer
+        if hold is None or req.flag & 2:
+            return answer
+        hold(conn, answer if type(answer) is bytes else encode(answer))  # type: ignore[arg-type]
+        return None
 
     def put_message(
         self, topic: str, queue_id: int, body: bytes, flag: int, props_text: str, sys_flag: int, born_ts: int,

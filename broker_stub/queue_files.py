@@ -12,8 +12,10 @@ scenario needs of them: messages and their offsets survive a restart.
   milliseconds and ``fsync``s them every ``FLUSH_INTERVAL`` (Java's
   ``flushIntervalCommitLog``, 500 ms). What was written survives a
   ``kill -9`` of the process (the kernel holds it); only an OS crash can
-  lose the last half second. An acknowledged message is lost to a
-  ``kill -9`` only when the kill lands between the answer and the write.
+  lose the last half second. Every append gets a sequence number and the
+  thread reports (``on_written``) how far it has written, so the broker
+  can hold a producer's answer until its message is in the OS, as a Java
+  broker's put has copied it to the page cache before it answers.
 * **Bounded.** At most ``MAX_PENDING_BYTES`` wait for the writer; beyond
   that :attr:`QueueFiles.busy` is true and the broker refuses sends with
   SYSTEM_BUSY (Java's ``[PC_SYNCHRONIZED]`` page-cache back-pressure).
@@ -35,7 +37,7 @@ import struct
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 log = logging.getLogger("broker_stub")
 
@@ -85,6 +87,10 @@ class QueueFiles:
         self._pending: list[tuple[str, object, object]] = []  # ("append", key, (offset, record)) | ("trim", key, min) | ("delete", topic, None)
         self._pending_bytes = 0
         self._closing = False
+        self.appended_seq = 0  # appends so far (the event loop's side)
+        self.written_seq = 0  # appends handed to the OS so far (the writer's side)
+        #: Called from the writer thread with ``written_seq`` after each batch (must be thread-safe).
+        self.on_written: Callable[[int], None] | None = None
         self._thread: threading.Thread | None = None
         # writer-thread state (read back by replay before the thread starts)
         self._segments: dict[Key, list[int]] = {}  # first offsets of each queue's segments, ascending
@@ -173,6 +179,7 @@ class QueueFiles:
         with self._cond:
             self._pending.append(("append", (topic, queue_id), (offset, record)))
             self._pending_bytes += len(record)
+            self.appended_seq += 1
             self._cond.notify()
 
     def trim(self, topic: str, queue_id: int, min_offset: int) -> None:
@@ -205,6 +212,7 @@ class QueueFiles:
                     self._cond.wait(self.flush_interval)
                 batch, self._pending = self._pending, []
                 closing = self._closing
+                upto = self.appended_seq  # every append in ``batch`` (and none after it)
             queued = sum(len(arg[1]) for op, _, arg in batch if op == "append")  # type: ignore[index, arg-type]
             try:
                 self._apply(batch)
@@ -216,6 +224,10 @@ class QueueFiles:
             finally:
                 with self._cond:
                     self._pending_bytes -= queued  # written or failed: no longer waiting either way
+            if upto != self.written_seq:
+                self.written_seq = upto
+                if self.on_written is not None:
+                    self.on_written(upto)
             now = time.monotonic()
             if closing or now - last_flush >= self.flush_interval:
                 self._fsync()

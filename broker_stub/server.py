@@ -100,6 +100,9 @@ class BrokerServer:
         self.persistence = persistence = Persistence.open(config, store, self.processor.consuming, self.saved_offsets)
         if persistence is not None:
             self.processor.store_busy = lambda: persistence.busy
+            if persistence.files is not None:
+                persistence.hold_answers(reactor.write_to)
+                self.processor.hold_answer = persistence.hold_answer
         registrar = self.registrar
         ha = HighAvailability(self.processor, store, topics, is_master=config.is_master,
                               master_addr=lambda: registrar.master_addr)

@@ -150,3 +150,61 @@ async def test_slave_copies_the_master_and_refuses_pulls_unless_slave_read_is_en
     with trio.fail_after(5):  # now it answers itself: a pull at the end is held (long polling), not bounced
         resp = await call(reader.addr, pull(TOPIC, 0, 10, sys_flag=6, suspend_ms=500))
     assert resp.code == ResponseCode.PULL_NOT_FOUND
+
+
+async def test_an_acknowledged_message_is_on_disk_before_its_answer(
+    start_broker: Callable[..., BrokerProcess], tmp_path: Path
+) -> None:
+    """kill -9 the instant the last answer arrives: every acknowledged message is read back (answers wait
+    for the writer thread, as a Java put copies to the page cache before it answers)."""
+    from simclient.pool import ClientPool
+
+    store = tmp_path / "store"
+    b = start_broker("k", storePathRootDir=store)
+    acked: list[str] = []
+    async with ClientPool() as pool:
+
+        async def sender(n: int) -> None:
+            for i in range(8):
+                uniq = f"{n:016X}{i:016X}"
+                resp = await pool.invoke(b.addr, send_v2(TOPIC, (n + i) % 4, b"y" * 200, uniq=uniq), 5.0)
+                if resp.code == ResponseCode.SUCCESS:
+                    acked.append(uniq)
+
+        async with trio.open_nursery() as nursery:
+            for n in range(60):  # many sends in flight at once: answers go out in batches
+                nursery.start_soon(sender, n)
+        b.kill()
+    assert len(acked) == 480
+    again = start_broker("k2", storePathRootDir=store)
+    back = {mid for q in (await read_all(again.addr)).values() for _, mid in q}
+    assert set(acked) <= back
+
+
+async def test_a_held_answer_goes_out_only_after_the_writer_wrote_its_message(tmp_path: Path) -> None:
+    """The mechanism behind the test above, without a race: the writer thread is not running yet."""
+    from types import SimpleNamespace
+
+    from broker_stub.config import BrokerConfig
+    from broker_stub.persistence import Persistence
+    from broker_stub.store import MessageStore
+
+    store = MessageStore("127.0.0.1", 1, 100)
+    p = Persistence(BrokerConfig(storePathRootDir=str(tmp_path)), store, SimpleNamespace())  # type: ignore[arg-type]
+    assert p.files is not None
+    store.journal = p.files
+    sent: list[tuple[str, bytes]] = []
+    p.hold_answers(lambda conn, data: sent.append((conn, data)) is None)
+    store.put("T", 0, b"x", 0, "UNIQ_KEY\x01A\x02", 0, 1, bytes(4), 1, 0, None)
+    p.hold_answer("c1", b"answer-1")
+    await trio.sleep(0.2)
+    assert sent == [], "held while the message is only queued"
+    p.files.start()
+    with trio.fail_after(5):
+        while not sent:
+            await trio.sleep(0.01)
+    assert sent == [("c1", b"answer-1")]
+    assert (tmp_path / "messages" / "T" / "0" / f"{0:020d}").stat().st_size > 0
+    p.hold_answer("c2", b"answer-2")  # nothing pending: straight out
+    assert sent[-1] == ("c2", b"answer-2")
+    p.files.close()
