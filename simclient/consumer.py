@@ -43,6 +43,10 @@ looks like from the consuming side:
   pool of its own its connections close, which is how a broker notices a
   dead client.
 
+The offset store and the pull/consume loops are mixins of their own
+modules (:mod:`simclient.consumer_offsets`, :mod:`simclient.consumer_pull`);
+options and ownership events live in :mod:`simclient.consumer_options`.
+
 Deliberate differences: a consumer may share a :class:`ClientPool` with
 others (the Spark fan-out does; a scenario gives each its own, so that
 killing one closes its connections); when the send-back fails the message
@@ -55,21 +59,21 @@ from __future__ import annotations
 import logging
 import os
 import random
-import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import trio
 
 from remoting.bodies import BodyError
-from remoting.codes import MASTER_ID, RequestCode, ResponseCode
+from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from simclient import consumer_wire as cw
 from simclient.consume_records import ConsumeRecord
 from simclient.consume_stats import ConsumeStats
+from simclient.consumer_offsets import OffsetsMixin
+from simclient.consumer_options import CONSUME_FROM_WHERE, ConsumerOptions, OwnershipEvent
+from simclient.consumer_pull import PullMixin
 from simclient.consumer_routes import RouteFetcher, SubscribeRoute, decode_route
-from simclient.decode import DecodeError, Pulled, decode_pulled
 from simclient.pool import ClientPool, RemotingError
 from simclient.process_queue import ProcessQueue
 from simclient.producer import RouteUnavailable
@@ -78,89 +82,8 @@ from simclient.ticker import sleep_until
 
 log = logging.getLogger("simclient.consumer")
 
-CONSUME_FROM_WHERE = {
-    "last_offset": "CONSUME_FROM_LAST_OFFSET",
-    "first_offset": "CONSUME_FROM_FIRST_OFFSET",
-    "timestamp": "CONSUME_FROM_TIMESTAMP",
-}
-PERSIST_INITIAL_DELAY = 10.0  # MQClientInstance schedules persistAllConsumerOffset 10 s after start
 HEARTBEAT_INITIAL_DELAY = 1.0
 NEW_QUEUE_PULL_DELAY = 0.5  # RebalanceImpl.dispatchPullRequest(pullRequestList, 500)
-FLOW_CONTROL_DELAY = 0.05  # PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL
-BROKER_FLOW_CONTROL_DELAY = 0.02  # PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL
-LOCAL_RETRY_DELAY = 5.0  # ConsumeMessageConcurrentlyService.submitConsumeRequestLater
-CONSUME_CONCURRENTLY_MAX_SPAN = 2000
-SEND_BACK_TIMEOUT = 5.0
-OFFSET_TIMEOUT = 5.0
-FLOW_CONTROL_CODE = 215  # ResponseCode.FLOW_CONTROL (pop/broker flow control)
-
-
-@dataclass(frozen=True)
-class ConsumerOptions:
-    namesrv_addrs: tuple[str, ...]
-    group: str
-    subscriptions: tuple[tuple[str, str], ...]  # (topic, "*" or "TagA || TagB")
-    consume_from: str = "last_offset"  # last_offset | first_offset | timestamp
-    consume_timestamp_ms: int | None = None  # consumeTimestamp; default half an hour before start
-    poll_name_server_interval: float = 30.0  # s, pollNameServerInterval
-    heartbeat_broker_interval: float = 30.0  # s, heartbeatBrokerInterval
-    rebalance_interval: float = 20.0  # s, rocketmq.client.rebalance.waitInterval
-    rebalance_min_interval: float = 1.0  # s, rocketmq.client.rebalance.minInterval
-    persist_consumer_offset_interval: float = 5.0  # s, persistConsumerOffsetInterval
-    persist_initial_delay: float = PERSIST_INITIAL_DELAY
-    broker_suspend_max_ms: int = 15000  # BROKER_SUSPEND_MAX_TIME_MILLIS
-    consumer_timeout_when_suspend: float = 30.0  # s, CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND
-    pull_batch_size: int = 32
-    pull_threshold_for_queue: int = 1000
-    pull_delay_on_exception: float = 3.0  # s, pullTimeDelayMillsWhenException
-    consume_threads: int = 20  # consumeThreadMin/Max
-    consume_delay: float = 0.0  # s per message: a slow consumer
-    consume_failure_rate: float = 0.0  # share of consumptions answered RECONSUME_LATER
-    max_reconsume_times: int = 16
-    mq_client_api_timeout: float = 3.0
-    namesrv_failover_in_call: bool = True
-    unregister_on_close: bool = True
-
-    def __post_init__(self) -> None:
-        if not self.namesrv_addrs or isinstance(self.namesrv_addrs, str):
-            raise ValueError("namesrv_addrs must be a non-empty tuple of host:port strings")
-        if not self.group.strip():
-            raise ValueError("a consumer needs a group")
-        if not self.subscriptions:
-            raise ValueError("a consumer needs at least one subscription")
-        if self.consume_from not in CONSUME_FROM_WHERE:
-            raise ValueError(f"consume_from must be one of {', '.join(CONSUME_FROM_WHERE)}")
-        for name in ("poll_name_server_interval", "heartbeat_broker_interval", "rebalance_interval",
-                     "rebalance_min_interval", "persist_consumer_offset_interval", "consumer_timeout_when_suspend",
-                     "mq_client_api_timeout"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive")
-        if self.pull_batch_size < 1 or self.pull_threshold_for_queue < 1 or self.consume_threads < 1:
-            raise ValueError("pull_batch_size, pull_threshold_for_queue and consume_threads must be >= 1")
-        if self.consume_delay < 0 or not 0 <= self.consume_failure_rate <= 1:
-            raise ValueError("consume_delay must be >= 0 and consume_failure_rate in [0, 1]")
-        if self.broker_suspend_max_ms < 0:
-            raise ValueError("broker_suspend_max_ms must be >= 0")
-
-    @property
-    def inline(self) -> bool:
-        """Consume where pulled (no delay, no failures): the cheap path thousands of consumers take."""
-        return self.consume_delay == 0 and self.consume_failure_rate == 0
-
-
-@dataclass(frozen=True, slots=True)
-class OwnershipEvent:
-    """What a consumer held and saw, over time: ``acquire``/``release`` a queue, ``queues`` (the
-    topic's queues as it now sees them), ``start``, ``stop`` (graceful) and ``kill``."""
-
-    t: float
-    consumer: int
-    group: str
-    kind: str
-    topic: str = ""
-    broker: str = ""
-    queue_id: int = -1
-    queues: tuple[MessageQueue, ...] = ()
 
 
 class _Hub:
@@ -207,7 +130,7 @@ def _hub(pool: ClientPool) -> _Hub:
 _shared_rng = random.Random()
 
 
-class SimConsumer:
+class SimConsumer(OffsetsMixin, PullMixin):
     """One simulated push consumer (one client instance). Run :meth:`run` in a nursery; stop it with
     :meth:`shutdown` (graceful) or :meth:`kill`."""
 
@@ -428,119 +351,6 @@ class SimConsumer:
                 await self.persist_all()
 
     # ------------------------------------------------------------------
-    # offsets
-
-    def find_subscribe_addr(self, broker: str, broker_id: int, only_this: bool) -> tuple[str, bool, int] | None:
-        """``findBrokerAddressInSubscribe``: (address, is a slave, node id) or None."""
-        addrs = self.broker_addrs.get(broker)
-        if not addrs:
-            return None
-        if broker_id in addrs:
-            return addrs[broker_id], broker_id != MASTER_ID, broker_id
-        if broker_id != MASTER_ID and broker_id + 1 in addrs:
-            return addrs[broker_id + 1], True, broker_id + 1
-        if not only_this:
-            first = min(addrs)
-            return addrs[first], first != MASTER_ID, first
-        return None
-
-    async def _subscribe_addr(self, mq: MessageQueue, broker_id: int, only_this: bool) -> tuple[str, bool, int] | None:
-        found = self.find_subscribe_addr(mq[1], broker_id, only_this)
-        if found is None:
-            await self.update_route(mq[0])
-            found = self.find_subscribe_addr(mq[1], broker_id, False)
-        return found
-
-    def update_offset(self, mq: MessageQueue, offset: int, *, increase_only: bool) -> None:
-        old = self.offsets.get(mq)
-        if old is None or not increase_only or offset > old:
-            self.offsets[mq] = offset
-
-    async def _commit(self, mq: MessageQueue, offset: int) -> None:
-        """UPDATE_CONSUMER_OFFSET oneway to the master (or any node of the group)."""
-        found = await self._subscribe_addr(mq, MASTER_ID, False)
-        if found is None:
-            return
-        cmd = cw.update_consumer_offset(self.options.group, mq[0], mq[1], mq[2], offset)
-        try:
-            await self.pool.invoke_oneway(found[0], cmd, OFFSET_TIMEOUT)
-            self.stats.offset_commits += 1
-        except RemotingError:
-            pass
-
-    async def persist_all(self) -> None:
-        """``persistAll``: commit each owned queue's offset; forget offsets of queues no longer owned."""
-        for mq in list(self.offsets):
-            offset = self.offsets.get(mq)
-            if offset is None:
-                continue
-            if mq in self.process_queues:
-                await self._commit(mq, offset)
-            else:
-                self.offsets.pop(mq, None)
-
-    async def _read_offset_from_store(self, mq: MessageQueue) -> int:
-        """QUERY_CONSUMER_OFFSET: the committed offset, -1 when the broker has none, -2 on failure."""
-        found = await self._subscribe_addr(mq, MASTER_ID, True)
-        if found is None:
-            return -2
-        cmd = cw.query_consumer_offset(self.options.group, mq[0], mq[1], mq[2])
-        try:
-            resp = await self.pool.invoke(found[0], cmd, OFFSET_TIMEOUT)
-        except RemotingError:
-            return -2
-        if resp.code == ResponseCode.QUERY_NOT_FOUND:
-            return -1
-        if resp.code != ResponseCode.SUCCESS:
-            return -2
-        try:
-            offset = int(resp.ext("offset") or "")
-        except ValueError:
-            return -2
-        self.update_offset(mq, offset, increase_only=False)
-        return offset
-
-    async def _admin_offset(self, mq: MessageQueue, cmd: RemotingCommand) -> int:
-        """GET_MAX_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP to the master (``findBrokerAddressInPublish``); -1 on failure."""
-        addr = self.broker_addrs.get(mq[1], {}).get(MASTER_ID)
-        if addr is None:
-            await self.update_route(mq[0])
-            addr = self.broker_addrs.get(mq[1], {}).get(MASTER_ID)
-        if addr is None:
-            return -1
-        try:
-            resp = await self.pool.invoke(addr, cmd, self.options.mq_client_api_timeout)
-        except RemotingError:
-            return -1
-        if resp.code != ResponseCode.SUCCESS:
-            return -1
-        try:
-            return int(resp.ext("offset") or "")
-        except ValueError:
-            return -1
-
-    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
-        """``RebalancePushImpl.computePullFromWhereWithException``; -1 when it cannot be known now."""
-        last = await self._read_offset_from_store(mq)
-        if last >= 0:
-            return last
-        if last != -1:
-            return -1
-        topic, broker, qid = mq
-        retry = topic.startswith(cw.RETRY_GROUP_TOPIC_PREFIX)
-        how = self.options.consume_from
-        if how == "first_offset":
-            return 0
-        if how == "last_offset":
-            return 0 if retry else await self._admin_offset(mq, cw.get_max_offset(topic, broker, qid))
-        if retry:
-            return await self._admin_offset(mq, cw.get_max_offset(topic, broker, qid))
-        stamp = self.options.consume_timestamp_ms
-        if stamp is None:
-            stamp = int((time.time() - 1800) * 1000)
-        return await self._admin_offset(mq, cw.search_offset(topic, broker, qid, stamp))
-
-    # ------------------------------------------------------------------
     # rebalance
 
     async def _rebalance_service(self) -> None:
@@ -630,163 +440,6 @@ class SimConsumer:
         if offset is not None:
             await self._commit(mq, offset)
         self.offsets.pop(mq, None)
-
-    # ------------------------------------------------------------------
-    # pulling
-
-    async def _pull_loop(self, pq: ProcessQueue, delay: float) -> None:
-        while not pq.dropped:
-            if delay > 0:
-                await sleep_until(self.clock() + delay)
-                if pq.dropped:
-                    return
-            delay = await self._pull_once(pq)
-
-    async def _pull_once(self, pq: ProcessQueue) -> float:
-        """One pull and what its answer asks for; the delay before the next one."""
-        opts = self.options
-        mq = pq.mq
-        if pq.count > opts.pull_threshold_for_queue or pq.span > CONSUME_CONCURRENTLY_MAX_SPAN:
-            return FLOW_CONTROL_DELAY
-        sub = self.subs.get(mq[0])
-        if sub is None:
-            return opts.pull_delay_on_exception
-        found = await self._subscribe_addr(mq, self.pull_from.get(mq, MASTER_ID), False)
-        if found is None:
-            self.stats.pull_errors += 1
-            return opts.pull_delay_on_exception
-        addr, is_slave, node = found
-        commit = self.offsets.get(mq, 0)
-        flag = cw.PULL_FLAG_SUSPEND | (cw.PULL_FLAG_COMMIT_OFFSET if commit > 0 and not is_slave else 0)
-        cmd = cw.pull_message(
-            group=opts.group, topic=mq[0], broker_name=mq[1], queue_id=mq[2], offset=pq.next_offset,
-            max_nums=opts.pull_batch_size, sys_flag=flag, commit_offset=commit if commit > 0 else 0,
-            suspend_ms=opts.broker_suspend_max_ms, sub_version=sub.version,
-        )
-        self.stats.pulls += 1
-        self.stats.pulls_from_slave += is_slave
-        try:
-            resp = await self.pool.invoke(addr, cmd, opts.consumer_timeout_when_suspend)
-        except RemotingError:
-            self.stats.pull_errors += 1
-            return opts.pull_delay_on_exception
-        if pq.dropped:
-            return 0.0
-        code = resp.code
-        if code not in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
-                        ResponseCode.PULL_OFFSET_MOVED):
-            self.stats.pull_refused += 1
-            log.debug("consumer %d: pull of %s refused by %s: %s %s", self.consumer_id, mq, addr, code, resp.remark)
-            return BROKER_FLOW_CONTROL_DELAY if code == FLOW_CONTROL_CODE else opts.pull_delay_on_exception
-        try:
-            next_begin = int(resp.ext("nextBeginOffset") or "")
-            suggest = int(resp.ext("suggestWhichBrokerId") or "0")
-        except ValueError:
-            self.stats.pull_refused += 1
-            return opts.pull_delay_on_exception
-        self.pull_from[mq] = suggest  # updatePullFromWhichNode
-        if code == ResponseCode.SUCCESS:
-            try:
-                msgs = decode_pulled(resp.body)
-            except DecodeError as exc:
-                log.warning("consumer %d: bad pull answer from %s: %s", self.consumer_id, addr, exc)
-                self.stats.pull_refused += 1
-                return opts.pull_delay_on_exception
-            self.stats.pulls_found += 1
-            tags = sub.tags
-            if tags:
-                msgs = [m for m in msgs if m.tags is not None and m.tags in tags]
-            pq.next_offset = next_begin
-            if msgs:
-                pq.put(msgs)
-                self._dispatch(pq, msgs, node)
-            return 0.0
-        if code == ResponseCode.PULL_OFFSET_MOVED:  # OFFSET_ILLEGAL
-            pq.next_offset = next_begin
-            pq.dropped = True
-            self.update_offset(mq, next_begin, increase_only=False)
-            await self._commit(mq, next_begin)
-            if self.process_queues.get(mq) is pq:
-                del self.process_queues[mq]
-                self.stats.queue_released += 1
-                self._event("release", mq)
-            self.rebalance_now()
-            return 0.0
-        pq.next_offset = next_begin  # NO_NEW_MSG / NO_MATCHED_MSG
-        if pq.count == 0:  # correctTagsOffset
-            self.update_offset(mq, next_begin, increase_only=True)
-        return 0.0
-
-    # ------------------------------------------------------------------
-    # consuming
-
-    def _dispatch(self, pq: ProcessQueue, msgs: list[Pulled], node: int) -> None:
-        if self.options.inline:
-            for m in msgs:
-                self._record(pq, m, node, "ok")
-            offset = pq.remove([m.queue_offset for m in msgs])
-            if offset >= 0:
-                self.update_offset(pq.mq, offset, increase_only=True)
-            return
-        assert self._nursery is not None
-        for m in msgs:
-            self._nursery.start_soon(self._consume_one, pq, m, node, 0.0)
-
-    def _record(self, pq: ProcessQueue, m: Pulled, node: int, outcome: str) -> None:
-        latency = max(0.0, time.time() * 1000.0 - m.store_ms)
-        st = self.stats
-        if outcome == "ok":
-            st.consumed += 1
-            st.latency.record(latency)
-        else:
-            st.retried += 1
-        mq = pq.mq
-        self.emit(ConsumeRecord(
-            self.now(), self.consumer_id, self.options.group, m.retry_topic or m.topic, mq[1], node, mq[2],
-            m.queue_offset, m.msg_id, latency, outcome, m.reconsume_times,
-        ))
-
-    async def _consume_one(self, pq: ProcessQueue, m: Pulled, node: int, delay: float) -> None:
-        """``ConsumeRequest.run`` for one message, then ``processConsumeResult``."""
-        opts = self.options
-        if delay > 0:
-            await sleep_until(self.clock() + delay)
-        async with self.consume_limiter:
-            if pq.dropped:
-                self.stats.discarded += 1
-                return
-            if opts.consume_delay > 0:
-                await sleep_until(self.clock() + opts.consume_delay)
-            failed = opts.consume_failure_rate > 0 and self.rng.random() < opts.consume_failure_rate
-            self._record(pq, m, node, "retry" if failed else "ok")
-        if pq.dropped:
-            return  # consumed, but the queue was given away meanwhile: the offset is not committed
-        if failed and not await self._send_back(pq.mq, m):
-            self.stats.send_back_failed += 1
-            retried = Pulled(m.topic, m.queue_id, m.queue_offset, m.phys, m.store_ms, m.born_ms, m.reconsume_times + 1,
-                             m.body_len, m.msg_id, m.tags, m.retry_topic)
-            pq.msgs[m.queue_offset] = retried
-            assert self._nursery is not None
-            self._nursery.start_soon(self._consume_one, pq, retried, node, LOCAL_RETRY_DELAY)
-            return
-        offset = pq.remove([m.queue_offset])
-        if offset >= 0 and not pq.dropped:
-            self.update_offset(pq.mq, offset, increase_only=True)
-
-    async def _send_back(self, mq: MessageQueue, m: Pulled) -> bool:
-        """CONSUMER_SEND_MSG_BACK to the master of the queue's broker; whether it was accepted."""
-        addr = self.broker_addrs.get(mq[1], {}).get(MASTER_ID)
-        if addr is None:
-            return False
-        cmd = cw.send_back(
-            group=self.options.group, phys=m.phys, delay_level=0, origin_msg_id=m.msg_id,
-            origin_topic=m.retry_topic or m.topic, broker_name=mq[1], max_reconsume_times=self.options.max_reconsume_times,
-        )
-        try:
-            resp = await self.pool.invoke(addr, cmd, SEND_BACK_TIMEOUT)
-        except RemotingError:
-            return False
-        return resp.code == ResponseCode.SUCCESS
 
     # ------------------------------------------------------------------
 
