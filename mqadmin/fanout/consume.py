@@ -7,7 +7,11 @@ a shared pool is what lets thousands fit). Consumer ``i`` belongs to group
 group ``g`` subscribes to topic ``g % K``, otherwise to every topic ``t``
 with ``t % G == g``, so every topic is consumed and each message by about
 ``G / K`` groups. Consumers start with the producers (spread over the same
-ramp-up), keep consuming ``drain`` seconds after the load ends, then shut
+ramp-up) from the first offset (CONSUME_FROM_FIRST_OFFSET: with Java's
+default, CONSUME_FROM_LAST_OFFSET, a group that is new when producers
+already send starts each queue at its max offset at that moment and
+skips what came just before, which a reconciliation reports as
+unexplained), keep consuming ``drain`` seconds after the load ends, then shut
 down as Java's do (offsets committed, unregistered), so the driver can read
 the offsets each group committed on the brokers and reconcile
 (:mod:`mqadmin.fanout.consume_metrics`).
@@ -54,7 +58,9 @@ def consumer_options(plan: FanoutPlan, group_index: int) -> ConsumerOptions:
         namesrv_addrs=plan.namesrv_addrs,
         group=f"{GROUP_PREFIX}{group_index}",
         subscriptions=tuple((t, "*") for t in group_topics(plan, group_index)),
-        consume_from="last_offset",
+        # Java's default (last offset) starts a brand-new group at the queue's max offset at its first
+        # rebalance, skipping what producers sent just before; the run must account for every message.
+        consume_from="first_offset",
         poll_name_server_interval=plan.poll_interval,
         heartbeat_broker_interval=plan.consumer_heartbeat_interval,
         rebalance_interval=plan.rebalance_interval,
