@@ -2,8 +2,10 @@
 
 An orderly stop first stops registering, then sends UNREGISTER_BROKER to
 every NameServer (so routes drop at once rather than after an expiry), then
-closes the listener, lets requests already read be answered and closes the
-connections; all bounded in time.
+closes the listener, lets requests already read be answered (with messages
+on disk: written, synced and their held answers sent) and closes the
+connections; all bounded in time. Persistence (broker_stub.persistence) and
+the master/slave roles (broker_stub.ha) hook in here.
 """
 
 from __future__ import annotations
@@ -124,9 +126,9 @@ class BrokerServer:
             with trio.move_on_after(SHUTDOWN_GRACE_SECONDS):
                 while reactor.in_flight:
                     await trio.sleep(0.005)
-            reactor.close_all("broker stopping")
-            if persistence is not None:
+            if persistence is not None:  # written and synced, held answers sent, before connections close
                 await persistence.close()
+            reactor.close_all("broker stopping")
             nursery.cancel_scope.cancel()
 
     async def _register(self, scope: trio.CancelScope) -> None:
