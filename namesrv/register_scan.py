@@ -269,14 +269,21 @@ def _compact_anchor(data: bytes, pos: int) -> bytes | None:
 
 
 def _runs(
-    data: bytes, view: memoryview, start: int, count: int, found: list[int], known: dict[int, int]
+    data: bytes,
+    view: memoryview,
+    start: int,
+    count: int,
+    found: list[int],
+    known: dict[int, int],
+    split: int,
 ) -> Generator[None, None, list[tuple[int, int, int]]]:
     """Split ``count`` items from ``start`` into runs (start, end, items) ending at ``found`` positions.
 
     A run whose bytes hash to a digest in ``known`` is taken as that many
     items without walking it (the same bytes were walked before); the rest
-    are walked. A found position the walk steps over is not an item start
-    and is dropped.
+    are walked, CHUNK_ITEMS at a time, and a walked run longer than
+    ``split`` items is cut at those steps. A found position the walk steps
+    over is not an item start and is dropped.
     """
     runs: list[tuple[int, int, int]] = []
     left = count
@@ -295,17 +302,27 @@ def _runs(
                 continue
         else:
             stop = len(data)
-        items, end = _walk(data, start, left, stop)
-        walked += items
-        if end > stop:
+        steps: list[tuple[int, int]] = []
+        pos, total = start, 0
+        while total < left and pos < stop:
+            n, pos = _walk(data, pos, min(CHUNK_ITEMS, left - total), stop)
+            total += n
+            steps.append((pos, n))
+            walked += n
+            if walked >= SCAN_SLICE_ITEMS:
+                walked = 0
+                yield
+        if pos > stop:
             found.pop(k)  # the walk stepped over it: not an item start
             continue
-        runs.append((start, end, items))
-        left -= items
-        start = end
-        if walked >= SCAN_SLICE_ITEMS:
-            walked = 0
-            yield
+        if total > split:
+            for end, n in steps:
+                runs.append((start, end, n))
+                start = end
+        else:
+            runs.append((start, pos, total))
+            start = pos
+        left -= total
     return runs
 
 
@@ -341,21 +358,13 @@ def scan_compact(
         if at != -1:
             found.append(at)
             pos = at + len(anchor)
+    split = SPLIT_FACTOR * CHUNK_ITEMS if anchors else CHUNK_ITEMS
     try:
-        runs = yield from _runs(data, view, items_start, count, found, known)
-        chunks: list[Chunk] = []
-        out_anchors: list[bytes] = []
-        for start, end, items in runs:
-            # Long runs (first registration, topics added, anchors lost) are cut afresh.
-            while items > (SPLIT_FACTOR * CHUNK_ITEMS if anchors else CHUNK_ITEMS):
-                n, cut = _walk(data, start, CHUNK_ITEMS, end)
-                if _compact_anchor(data, cut) is None:
-                    break
-                chunks.append(Chunk(start, cut, _digest(view, start, cut), n))
-                start, items = cut, items - n
-            chunks.append(Chunk(start, end, _digest(view, start, end), items))
+        runs = yield from _runs(data, view, items_start, count, found, known, split)
     except BodyError:
         return None  # the whole-body parse reports it
+    chunks = [Chunk(start, end, _digest(view, start, end), items) for start, end, items in runs]
+    out_anchors: list[bytes] = []
     merged: list[Chunk] = chunks[:1]
     for chunk in chunks[1:]:
         anchor = _compact_anchor(data, chunk.start)

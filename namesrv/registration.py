@@ -29,7 +29,7 @@ from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from namesrv.register_scan import RawBody, Scan
+from namesrv.register_scan import Chunk, RawBody, Scan
 from namesrv.route_model import (
     BrokerEntry,
     LiveBroker,
@@ -44,10 +44,9 @@ from remoting.codes import MASTER_ID, PERM_WRITE
 T = TypeVar("T")
 Steps = Generator[None, None, T]
 
-#: Topics compared (or table entries scanned) between two yields of a plan.
-PLAN_SLICE_TOPICS = 4096
-#: Chunk bytes parsed between two yields of a plan.
-PLAN_SLICE_BYTES = 256 * 1024
+#: Topics parsed and compared between two yields of a plan (~2 ms); table
+#: entries scanned for unreported topics go four times as many per yield.
+PLAN_SLICE_TOPICS = 2048
 
 
 def run_to_end(steps: Steps[T]) -> T:
@@ -158,6 +157,7 @@ class RegistrationMixin:
 
     # provided by RouteTable
     def invalidate_all(self) -> None: ...
+    def _intern(self, qd: QueueData) -> QueueData: ...
     def _invalidate_topic(self, topic: str) -> None: ...
     def _invalidate_topics(self, topics: dict[str, Any] | list[str]) -> None: ...
     def _touch(self, name: str) -> None: ...
@@ -385,97 +385,95 @@ class RegistrationMixin:
         whose QueueData differs; an unchanged one writes only topics the
         broker has no QueueData for. ``applied`` (valid, or None) lets chunks
         already in the table be skipped; ``write`` False only counts topics.
+        Chunks are parsed and compared one at a time and their parse
+        dropped, so a large body leaves few objects behind for the GC.
         """
-        if isinstance(scanned, _Parsed):
-            pieces: list[tuple[int | None, int, dict[str, tuple[int, int, int, int]]]] = [
-                (None, -1, scanned.body.topics)
-            ]
-            form = None
-            anchors: list[bytes] = []
-        else:
-            pieces = []
-            form = scanned.form
-            anchors = scanned.anchors
+        form = scanned.form if isinstance(scanned, Scan) else None
         known = applied.chunks if applied is not None and form is not None and applied.form == form else {}
         incremental = bool(known) and (not delete or (applied is not None and applied.deleted))
-        tq = self.topic_queues
-        budget = 0
+        skippable = known if (incremental or not write) else {}
 
-        # 1. Chunks: known ones (valid record) are skipped, the rest parsed.
+        # Chunks already in the table are skipped; what they held and no
+        # longer do ("vanished") tells which topics may be gone.
         matched: dict[int, ChunkRecord] = {}
-        todo: list[Any] = []
+        todo: list[Chunk | None] = []
         if isinstance(scanned, Scan):
             for chunk in scanned.chunks:
-                rec = known.get(chunk.digest) if (incremental or not write) else None
+                rec = skippable.get(chunk.digest)
                 if rec is not None and (rec.verified or not write) and chunk.digest not in matched:
                     matched[chunk.digest] = rec
                 else:
                     todo.append(chunk)
-            for chunk in todo:
-                try:
-                    topics = scanned.parse_chunk(chunk)
-                except BodyError:
-                    raise ChunkParseFailed from None
-                pieces.append((chunk.digest, chunk.items, topics))
-                budget += chunk.end - chunk.start
-                if budget >= PLAN_SLICE_BYTES:
-                    budget = 0
-                    yield
-        if not write:
-            return TopicPlan(
-                sum(len(r.topics) for r in matched.values()) + sum(len(t) for _, _, t in pieces), {}, [], False, None
-            )
-
-        # 2. Which topics change. A topic of a parsed chunk that the table
-        # already has for this broker, outside the chunks that went away,
-        # may also sit in a skipped chunk (a repeated key): then do it all.
+        else:
+            todo.append(None)
         vanished: set[str] = set()
         if incremental:
             for digest, rec in known.items():
                 if digest not in matched:
                     vanished.update(rec.topics)
-            for _, _, topics in pieces:
-                for t in topics:
-                    qmap = tq.get(t)
-                    if qmap is not None and name in qmap and t not in vanished:
-                        return (yield from self._plan_topics(
-                            name, scanned, changed=changed, mask=mask, delete=delete, applied=None, write=write))
-        merged: dict[str, tuple[int, int, int, int]] = {}
-        for _, _, topics in pieces:
-            merged.update(topics)
-        repeated = len(merged) != sum(len(t) for _, _, t in pieces)
-        intern = self._interned.setdefault
+
+        tq = self.topic_queues
+        intern = self._intern
         new_qmaps: dict[str, dict[str, QueueData]] = {}
-        mismatched: set[str] = set()
-        for t, (r, w, p, s) in merged.items():
-            qd = (name, r, w, p & mask, s)
-            qd = intern(qd, qd)
-            qmap = tq.get(t)
-            cur = qmap.get(name) if qmap is not None else None
-            if cur is qd:
-                pass
-            elif changed or cur is None:
-                new_qmaps[t] = {name: qd} if qmap is None else {**qmap, name: qd}
+        seen: set[str] = set()
+        records: list[tuple[int, int, tuple[str, ...], bool]] = []
+        repeated = False
+        budget = 0
+        for chunk in todo:
+            if chunk is None:
+                assert isinstance(scanned, _Parsed)
+                topics = scanned.body.topics
             else:
-                mismatched.add(t)  # same version: an existing value is left alone
-            budget += 1
+                assert isinstance(scanned, Scan)
+                try:
+                    topics = scanned.parse_chunk(chunk)
+                except BodyError:
+                    raise ChunkParseFailed from None
+            verified = True
+            for t, (r, w, p, s) in topics.items():
+                if t in seen:
+                    repeated = True  # the same topic in two chunks: the later one wins
+                seen.add(t)
+                if not write:
+                    continue
+                qmap = tq.get(t)
+                cur = qmap.get(name) if qmap is not None else None
+                if incremental and cur is not None and t not in vanished:
+                    # This broker's topic outside the chunks that went away: it may
+                    # also be in a skipped chunk (a repeated key). Plan it all instead.
+                    return (yield from self._plan_topics(
+                        name, scanned, changed=changed, mask=mask, delete=delete, applied=None, write=write))
+                qd = intern((name, r, w, p & mask, s))
+                if cur is qd:
+                    new_qmaps.pop(t, None)
+                elif changed or cur is None:
+                    new_qmaps[t] = {name: qd} if qmap is None else {**qmap, name: qd}
+                else:
+                    verified = False  # same version: an existing value is left alone
+                    new_qmaps.pop(t, None)
+            if chunk is not None:
+                records.append((chunk.digest, chunk.items, tuple(topics), verified))
+            budget += len(topics)
             if budget >= PLAN_SLICE_TOPICS:
                 budget = 0
                 yield
+        count = len(seen) + sum(len(r.topics) for r in matched.values())
+        if not write:
+            return TopicPlan(count, {}, [], False, None)
 
-        # 3. Topics the broker stopped reporting (deleteTopicWithBrokerRegistration).
+        # Topics the broker stopped reporting (deleteTopicWithBrokerRegistration).
         emptied: list[str] = []
         removed = False
         if delete:
             if incremental:
-                gone = [t for t in vanished if t not in merged]
+                gone = [t for t in vanished if t not in seen]
             else:
                 gone = []
                 for t, qmap in tq.items():
-                    if name in qmap and t not in merged:
+                    if name in qmap and t not in seen:
                         gone.append(t)
                     budget += 1
-                    if budget >= PLAN_SLICE_TOPICS:
+                    if budget >= PLAN_SLICE_TOPICS * 4:
                         budget = 0
                         yield
             for t in gone:
@@ -483,26 +481,21 @@ class RegistrationMixin:
                 if qmap is None or name not in qmap:
                     continue
                 removed = True
-                rest = {b: q for b, q in qmap.items() if b != name}
-                if rest:
-                    new_qmaps[t] = rest
+                left = {b: q for b, q in qmap.items() if b != name}
+                if left:
+                    new_qmaps[t] = left
                 else:
                     emptied.append(t)
 
-        # 4. The record for the next registration.
-        record: AppliedTable | None = AppliedTable(0, mask, delete, form, anchors=anchors)
-        assert record is not None
+        # The record for the next registration (no chunks if one topic sits in two).
+        record = AppliedTable(0, mask, delete)
         if form is not None and not repeated:
-            chunks = record.chunks
-            chunks.update(matched)
-            for digest, items, topics in pieces:
-                assert digest is not None
-                if digest in chunks:  # the same bytes twice: the second adds nothing
-                    continue
-                chunks[digest] = ChunkRecord(tuple(topics), items, not mismatched.intersection(topics))
-        elif form is not None:
-            record = AppliedTable(0, mask, delete)  # chunks that share topics cannot be skipped alone
-        count = sum(len(r.topics) for r in matched.values()) + len(merged) if incremental else len(merged)
+            record.form = form
+            record.anchors = scanned.anchors if isinstance(scanned, Scan) else []
+            record.chunks.update(matched)
+            for digest, items, names, verified in records:
+                if digest not in record.chunks:  # the same bytes twice add nothing
+                    record.chunks[digest] = ChunkRecord(names, items, verified)
         return TopicPlan(count, new_qmaps, emptied, removed, record)
 
     # ------------------------------------------------------------------

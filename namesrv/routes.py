@@ -14,6 +14,7 @@ is then two dict lookups.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
@@ -92,7 +93,19 @@ class RouteTable(RegistrationMixin):
                 del cache[topic]
 
     def _intern(self, qd: QueueData) -> QueueData:
-        return self._interned.setdefault(qd, qd)
+        """The one shared tuple equal to ``qd``.
+
+        A new one is handed to a young-generation collection first, which
+        stops the GC tracking it (it holds only a string and ints). Why: a
+        QueueData map holding a tracked tuple is tracked itself until the next
+        full collection, and a registration of 100,000 topics would leave
+        100,000 of them for that collection to walk (tens of ms on the loop).
+        """
+        got = self._interned.get(qd)
+        if got is None:
+            self._interned[qd] = got = qd
+            gc.collect(0)
+        return got
 
     def _touch(self, name: str) -> None:
         """Note a change to ``name``'s QueueData: what its last registration wrote no longer holds."""
