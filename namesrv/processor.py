@@ -10,19 +10,23 @@ before its response exists. Remarks and codes follow Java 5.3.3.
 from __future__ import annotations
 
 import copy
-import hashlib
 import logging
 import zlib
-from collections.abc import Awaitable, Callable, Hashable
-from typing import Any
+from collections.abc import Awaitable, Callable, Generator, Hashable
+from typing import Any, TypeVar
+
+import trio
 
 from namesrv.config import ConfigError, NamesrvConfig
 from namesrv.kvconfig import KVConfig
-from namesrv.routes import UNIT_TOPIC_FLAGS, Registration, RouteOptions, RouteTable
+from namesrv.register_scan import RawBody
+from namesrv.registration import run_to_end
+from namesrv.routes import UNIT_TOPIC_FLAGS, RegisterOutcome, Registration, RouteOptions, RouteTable
 from remoting import fastjson, properties
 from remoting.bodies import (
     BodyError,
     DataVersion,
+    RegisterBody,
     TopicRouteData,
     encode_kv_table,
     encode_topic_list,
@@ -42,6 +46,22 @@ log = logging.getLogger("namesrv")
 FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
 _STANDARD_JSON_SINCE = int(Version.V4_9_4)  # a plain int: compared on every route query
 Persist = Callable[[str, bytes], Awaitable[None]]
+T = TypeVar("T")
+Handler = Callable[[RemotingCommand, Hashable], RemotingCommand]
+
+
+def _parse_register_body(body: bytes, compressed: bool, version: int) -> RegisterBody:
+    return parse_register_body(body, compressed=compressed, version=version)
+
+
+async def run_in_slices(steps: Generator[None, None, T]) -> T:
+    """Drive a sliced table operation, letting other tasks (the reactor) run between slices."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        await trio.lowlevel.checkpoint()
 
 
 class BadHeader(Exception):
@@ -87,6 +107,12 @@ class NameServerProcessor:
         self.persist = persist
         self.started_at = clock()
         self.table = RouteTable(RouteOptions())
+        #: Held by whatever changes the table's brokers or topics. A large
+        #: registration works in slices and holds it throughout, so every
+        #: later change (unregistration, connection close, expiry, admin
+        #: request) waits and is applied after it, in arrival order; route
+        #: queries never wait for it.
+        self.table_lock = trio.Lock()
         self.sync_options()
         self._handlers: dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]] = {
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
@@ -115,7 +141,23 @@ class NameServerProcessor:
             RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
             RequestCode.UPDATE_NAMESRV_CONFIG: self.update_config,
         }
-        self.async_codes = frozenset(self._async_handlers)
+        # Requests that change the table: answered by the reactor's awaiting
+        # path, under the table lock (the sync handlers above stay for direct
+        # callers).
+        self._table_writers: dict[int, Callable[[RemotingCommand, Hashable], Awaitable[RemotingCommand]]] = {
+            RequestCode.REGISTER_BROKER: self.register_broker_sliced,
+            **{
+                code: self._locked(self._handlers[code])
+                for code in (
+                    RequestCode.UNREGISTER_BROKER,
+                    RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+                    RequestCode.ADD_WRITE_PERM_OF_BROKER,
+                    RequestCode.DELETE_TOPIC_IN_NAMESRV,
+                    RequestCode.REGISTER_TOPIC_IN_NAMESRV,
+                )
+            },
+        }
+        self.async_codes = frozenset(self._async_handlers) | frozenset(self._table_writers)
 
     def now_ms(self) -> float:
         return self.clock() * 1000.0
@@ -158,7 +200,8 @@ class NameServerProcessor:
     async def handle_async(self, req: RemotingCommand, conn: Hashable) -> bytes | None:
         """Answer a request whose effect must be persisted before the reply."""
         try:
-            resp = await self._async_handlers[req.code](req)
+            writer = self._table_writers.get(req.code)
+            resp = await (writer(req, conn) if writer is not None else self._async_handlers[req.code](req))
         except (BadHeader, BodyError) as exc:
             resp = response_to(req, ResponseCode.SYSTEM_ERROR, str(exc))
         except Exception as exc:
@@ -217,7 +260,38 @@ class NameServerProcessor:
     # ------------------------------------------------------------------
     # brokers
 
+    def _locked(self, handler: Handler) -> Callable[[RemotingCommand, Hashable], Awaitable[RemotingCommand]]:
+        async def run(req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+            async with self.table_lock:
+                return handler(req, conn)
+
+        return run
+
     def register_broker(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        """REGISTER_BROKER in one go (for callers of :meth:`handle`)."""
+        parsed = self._registration(req)
+        if parsed is None:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, "crc32 not match")
+        reg, raw = parsed
+        return self._registered(req, run_to_end(self.table.register_raw(reg, raw, conn=conn, now=self.now_ms())))
+
+    async def register_broker_sliced(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        """REGISTER_BROKER under the table lock, yielding to route queries between slices.
+
+        The table changes in one step at the end, so the answer goes out
+        after the registration is applied, and an unregistration or
+        connection close that arrives meanwhile waits for the lock and wins.
+        """
+        parsed = self._registration(req)
+        if parsed is None:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, "crc32 not match")
+        reg, raw = parsed
+        async with self.table_lock:
+            outcome = await run_in_slices(self.table.register_raw(reg, raw, conn=conn, now=self.now_ms()))
+        return self._registered(req, outcome)
+
+    def _registration(self, req: RemotingCommand) -> tuple[Registration, RawBody] | None:
+        """The header as a Registration, and the body (None: its CRC does not match)."""
         name, addr, cluster = _required(req, "brokerName", "brokerAddr", "clusterName")
         broker_id = _long(req, "brokerId")
         if broker_id is None:
@@ -225,12 +299,8 @@ class NameServerProcessor:
         body = req.body
         crc = _long(req, "bodyCrc32") or 0
         if crc and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
-            return response_to(req, ResponseCode.SYSTEM_ERROR, "crc32 not match")
-        compressed = bool(_flag(req, "compressed"))
-        version = req.version
-        digest = None
-        if body:
-            digest = hashlib.blake2b(body, digest_size=16).digest() + bytes([compressed]) + version.to_bytes(4, "big", signed=True)
+            return None
+        raw = RawBody(body, bool(_flag(req, "compressed")), req.version, _parse_register_body)
         reg = Registration(
             cluster=cluster,
             addr=addr,
@@ -241,13 +311,9 @@ class NameServerProcessor:
             heartbeat_timeout_ms=_long(req, "heartbeatTimeoutMillis"),
             enable_acting_master=_flag(req, "enableActingMaster"),
         )
-        outcome = self.table.register_broker(
-            reg,
-            lambda: parse_register_body(body, compressed=compressed, version=version),
-            body_digest=digest,
-            conn=conn,
-            now=self.now_ms(),
-        )
+        return reg, raw
+
+    def _registered(self, req: RemotingCommand, outcome: RegisterOutcome) -> RemotingCommand:
         if not outcome.ok:
             return response_to(req, ResponseCode.SYSTEM_ERROR, "register broker failed")
         ext = {}

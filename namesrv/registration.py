@@ -189,11 +189,10 @@ class RegistrationMixin:
         """
         return run_to_end(self.register_steps(reg, _Loader(load_body), body_digest=body_digest, conn=conn, now=now))
 
-    def register_raw(
-        self, reg: Registration, raw: RawBody, *, body_digest: bytes | None, conn: Hashable, now: float
-    ) -> Steps[RegisterOutcome]:
+    def register_raw(self, reg: Registration, raw: RawBody, *, conn: Hashable, now: float) -> Steps[RegisterOutcome]:
         """The same from the body's bytes, in slices and in proportion to what changed."""
-        return self.register_steps(reg, _Raw(raw), body_digest=body_digest, conn=conn, now=now)
+        digest = yield from raw.digest()
+        return (yield from self.register_steps(reg, _Raw(raw), body_digest=digest, conn=conn, now=now))
 
     # ------------------------------------------------------------------
     # the registration

@@ -38,6 +38,7 @@ class NameServer:
             idle_seconds=lambda: float(self.config.serverChannelMaxIdleTimeSeconds),
         )
         self._stop_event = trio.Event()
+        self._nursery: trio.Nursery | None = None
 
     async def _persist(self, path: str, data: bytes) -> None:
         """Write a file atomically and durably off the event loop, one at a time.
@@ -52,6 +53,7 @@ class NameServer:
         """Listen and serve until :meth:`stop`, then drain and return."""
         address = self.reactor.listen(self.config.bindAddress, self.config.listenPort, self.config.serverSocketBacklog)
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             nursery.start_soon(self.reactor.run)
             nursery.start_soon(self._housekeeping)
             task_status.started(address)
@@ -65,6 +67,18 @@ class NameServer:
             nursery.cancel_scope.cancel()
 
     def _connection_closed(self, conn_id: int, peer: str, reason: str) -> None:
+        if self.processor.table_lock.locked() and self._nursery is not None:
+            # A registration (or other change) is under way: the close is
+            # applied after it, so a close that arrived later wins.
+            self._nursery.start_soon(self._close_after_lock, conn_id, peer, reason)
+            return
+        self._drop_brokers_of(conn_id, peer, reason)
+
+    async def _close_after_lock(self, conn_id: int, peer: str, reason: str) -> None:
+        async with self.processor.table_lock:
+            self._drop_brokers_of(conn_id, peer, reason)
+
+    def _drop_brokers_of(self, conn_id: int, peer: str, reason: str) -> None:
         for removed in self.processor.table.connection_closed(conn_id):
             log.warning(
                 "broker %s %s (%s) removed: its connection %s closed (%s)",
@@ -80,7 +94,9 @@ class NameServer:
         table = self.processor.table
         while True:
             await trio.sleep(self.config.scanNotActiveBrokerInterval / 1000.0)
-            for removed in table.scan_not_active(self.processor.now_ms()):
+            async with self.processor.table_lock:
+                expired = table.scan_not_active(self.processor.now_ms())
+            for removed in expired:
                 log.warning(
                     "broker %s %s (%s) expired: no heartbeat within its timeout",
                     removed.name, removed.addr, removed.cluster,
