@@ -96,10 +96,11 @@ class Scan:
     rest: RegisterBody  # everything but the topics
     data: bytes  # what chunk offsets index: the body, or the inflated compact body
     chunks: list[Chunk]
-    anchors: list[bytes]  # the search keys that start chunks[1:]
+    anchors: list[bytes]  # the search keys of the cuts between chunks
     version: int
     parse: ParseBody
     declared_topics: int = -1  # compact form: the count the body states
+    max_topics: int | None = None  # more topics than this: BodyError
 
     def parse_chunk(self, chunk: Chunk) -> Topics:
         """The topics of one chunk, through the caller's parser (BodyError if bad)."""
@@ -163,7 +164,7 @@ def _table_end(data: bytes, tstart: int, closer: bytes) -> int:
 
 
 def scan_json(
-    body: bytes, version: int, anchors: list[bytes], parse: ParseBody
+    body: bytes, version: int, anchors: list[bytes], parse: ParseBody, max_topics: int | None = None
 ) -> Generator[None, None, Scan | None]:
     """Cut a JSON register body; ``anchors`` are the previous cut's search keys."""
     head = (_BODY_HEAD if version >= Version.V3_0_11 else _WRAPPER_ONLY_HEAD).match(body)
@@ -216,7 +217,7 @@ def scan_json(
             if hashed >= SCAN_SLICE_BYTES:
                 hashed = 0
                 yield
-    return Scan("json", rest, body, chunks, [a for _, a in out_cuts], version, parse)
+    return Scan("json", rest, body, chunks, [a for _, a in out_cuts], version, parse, max_topics=max_topics)
 
 
 # --------------------------------------------------------------------------
@@ -336,6 +337,7 @@ def scan_compact(
     known: dict[int, int],
     parse: ParseBody,
     max_inflated: int,
+    max_topics: int | None = None,
 ) -> Generator[None, None, Scan | None]:
     """Cut a compressed register body.
 
@@ -351,7 +353,9 @@ def scan_compact(
         return None
     count = _I32.unpack_from(data, 4 + dv_len)[0]
     if count < 0:
-        return None
+        return None  # the whole-body parse reports it
+    if max_topics is not None and count > max_topics:
+        raise BodyError(f"register body has {count} topics, more than the limit of {max_topics}")
     items_start = 8 + dv_len
     view = memoryview(data)
     found: list[int] = []
@@ -382,7 +386,7 @@ def scan_compact(
         rest = parse(zlib.compress(data[: 4 + dv_len] + b"\x00\x00\x00\x00" + view[end:], 0), True, version)
     except BodyError:
         return None
-    return Scan("compact", rest, data, merged, out_anchors, version, parse, declared_topics=count)
+    return Scan("compact", rest, data, merged, out_anchors, version, parse, count, max_topics)
 
 
 # --------------------------------------------------------------------------
@@ -398,6 +402,7 @@ class RawBody:
     version: int
     parse: ParseBody
     max_inflated: int = MAX_INFLATED_REGISTER_BODY
+    max_topics: int | None = None  # None: no bound (``parse`` may have its own)
 
     @property
     def form(self) -> str:
@@ -408,8 +413,9 @@ class RawBody:
         if not self.body:
             return None
         if self.compressed:
-            return (yield from scan_compact(self.body, self.version, anchors, known, self.parse, self.max_inflated))
-        return (yield from scan_json(self.body, self.version, anchors, self.parse))
+            return (yield from scan_compact(
+                self.body, self.version, anchors, known, self.parse, self.max_inflated, self.max_topics))
+        return (yield from scan_json(self.body, self.version, anchors, self.parse, self.max_topics))
 
     def whole(self) -> RegisterBody:
         return self.parse(self.body, self.compressed, self.version)

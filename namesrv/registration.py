@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from namesrv.register_scan import Chunk, RawBody, Scan
 from namesrv.route_model import (
@@ -130,7 +130,8 @@ class _Raw:
         known: dict[int, int] = {}
         if applied is not None and applied.form == raw.form:
             anchors = applied.anchors
-            known = {d: rec.items for d, rec in applied.chunks.items()}
+            if raw.compressed:
+                known = {d: rec.items for d, rec in applied.chunks.items()}
         scan = yield from raw.scan(anchors, known)
         return _Parsed(raw.whole()) if scan is None else scan
 
@@ -155,15 +156,16 @@ class RegistrationMixin:
     _mutations: int
     _cluster_info: bytes | None
 
-    # provided by RouteTable
-    def invalidate_all(self) -> None: ...
-    def _intern(self, qd: QueueData) -> QueueData: ...
-    def _invalidate_topic(self, topic: str) -> None: ...
-    def _invalidate_topics(self, topics: dict[str, Any] | list[str]) -> None: ...
-    def _touch(self, name: str) -> None: ...
-    def _note_removal(self, name: str) -> None: ...
-    def _set_live(self, key: tuple[str, str], info: LiveBroker) -> None: ...
-    def _drop_live(self, key: tuple[str, str]) -> LiveBroker | None: ...
+    if TYPE_CHECKING:  # provided by RouteTable
+
+        def invalidate_all(self) -> None: ...
+        def _intern(self, qd: QueueData) -> QueueData: ...
+        def _invalidate_topic(self, topic: str) -> None: ...
+        def _invalidate_topics(self, topics: dict[str, Any] | list[str]) -> None: ...
+        def _touch(self, name: str) -> None: ...
+        def _note_removal(self, name: str) -> None: ...
+        def _set_live(self, key: tuple[str, str], info: LiveBroker) -> None: ...
+        def _drop_live(self, key: tuple[str, str]) -> LiveBroker | None: ...
 
     # ------------------------------------------------------------------
     # entry points
@@ -457,6 +459,9 @@ class RegistrationMixin:
                 budget = 0
                 yield
         count = len(seen) + sum(len(r.topics) for r in matched.values())
+        limit = scanned.max_topics if isinstance(scanned, Scan) else None
+        if limit is not None and count > limit:
+            raise BodyError(f"register body has {count} topics, more than the limit of {limit}")
         if not write:
             return TopicPlan(count, {}, [], False, None)
 

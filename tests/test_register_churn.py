@@ -277,6 +277,23 @@ def test_a_bad_chunk_fails_like_a_full_parse_and_changes_nothing() -> None:
     assert state(table) == before
 
 
+@pytest.mark.parametrize("form", ["json", "compact-5"])
+def test_topic_bound_holds_for_skipped_chunks_too(form: str) -> None:
+    table = RouteTable()
+    configs = [TopicConfig(f"t{i:05d}", 8, 8, 6) for i in range(4000)]
+
+    def register(cs: list[TopicConfig], counter: int) -> bool:
+        body, c, v = FORMS[form](cs, DataVersion(counter, counter))
+        raw = RawBody(body, c, v, CountingParse(), max_topics=4000)
+        return run_to_end(table.register_raw(reg(), raw, conn="c", now=counter)).ok
+
+    assert register(configs, 1)
+    before = state(table)
+    with pytest.raises(BodyError, match="4001 topics|4000"):
+        register(configs + [TopicConfig("one-too-many", 1, 1, 6)], 2)
+    assert state(table) == before
+
+
 # --------------------------------------------------------------------------
 # over TCP: route queries keep flowing, order guarantees hold
 
