@@ -11,6 +11,9 @@ use, so it can be seen not to be the bottleneck. Everything stays on
 
 Phases (``--phases``, comma-separated; the 32 brokers always register first):
 
+* ``inproc``: registration CPU time inside the processor, no sockets, and
+  the longest stretch between two yields to the reactor
+  (``bench/namesrv_inproc.py``: steady where wall-clock figures are not);
 * ``queries``: route queries while every broker re-sends its unchanged
   registration every ``--rereg-period`` seconds (issue 2's table);
 * ``churn``: route queries at ``--churn-connections`` while the 32 brokers
@@ -55,7 +58,7 @@ from remoting.command import request
 SERVER_CPU = 0
 CLIENT_CPU = 1
 BOOT = re.compile(rb"address ([\d.]+):(\d+)")
-PHASES = ("queries", "churn", "big")
+PHASES = ("inproc", "queries", "churn", "big")
 CHURN_MODES = ("none", "same", "version", "one-topic")
 #: Data-version counters start here so that bumping one never changes the body's length.
 COUNTER_BASE = 10**12
@@ -304,6 +307,15 @@ def main() -> None:
         "shape": f"{args.clusters} clusters x {args.brokers} brokers, {args.topics} topics per cluster",
         "load_average_before": os.getloadavg()[0],
     }
+    if "inproc" in phases:
+        from bench.namesrv_inproc import measure
+
+        results["inproc"] = inproc = measure(args.topics, args.brokers, args.big_topics)
+        print("in-process registration CPU ms:", json.dumps(inproc, indent=2))
+        phases = [p for p in phases if p != "inproc"]
+        if not phases:
+            write_results(out_path, results)
+            return
     with tempfile.TemporaryDirectory(prefix="namesrv-bench-") as tmp:
         loadgen = build_loadgen(Path(tmp))
         proc, addr = start_server(Path(tmp), frame_max=64 * 1024 * 1024)
@@ -316,9 +328,13 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 proc.kill()
     results["load_average_after"] = os.getloadavg()[0]
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nwritten to {out_path}")
+    write_results(out_path, results)
+
+
+def write_results(path: Path, results: dict[str, object]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwritten to {path}")
 
 
 def run(
