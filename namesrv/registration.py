@@ -25,11 +25,21 @@ got in anyway, the commit notices and redoes the registration in one go.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Hashable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any
 
-from namesrv.register_scan import Chunk, RawBody, Scan
+from namesrv.register_plan import (
+    PLAN_SLICE_TOPICS,
+    AppliedTable,
+    ChunkParseFailed,
+    ChunkRecord,
+    Parsed,
+    Steps,
+    TopicPlan,
+    plan_topics,
+    run_to_end,
+)
+from namesrv.register_scan import RawBody, Scan
 from namesrv.route_model import (
     BrokerEntry,
     LiveBroker,
@@ -38,82 +48,23 @@ from namesrv.route_model import (
     Registration,
     RouteOptions,
 )
-from remoting.bodies import BodyError, RegisterBody
+from remoting.bodies import RegisterBody
 from remoting.codes import MASTER_ID, PERM_WRITE
 
-T = TypeVar("T")
-Steps = Generator[None, None, T]
-
-#: Topics parsed and compared between two yields of a plan (~2 ms); table
-#: entries scanned for unreported topics go four times as many per yield.
-PLAN_SLICE_TOPICS = 2048
-
-
-def run_to_end(steps: Steps[T]) -> T:
-    """Drive a registration generator without yielding to anyone (tests, sync callers)."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-
-
-@dataclass(slots=True)
-class ChunkRecord:
-    """One chunk of a broker's last applied body."""
-
-    topics: tuple[str, ...]
-    items: int  # compact form: topic items in it (lets the next scan skip walking it)
-    verified: bool  # right after the apply the table held exactly this chunk's values
-
-
-@dataclass(slots=True)
-class AppliedTable:
-    """What the last topic apply of one broker name left in the table.
-
-    Valid while ``epoch`` equals the table's epoch of that name (any other
-    change to the name's queue data bumps it) and the perm mask is the
-    same. ``deleted``: that apply removed every topic the body lacked, so
-    the table held exactly the body's topics for the name. ``form`` None:
-    the body came parsed, without chunks (only ``deleted`` is of use).
-    """
-
-    epoch: int
-    mask: int
-    deleted: bool
-    form: str | None = None
-    chunks: dict[int, ChunkRecord] = field(default_factory=dict)
-    anchors: list[bytes] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class TopicPlan:
-    """The topic changes of one registration, computed without touching the table."""
-
-    topic_count: int
-    new_qmaps: dict[str, dict[str, QueueData]]  # topics whose QueueData map changes, as they will be
-    emptied: list[str]  # topics left without any QueueData
-    removed: bool  # some topic lost this broker's QueueData
-    applied: AppliedTable | None  # the record to keep (its epoch is set at commit)
-
-
-class ChunkParseFailed(Exception):
-    """A chunk did not parse: the cut is doubtful, so the whole body is parsed instead."""
-
-
-@dataclass(slots=True)
-class _Parsed:
-    """A body that arrived parsed (the loader API): one chunk without a digest."""
-
-    body: RegisterBody
-
+__all__ = [
+    "PLAN_SLICE_TOPICS",
+    "AppliedTable",
+    "ChunkRecord",
+    "RegistrationMixin",
+    "run_to_end",
+]
 
 class _Loader:
     def __init__(self, load_body: Callable[[], RegisterBody]) -> None:
         self.load_body = load_body
 
-    def scan(self, applied: AppliedTable | None) -> Steps[Scan | _Parsed]:
-        return _Parsed(self.load_body())
+    def scan(self, applied: AppliedTable | None) -> Steps[Scan | Parsed]:
+        return Parsed(self.load_body())
         yield  # a generator that never yields
 
     def whole(self) -> RegisterBody:
@@ -124,7 +75,7 @@ class _Raw:
     def __init__(self, raw: RawBody) -> None:
         self.raw = raw
 
-    def scan(self, applied: AppliedTable | None) -> Steps[Scan | _Parsed]:
+    def scan(self, applied: AppliedTable | None) -> Steps[Scan | Parsed]:
         raw = self.raw
         anchors: list[bytes] = []
         known: dict[int, int] = {}
@@ -133,7 +84,7 @@ class _Raw:
             if raw.compressed:
                 known = {d: rec.items for d, rec in applied.chunks.items()}
         scan = yield from raw.scan(anchors, known)
-        return _Parsed(raw.whole()) if scan is None else scan
+        return Parsed(raw.whole()) if scan is None else scan
 
     def whole(self) -> RegisterBody:
         return self.raw.whole()
@@ -234,17 +185,18 @@ class RegistrationMixin:
         )
         start = self._mutations
 
-        scanned: Scan | _Parsed | None = None
+        scanned: Scan | Parsed | None = None
         plan: TopicPlan | None = None
         if not same_body or (is_writer and not skip_topics):
             scanned = yield from source.scan(applied)
         if scanned is not None:
-            rest = scanned.body if isinstance(scanned, _Parsed) else scanned.rest
+            rest = scanned.body if isinstance(scanned, Parsed) else scanned.rest
             sent_version = rest.data_version
             changed = register_first or cached is None or cached.data_version != sent_version
             if is_writer or register_first:
                 try:
-                    plan = yield from self._plan_topics(
+                    plan = yield from plan_topics(
+                        self,
                         reg.name,
                         scanned,
                         changed=changed,
@@ -254,14 +206,14 @@ class RegistrationMixin:
                         write=is_writer,
                     )
                 except ChunkParseFailed:
-                    scanned = _Parsed(source.whole())
+                    scanned = Parsed(source.whole())
                     rest = scanned.body
-                    plan = yield from self._plan_topics(
-                        reg.name, scanned, changed=changed, mask=mask,
+                    plan = yield from plan_topics(
+                        self, reg.name, scanned, changed=changed, mask=mask,
                         delete=delete and not rest.mapping_infos, applied=None, write=is_writer,
                     )
                 topic_count = plan.topic_count
-            elif isinstance(scanned, _Parsed):
+            elif isinstance(scanned, Parsed):
                 topic_count = len(scanned.body.topics)
             else:
                 topic_count = scanned.declared_topics if scanned.declared_topics >= 0 else (
@@ -368,139 +320,6 @@ class RegistrationMixin:
 
     # ------------------------------------------------------------------
     # planning (reads the table, changes nothing)
-
-    def _plan_topics(
-        self,
-        name: str,
-        scanned: Scan | _Parsed,
-        *,
-        changed: bool,
-        mask: int,
-        delete: bool,
-        applied: AppliedTable | None,
-        write: bool,
-    ) -> Steps[TopicPlan]:
-        """What applying this body's topics would change (5.x, section 6.3 d and e).
-
-        A changed data version (or a first registration) writes every topic
-        whose QueueData differs; an unchanged one writes only topics the
-        broker has no QueueData for. ``applied`` (valid, or None) lets chunks
-        already in the table be skipped; ``write`` False only counts topics.
-        Chunks are parsed and compared one at a time and their parse
-        dropped, so a large body leaves few objects behind for the GC.
-        """
-        form = scanned.form if isinstance(scanned, Scan) else None
-        known = applied.chunks if applied is not None and form is not None and applied.form == form else {}
-        incremental = bool(known) and (not delete or (applied is not None and applied.deleted))
-        skippable = known if (incremental or not write) else {}
-
-        # Chunks already in the table are skipped; what they held and no
-        # longer do ("vanished") tells which topics may be gone.
-        matched: dict[int, ChunkRecord] = {}
-        todo: list[Chunk | None] = []
-        if isinstance(scanned, Scan):
-            for chunk in scanned.chunks:
-                rec = skippable.get(chunk.digest)
-                if rec is not None and (rec.verified or not write) and chunk.digest not in matched:
-                    matched[chunk.digest] = rec
-                else:
-                    todo.append(chunk)
-        else:
-            todo.append(None)
-        vanished: set[str] = set()
-        if incremental:
-            for digest, rec in known.items():
-                if digest not in matched:
-                    vanished.update(rec.topics)
-
-        tq = self.topic_queues
-        intern = self._intern
-        new_qmaps: dict[str, dict[str, QueueData]] = {}
-        seen: set[str] = set()
-        records: list[tuple[int, int, tuple[str, ...], bool]] = []
-        repeated = False
-        budget = 0
-        for chunk in todo:
-            if chunk is None:
-                assert isinstance(scanned, _Parsed)
-                topics = scanned.body.topics
-            else:
-                assert isinstance(scanned, Scan)
-                try:
-                    topics = scanned.parse_chunk(chunk)
-                except BodyError:
-                    raise ChunkParseFailed from None
-            verified = True
-            for t, (r, w, p, s) in topics.items():
-                if t in seen:
-                    repeated = True  # the same topic in two chunks: the later one wins
-                seen.add(t)
-                if not write:
-                    continue
-                qmap = tq.get(t)
-                cur = qmap.get(name) if qmap is not None else None
-                if incremental and cur is not None and t not in vanished:
-                    # This broker's topic outside the chunks that went away: it may
-                    # also be in a skipped chunk (a repeated key). Plan it all instead.
-                    return (yield from self._plan_topics(
-                        name, scanned, changed=changed, mask=mask, delete=delete, applied=None, write=write))
-                qd = intern((name, r, w, p & mask, s))
-                if cur is qd:
-                    new_qmaps.pop(t, None)
-                elif changed or cur is None:
-                    new_qmaps[t] = {name: qd} if qmap is None else {**qmap, name: qd}
-                else:
-                    verified = False  # same version: an existing value is left alone
-                    new_qmaps.pop(t, None)
-            if chunk is not None:
-                records.append((chunk.digest, chunk.items, tuple(topics), verified))
-            budget += len(topics)
-            if budget >= PLAN_SLICE_TOPICS:
-                budget = 0
-                yield
-        count = len(seen) + sum(len(r.topics) for r in matched.values())
-        limit = scanned.max_topics if isinstance(scanned, Scan) else None
-        if limit is not None and count > limit:
-            raise BodyError(f"register body has {count} topics, more than the limit of {limit}")
-        if not write:
-            return TopicPlan(count, {}, [], False, None)
-
-        # Topics the broker stopped reporting (deleteTopicWithBrokerRegistration).
-        emptied: list[str] = []
-        removed = False
-        if delete:
-            if incremental:
-                gone = [t for t in vanished if t not in seen]
-            else:
-                gone = []
-                for t, qmap in tq.items():
-                    if name in qmap and t not in seen:
-                        gone.append(t)
-                    budget += 1
-                    if budget >= PLAN_SLICE_TOPICS * 4:
-                        budget = 0
-                        yield
-            for t in gone:
-                qmap = tq.get(t)
-                if qmap is None or name not in qmap:
-                    continue
-                removed = True
-                left = {b: q for b, q in qmap.items() if b != name}
-                if left:
-                    new_qmaps[t] = left
-                else:
-                    emptied.append(t)
-
-        # The record for the next registration (no chunks if one topic sits in two).
-        record = AppliedTable(0, mask, delete)
-        if form is not None and not repeated:
-            record.form = form
-            record.anchors = scanned.anchors if isinstance(scanned, Scan) else []
-            record.chunks.update(matched)
-            for digest, items, names, verified in records:
-                if digest not in record.chunks:  # the same bytes twice add nothing
-                    record.chunks[digest] = ChunkRecord(names, items, verified)
-        return TopicPlan(count, new_qmaps, emptied, removed, record)
 
     # ------------------------------------------------------------------
     # commit (one synchronous step)
