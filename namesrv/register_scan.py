@@ -37,7 +37,7 @@ import zlib
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
-from remoting.bodies import MAX_INFLATED_REGISTER_BODY, BodyError, RegisterBody
+from remoting.bodies import BodyError, RegisterBody
 from remoting.codes import Version
 
 #: Target size of a JSON chunk: about 95 topics of a Java broker's table,
@@ -57,6 +57,9 @@ SCAN_SLICE_ITEMS = 8192
 INFLATE_STEP = 1024 * 1024
 #: Bytes hashed per step of the whole-body digest.
 DIGEST_STEP = 2 * 1024 * 1024
+#: Largest inflated compressed body when the caller gives no bound (that of
+#: remoting.bodies); the processor passes the bound it parses bodies under.
+DEFAULT_MAX_INFLATED = 256 * 1024 * 1024
 #: How far from the end the keys that follow the topic table are looked for.
 TAIL_WINDOW = 4096
 
@@ -401,7 +404,7 @@ class RawBody:
     compressed: bool
     version: int
     parse: ParseBody
-    max_inflated: int = MAX_INFLATED_REGISTER_BODY
+    max_inflated: int = DEFAULT_MAX_INFLATED
     max_topics: int | None = None  # None: no bound (``parse`` may have its own)
 
     @property
