@@ -37,7 +37,7 @@ import zlib
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
-from remoting.bodies import BodyError, RegisterBody
+from remoting.bodies import BodyError, DataVersion, RegisterBody
 from remoting.codes import Version
 
 #: Target size of a JSON chunk: about 95 topics of a Java broker's table,
@@ -227,8 +227,14 @@ def scan_json(
 # compact (compressed) form
 
 
-def inflate(body: bytes, limit: int) -> Generator[None, None, bytes]:
-    """zlib-inflate in steps (yielding between them), refusing more than ``limit`` bytes."""
+def inflate(
+    body: bytes, limit: int, head_ok: Callable[[bytes], bool] | None = None
+) -> Generator[None, None, bytes | None]:
+    """zlib-inflate in steps (yielding between them), refusing more than ``limit`` bytes.
+
+    ``head_ok`` sees the first step's output; False stops at once (None): a
+    body whose start is already wrong is not inflated any further.
+    """
     inflater = zlib.decompressobj()
     parts: list[bytes] = []
     total = 0
@@ -239,6 +245,8 @@ def inflate(body: bytes, limit: int) -> Generator[None, None, bytes]:
             total += len(part)
             if total > limit:
                 raise BodyError(f"compressed register body inflates past the size limit ({limit} bytes)")
+            if not parts and head_ok is not None and not head_ok(part):
+                return None
             parts.append(part)
             pending = inflater.unconsumed_tail
             if inflater.eof or (not pending and not part):
@@ -249,6 +257,20 @@ def inflate(body: bytes, limit: int) -> Generator[None, None, bytes]:
     if not inflater.eof:
         raise BodyError("compressed register body is truncated")
     return b"".join(parts)
+
+
+def _compact_head_ok(head: bytes) -> bool:
+    """Whether a compressed body starts with a data version and a topic count."""
+    if len(head) < 8:
+        return False
+    dv_len = _I32.unpack_from(head, 0)[0]
+    if dv_len < 0 or 8 + dv_len > len(head):
+        return False
+    try:
+        DataVersion.decode(head[4 : 4 + dv_len])
+    except BodyError:
+        return False
+    return _I32.unpack_from(head, 4 + dv_len)[0] >= 0
 
 
 def _walk(data: bytes, pos: int, count: int, stop: int) -> tuple[int, int]:
@@ -348,9 +370,9 @@ def scan_compact(
     such chunks are not walked item by item again; the others are, and the
     count the body declares tells where the items end.
     """
-    data = yield from inflate(body, max_inflated)
-    if len(data) < 8:
-        return None
+    data = yield from inflate(body, max_inflated, _compact_head_ok)
+    if data is None or len(data) < 8:
+        return None  # the whole-body parse reports what is wrong
     dv_len = _I32.unpack_from(data, 0)[0]
     if dv_len < 0 or 8 + dv_len > len(data):
         return None
