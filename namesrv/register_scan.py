@@ -259,8 +259,8 @@ def inflate(
     return b"".join(parts)
 
 
-def _compact_head_ok(head: bytes) -> bool:
-    """Whether a compressed body starts with a data version and a topic count."""
+def _compact_head_ok(head: bytes, max_topics: int | None) -> bool:
+    """Whether a compressed body starts with a data version and a topic count (within the bound)."""
     if len(head) < 8:
         return False
     dv_len = _I32.unpack_from(head, 0)[0]
@@ -270,7 +270,10 @@ def _compact_head_ok(head: bytes) -> bool:
         DataVersion.decode(head[4 : 4 + dv_len])
     except BodyError:
         return False
-    return _I32.unpack_from(head, 4 + dv_len)[0] >= 0
+    count = _I32.unpack_from(head, 4 + dv_len)[0]
+    if max_topics is not None and count > max_topics:
+        raise BodyError(f"register body has {count} topics, more than the limit of {max_topics}")
+    return count >= 0
 
 
 def _walk(data: bytes, pos: int, count: int, stop: int) -> tuple[int, int]:
@@ -370,7 +373,7 @@ def scan_compact(
     such chunks are not walked item by item again; the others are, and the
     count the body declares tells where the items end.
     """
-    data = yield from inflate(body, max_inflated, _compact_head_ok)
+    data = yield from inflate(body, max_inflated, lambda head: _compact_head_ok(head, max_topics))
     if data is None or len(data) < 8:
         return None  # the whole-body parse reports what is wrong
     dv_len = _I32.unpack_from(data, 0)[0]
@@ -379,8 +382,6 @@ def scan_compact(
     count = _I32.unpack_from(data, 4 + dv_len)[0]
     if count < 0:
         return None  # the whole-body parse reports it
-    if max_topics is not None and count > max_topics:
-        raise BodyError(f"register body has {count} topics, more than the limit of {max_topics}")
     items_start = 8 + dv_len
     view = memoryview(data)
     found: list[int] = []
