@@ -10,6 +10,15 @@ Route answers are cached in their encoded form, per topic, and most topics
 of one cluster share one bytes object: a route body does not mention its
 topic, so topics with equal queue data encode to equal bytes. A route query
 is then two dict lookups.
+
+REGISTER_BROKER lives in :mod:`namesrv.registration` (mixed in here) and
+the records in :mod:`namesrv.route_model`. The state is plain dicts:
+``topic_queues`` (topic -> broker name -> QueueData tuple), ``brokers``,
+``clusters``, ``live``, ``filter_servers``, ``mappings``; besides them,
+``_applied`` (broker name -> what its last registration wrote, see
+registration.AppliedTable) and ``_epoch`` (broker name -> a counter every
+change to its QueueData bumps) let an unchanged part of a re-registration
+be skipped.
 """
 
 from __future__ import annotations
@@ -60,7 +69,7 @@ class RouteTable(RegistrationMixin):
         self._by_conn: dict[Hashable, set[tuple[str, str]]] = {}
         self._interned: dict[QueueData, QueueData] = {}
         self._removal_epoch: dict[str, int] = {}
-        #: Per broker name, bumped by every change to its QueueData or mappings.
+        #: Per broker name, bumped by every change to its QueueData.
         self._epoch: dict[str, int] = {}
         #: Per broker name, what its last topic apply wrote (registration.AppliedTable).
         self._applied: dict[str, AppliedTable] = {}
