@@ -198,7 +198,7 @@ class NameServerProcessor:
         return resp if type(resp) is bytes else encode(resp)
 
     async def handle_async(self, req: RemotingCommand, conn: Hashable) -> bytes | None:
-        """Answer a request whose effect must be persisted before the reply."""
+        """Answer a request that awaits: a write persisted before its reply, or a table change under the table lock."""
         try:
             writer = self._table_writers.get(req.code)
             resp = await (writer(req, conn) if writer is not None else self._async_handlers[req.code](req))

@@ -4,6 +4,10 @@ A graceful stop closes the listeners, stops reading requests, lets the
 requests already read be answered (a KV write in progress reaches the
 disk before its answer goes out), then closes every connection; all of it
 bounded by ``SHUTDOWN_GRACE_SECONDS``.
+
+Connection closes and heartbeat expiry change the route table, so they take
+the processor's table lock like every other change: one that happens while
+a large registration is being applied (in slices) is applied after it.
 """
 
 from __future__ import annotations
