@@ -10,6 +10,7 @@ only, so the table may be queried (not changed) while a plan is suspended.
 from __future__ import annotations
 
 from collections.abc import Generator
+from sys import intern as intern_name
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
@@ -88,6 +89,7 @@ class PlanTable(Protocol):
     """What a plan reads of the route table."""
 
     topic_queues: dict[str, dict[str, QueueData]]
+    _chunk_names: dict[int, tuple[str, ...]]
 
     def _intern(self, qd: QueueData) -> QueueData: ...
 
@@ -154,7 +156,13 @@ def plan_topics(
             except BodyError:
                 raise ChunkParseFailed from None
         verified = True
+        names: list[str] = []
         for t, (r, w, p, s) in topics.items():
+            # One string object per topic name, whoever sent it: the table's key
+            # and every broker's chunk record share it (else 32 brokers of a
+            # cluster would keep 32 copies of each name alive).
+            t = intern_name(t)
+            names.append(t)
             if t in seen:
                 repeated = True  # the same topic in two chunks: the later one wins
             seen.add(t)
@@ -176,7 +184,10 @@ def plan_topics(
                 verified = False  # same version: an existing value is left alone
                 new_qmaps.pop(t, None)
         if chunk is not None:
-            records.append((chunk.digest, chunk.items, tuple(topics), verified))
+            shared = table._chunk_names.get(chunk.digest)  # another broker sent the same bytes
+            if shared is None or len(shared) != len(names):
+                shared = table._chunk_names[chunk.digest] = tuple(names)
+            records.append((chunk.digest, chunk.items, shared, verified))
         budget += len(topics)
         if budget >= PLAN_SLICE_TOPICS:
             budget = 0

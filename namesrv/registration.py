@@ -51,6 +51,9 @@ from namesrv.route_model import (
 from remoting.bodies import RegisterBody
 from remoting.codes import MASTER_ID, PERM_WRITE
 
+#: Shared chunk name tuples kept beyond twice those in use before a prune.
+CHUNK_NAMES_SLACK = 4096
+
 __all__ = [
     "PLAN_SLICE_TOPICS",
     "AppliedTable",
@@ -104,6 +107,8 @@ class RegistrationMixin:
     _removal_epoch: dict[str, int]
     _epoch: dict[str, int]
     _applied: dict[str, AppliedTable]
+    _chunk_names: dict[int, tuple[str, ...]]
+    _chunk_names_limit: int
     _mutations: int
     _cluster_info: bytes | None
 
@@ -341,3 +346,11 @@ class RegistrationMixin:
             self._applied[name] = plan.applied
         else:
             self._applied.pop(name, None)
+        if len(self._chunk_names) > self._chunk_names_limit:
+            self._prune_chunk_names()
+
+    def _prune_chunk_names(self) -> None:
+        """Keep only the shared chunk name tuples some broker's record still uses."""
+        live = {d: r.topics for rec in self._applied.values() for d, r in rec.chunks.items()}
+        self._chunk_names = live
+        self._chunk_names_limit = 2 * len(live) + CHUNK_NAMES_SLACK

@@ -27,7 +27,7 @@ import gc
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
-from namesrv.registration import AppliedTable, RegistrationMixin
+from namesrv.registration import CHUNK_NAMES_SLACK, AppliedTable, RegistrationMixin
 from namesrv.route_model import (
     DEFAULT_BROKER_CHANNEL_EXPIRED_MS,
     SYNC_BROKER_MEMBER_PREFIX,
@@ -73,6 +73,10 @@ class RouteTable(RegistrationMixin):
         self._epoch: dict[str, int] = {}
         #: Per broker name, what its last topic apply wrote (registration.AppliedTable).
         self._applied: dict[str, AppliedTable] = {}
+        #: Chunk digest -> its topic names, shared by the records of brokers that
+        #: sent the same bytes (pruned to what records use when it doubles).
+        self._chunk_names: dict[int, tuple[str, ...]] = {}
+        self._chunk_names_limit = CHUNK_NAMES_SLACK
         #: Bumped by every change to topics, live entries or addresses.
         self._mutations = 0
         self._route_cache: tuple[dict[str, bytes], dict[str, bytes]] = ({}, {})

@@ -233,6 +233,35 @@ def test_large_registration_is_sliced_and_invisible_until_applied(form: str) -> 
     assert table.topic_queues["old-3"]["broker-a"][3] == 2
 
 
+def test_brokers_with_the_same_table_share_chunk_names_and_the_store_stays_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("namesrv.registration.CHUNK_NAMES_SLACK", 16)
+    table = RouteTable()
+    table._chunk_names_limit = 16
+    configs = [TopicConfig(f"t{i:05d}", 8, 8, 6) for i in range(5000)]
+    for b in range(4):
+        body, c, v = FORMS["java"](configs, DataVersion(1, 1))
+        run_to_end(table.register_raw(reg(f"10.0.0.{b}:1", f"broker-{b}"), RawBody(body, c, v, parse_register_body_), conn=b, now=0))
+    records = [table._applied[f"broker-{b}"].chunks for b in range(4)]
+    assert len(records[0]) > 10 and all(r.keys() == records[0].keys() for r in records)
+    assert all(records[b][d].topics is records[0][d].topics for b in range(4) for d in records[0])
+    most = 0
+    for counter in range(2, 80):  # one topic changes per registration: a new digest each time
+        configs[counter] = TopicConfig(configs[counter].topic_name, counter % 7 + 1, 8, 6)
+        body, c, v = FORMS["java"](configs, DataVersion(counter, 1))
+        run_to_end(table.register_raw(reg("10.0.0.0:1", "broker-0"), RawBody(body, c, v, parse_register_body_), conn=0, now=counter))
+        in_use = {d for rec in table._applied.values() for d in rec.chunks}
+        most = max(most, len(in_use))
+        assert len(table._chunk_names) <= 2 * most + 16
+        assert in_use <= table._chunk_names.keys()
+    assert table.topic_queues["t00079"]["broker-0"][1] == 79 % 7 + 1
+
+
+def parse_register_body_(body: bytes, compressed: bool, version: int) -> RegisterBody:
+    return parse_register_body(body, compressed=compressed, version=version)
+
+
 def test_change_made_while_a_registration_is_suspended_is_kept() -> None:
     """A writer that skipped the table lock: the registration notices and redoes itself."""
     table, expected = RouteTable(), RouteTable()
