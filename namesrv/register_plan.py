@@ -68,9 +68,9 @@ class TopicPlan:
     """The topic changes of one registration, computed without touching the table."""
 
     topic_count: int
-    new_qmaps: dict[str, dict[str, QueueData]]  # topics whose QueueData map changes, as they will be
-    emptied: list[str]  # topics left without any QueueData
-    removed: bool  # some topic lost this broker's QueueData
+    added: dict[str, dict[str, QueueData]]  # topics new to the table, with their QueueData map
+    sets: dict[str, QueueData]  # topics the table has whose QueueData of this broker becomes this
+    gone: list[str]  # topics that lose this broker's QueueData (deleteTopicWithBrokerRegistration)
     applied: AppliedTable | None  # the record to keep (its epoch is set at commit)
 
 
@@ -140,7 +140,8 @@ def plan_topics(
 
     tq = table.topic_queues
     intern = table._intern
-    new_qmaps: dict[str, dict[str, QueueData]] = {}
+    added: dict[str, dict[str, QueueData]] = {}
+    sets: dict[str, QueueData] = {}
     seen: set[str] = set()
     records: list[tuple[int, int, tuple[str, ...], bool]] = []
     repeated = False
@@ -176,13 +177,15 @@ def plan_topics(
                 return (yield from plan_topics(
                     table, name, scanned, changed=changed, mask=mask, delete=delete, applied=None, write=write))
             qd = intern((name, r, w, p & mask, s))
-            if cur is qd:
-                new_qmaps.pop(t, None)
+            if qmap is None:
+                added[t] = {name: qd}
+            elif cur is qd:
+                sets.pop(t, None)  # (an earlier duplicate of this topic may have set it)
             elif changed or cur is None:
-                new_qmaps[t] = {name: qd} if qmap is None else {**qmap, name: qd}
+                sets[t] = qd
             else:
                 verified = False  # same version: an existing value is left alone
-                new_qmaps.pop(t, None)
+                sets.pop(t, None)
         if chunk is not None:
             shared = table._chunk_names.get(chunk.digest)  # another broker sent the same bytes
             if shared is None or len(shared) != len(names):
@@ -197,16 +200,14 @@ def plan_topics(
     if limit is not None and count > limit:
         raise BodyError(f"register body has {count} topics, more than the limit of {limit}")
     if not write:
-        return TopicPlan(count, {}, [], False, None)
+        return TopicPlan(count, {}, {}, [], None)
 
     # Topics the broker stopped reporting (deleteTopicWithBrokerRegistration).
-    emptied: list[str] = []
-    removed = False
+    gone: list[str] = []
     if delete:
         if incremental:
-            gone = [t for t in vanished if t not in seen]
+            gone = [t for t in vanished if t not in seen and name in tq.get(t, ())]
         else:
-            gone = []
             for t, qmap in tq.items():
                 if name in qmap and t not in seen:
                     gone.append(t)
@@ -214,16 +215,6 @@ def plan_topics(
                 if budget >= PLAN_SLICE_TOPICS * 4:
                     budget = 0
                     yield
-        for t in gone:
-            qmap = tq.get(t)
-            if qmap is None or name not in qmap:
-                continue
-            removed = True
-            left = {b: q for b, q in qmap.items() if b != name}
-            if left:
-                new_qmaps[t] = left
-            else:
-                emptied.append(t)
 
     # The record for the next registration (no chunks if one topic sits in two).
     record = AppliedTable(0, mask, delete)
@@ -234,4 +225,4 @@ def plan_topics(
         for digest, items, names, verified in records:
             if digest not in record.chunks:  # the same bytes twice add nothing
                 record.chunks[digest] = ChunkRecord(names, items, verified)
-    return TopicPlan(count, new_qmaps, emptied, removed, record)
+    return TopicPlan(count, added, sets, gone, record)

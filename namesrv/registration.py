@@ -330,16 +330,23 @@ class RegistrationMixin:
     # commit (one synchronous step)
 
     def _commit_topics(self, name: str, plan: TopicPlan) -> None:
+        """Apply a plan in one step (what route queries see changes at once)."""
         tq = self.topic_queues
-        if plan.new_qmaps or plan.emptied:
-            tq.update(plan.new_qmaps)
-            for t in plan.emptied:
-                del tq[t]
-                self.mappings.pop(t, None)
-            self._invalidate_topics(plan.new_qmaps)
-            self._invalidate_topics(plan.emptied)
+        if plan.added or plan.sets or plan.gone:
+            tq.update(plan.added)  # one C-level step however many topics are new
+            for t, qd in plan.sets.items():
+                tq[t][name] = qd
+            for t in plan.gone:
+                qmap = tq[t]
+                del qmap[name]
+                if not qmap:
+                    del tq[t]
+                    self.mappings.pop(t, None)
+            self._invalidate_topics(plan.added)
+            self._invalidate_topics(plan.sets)
+            self._invalidate_topics(plan.gone)
             self._touch(name)
-        if plan.removed:
+        if plan.gone:
             self._note_removal(name)
         if plan.applied is not None:
             plan.applied.epoch = self._epoch.get(name, 0)
