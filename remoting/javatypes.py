@@ -27,6 +27,10 @@ class JavaRangeError(ValueError):
     """A number outside the Java type of its field, or not a number at all."""
 
 
+class NotANumber(JavaRangeError):
+    """Text that is no decimal integer at all."""
+
+
 def brief(value: Any, limit: int = 40) -> str:
     """A short, safe description of a bad value for a remark or a log line.
 
@@ -53,7 +57,7 @@ def parse_int(text: str, bits: int, what: str) -> int:
     """Java's ``Integer.parseInt`` / ``Long.parseLong`` (surrounding blanks allowed)."""
     stripped = text.strip()
     if not _DECIMAL.fullmatch(stripped):
-        raise JavaRangeError(f"{what} is not a number: {brief(text)}")
+        raise NotANumber(f"{what} is not a number: {brief(text)}")
     digits = stripped.lstrip("+-").lstrip("0")
     if len(digits) > _MAX_DIGITS:
         raise JavaRangeError(f"{what} {brief(text)} is out of range for a Java {_TYPE_NAME[bits]}")
