@@ -93,21 +93,31 @@ MIN_LIVE_FRAME_MAX_LENGTH = 4 * 1024 * 1024
 MIN_LIVE_IDLE_SECONDS = 90
 
 
-def key_class(key: str, config: NamesrvConfig | None = None) -> str:
+def key_class(key: str, black_list: str = "") -> str:
     """``live``, ``restart``, ``inert`` or ``refused`` for one key.
 
-    With ``config``, its ``configBlackList`` adds refused keys. Keys not
-    listed anywhere are read once at start, hence ``restart``.
+    ``black_list`` is the server's ``configBlackList`` (``;``-separated),
+    whose keys are refused too. Keys listed nowhere are read once at start,
+    hence ``restart``.
     """
     if key in ALWAYS_REFUSED or NamesrvConfig.is_path_key(key):
         return REFUSED
-    if config is not None and key in config.protected_keys():
+    if key in {k.strip() for k in black_list.split(";")}:
         return REFUSED
     if key in LIVE_KEYS:
         return LIVE
     if key in INERT_KEYS:
         return INERT
     return RESTART
+
+
+def config_view(props: dict[str, str], with_classes: bool) -> dict[str, object]:
+    """A GET_NAMESRV_CONFIG answer for display: ``{key: value}``, or with
+    classes ``{key: {"value": value, "class": class}}``."""
+    if not with_classes:
+        return dict(props)
+    black_list = props.get("configBlackList", "")
+    return {k: {"value": v, "class": key_class(k, black_list)} for k, v in props.items()}
 
 
 class UpdateRefused(Exception):

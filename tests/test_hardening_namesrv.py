@@ -8,6 +8,7 @@ Times printed with ``-s`` are the figures quoted in the issue's closing note.
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import time
@@ -24,6 +25,7 @@ from remoting.bodies import DataVersion, TopicConfig, TopicRouteData, parse_kv_t
 from remoting.codes import NAMESPACE_ORDER_TOPIC_CONFIG, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, request
 from remoting.transport import RemotingClient, connect
+from tests.mqadmin_procs import mqadmin
 from tests.procs import NamesrvProcess
 
 CLUSTER = "DefaultCluster"
@@ -436,3 +438,18 @@ async def test_out_of_range_numbers_get_a_clear_error(
         assert len(remark) < 200
     await assert_serving(namesrv)
     assert_no_traceback(namesrv)
+
+
+async def test_mqadmin_shows_which_keys_apply_live(namesrv: NamesrvProcess) -> None:
+    done = await trio.to_thread.run_sync(lambda: mqadmin("getNamesrvConfig", "--classes", "--json", "-n", namesrv.addr))
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)[namesrv.addr]
+    assert shown["listenPort"]["class"] == "refused" and shown["enableTopicList"] == {"value": "true", "class": "live"}
+    assert shown["frameMaxLength"]["class"] == "restart" and shown["serverWorkerThreads"]["class"] == "inert"
+    done = await trio.to_thread.run_sync(lambda: mqadmin("getNamesrvConfig", "--classes", "-n", namesrv.addr))
+    assert done.returncode == 0
+    line = next(line for line in done.stdout.splitlines() if line.startswith("kvKeyMaxBytes "))
+    assert line.split() == ["kvKeyMaxBytes", "=", "1024", "[live]"]
+    # Without --classes, the output is Apache mqadmin's.
+    done = await trio.to_thread.run_sync(lambda: mqadmin("getNamesrvConfig", "--json", "-n", namesrv.addr))
+    assert json.loads(done.stdout)[namesrv.addr]["enableTopicList"] == "true"
