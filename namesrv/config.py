@@ -77,7 +77,7 @@ class NamesrvConfig:
     brokerChannelExpiredTime: int = 120000  # default broker heartbeat timeout, ms
     frameMaxLength: int = 16 * 1024 * 1024  # Java's com.rocketmq.remoting.frameMaxLength
     serverMaxConnections: int = 10000  # connections beyond this are refused
-    # extensions: bounds on one request (issue 11)
+    # extensions: bounds on what one request may cost
     registerBodyMaxInflatedBytes: int = 32 * 1024 * 1024  # a compressed register body inflates to at most this
     registerBodyMaxTopics: int = 200_000  # topics in one REGISTER_BROKER
     registerBodyMaxJsonDepth: int = 32  # nesting of the kept parts of a register body (mapping infos)
