@@ -78,7 +78,7 @@ class NamesrvConfig:
     frameMaxLength: int = 16 * 1024 * 1024  # Java's com.rocketmq.remoting.frameMaxLength
     serverMaxConnections: int = 10000  # connections beyond this are refused
     # extensions: bounds on what one request may cost
-    registerBodyMaxInflatedBytes: int = 32 * 1024 * 1024  # a compressed register body inflates to at most this
+    registerBodyMaxInflatedBytes: int = 16 * 1024 * 1024  # a compressed register body inflates to at most this
     registerBodyMaxTopics: int = 200_000  # topics in one REGISTER_BROKER
     registerBodyMaxJsonDepth: int = 32  # nesting of the kept parts of a register body (mapping infos)
     kvKeyMaxBytes: int = 1024  # UTF-8 bytes of a KV namespace or key

@@ -376,10 +376,16 @@ def test_bodyless_register_gives_empty_topics() -> None:
 
 
 def test_compressed_body_that_inflates_past_the_limit_is_refused() -> None:
-    bomb = zlib.compress(b"\0" * (8 * 1024 * 1024), 9)
-    assert len(bomb) < 16 * 1024
-    with pytest.raises(BodyError, match="size limit"):
-        parse_register_body(bomb, compressed=True, version=479, limits=RegisterLimits(max_inflated_bytes=1024 * 1024))
+    topic = _pack_item(b"T 1 1 6 SINGLE_TAG")
+    raw = _pack_item(DV.encode()) + struct.pack(">i", 400_000) + topic * 400_000
+    bomb = zlib.compress(raw, 9)
+    assert len(bomb) < 64 * 1024 and len(raw) > 8 * 1024 * 1024
+    limits = RegisterLimits(max_inflated_bytes=1024 * 1024, max_topics=1_000_000)
+    with pytest.raises(BodyError, match="inflates past the size limit"):
+        parse_register_body(bomb, compressed=True, version=479, limits=limits)
+    # A bomb of zeros is refused by its very first item, after one inflate step.
+    with pytest.raises(BodyError, match="not valid JSON"):
+        parse_register_body(zlib.compress(b"\0" * (64 << 20)), compressed=True, version=479)
 
 
 def test_inflate_limit_boundary() -> None:
@@ -391,8 +397,8 @@ def test_inflate_limit_boundary() -> None:
         parse_register_body(body, compressed=True, version=479, limits=RegisterLimits(max_inflated_bytes=size - 1))
 
 
-def test_default_inflate_limit_is_32_mib() -> None:
-    assert bodies.DEFAULT_REGISTER_LIMITS.max_inflated_bytes == 32 * 1024 * 1024
+def test_default_inflate_limit_is_16_mib() -> None:
+    assert bodies.DEFAULT_REGISTER_LIMITS.max_inflated_bytes == 16 * 1024 * 1024
 
 
 @pytest.mark.parametrize("version", [407, 479])

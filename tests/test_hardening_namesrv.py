@@ -118,19 +118,34 @@ async def test_config_update_of_400000_continuation_lines_is_refused_at_once(nam
     assert_no_traceback(namesrv)
 
 
-async def test_compressed_register_bomb_is_refused_at_the_inflate_bound(namesrv: NamesrvProcess) -> None:
+def _bomb(mib: int, prefix: bytes = b"", block: bytes = b"\0" * (1 << 20)) -> bytes:
+    """A zlib stream inflating to ``prefix`` + ``block`` repeated to about ``mib`` MiB."""
     squeezer = zlib.compressobj(9)
-    bomb = b"".join(squeezer.compress(b"\0" * (1 << 20)) for _ in range(232)) + squeezer.flush()
-    assert len(bomb) < 600_000  # inflates to 232 MiB
+    parts = [squeezer.compress(prefix)]
+    parts.extend(squeezer.compress(block) for _ in range((mib << 20) // len(block)))
+    return b"".join(parts) + squeezer.flush()
+
+
+async def test_compressed_register_bombs_are_refused_early(namesrv: NamesrvProcess) -> None:
+    # A structured bomb: a valid start, then 200,000 topic items of ~1.2 KB (232 MiB).
+    item = _item(b"T" * 1200 + b" 8 8 6 SINGLE_TAG {}")
+    prefix = _item(DataVersion(1, 1).encode()) + struct.pack(">i", 200_000)
+    structured = _bomb(232, prefix, item * 1000)
+    zeros = _bomb(232)
     async with connect(namesrv.addr) as c:
-        req = request(RequestCode.REGISTER_BROKER, broker_ext(compressed=True), bomb)
-        resp, took = await timed(c, req)
-        rss = rss_mb(namesrv)
-        print(f"\n{len(bomb)} B zlib bomb (232 MiB inflated) refused in {took * 1000:.1f} ms, server RSS {rss:.0f} MB")
-        assert resp.code == ResponseCode.SYSTEM_ERROR
-        assert "inflates past the size limit (33554432 bytes)" in (resp.remark or "")
-        assert took < 1.0
-        assert rss < 200
+        for name, bomb, remark in (
+            ("structured", structured, "inflates past the size limit (16777216 bytes)"),
+            ("zeros", zeros, "not valid JSON"),
+        ):
+            assert len(bomb) < 600_000
+            req = request(RequestCode.REGISTER_BROKER, broker_ext(compressed=True), bomb)
+            resp, took = await timed(c, req)
+            rss = rss_mb(namesrv)
+            print(f"\n{len(bomb)} B {name} zlib bomb (232 MiB inflated) refused in {took * 1000:.1f} ms, RSS {rss:.0f} MB")
+            assert resp.code == ResponseCode.SYSTEM_ERROR
+            assert remark in (resp.remark or "")
+            assert took < 1.0
+            assert rss < 200
         assert await route_of(c, "TBW102") is None  # nothing was registered
     await assert_serving(namesrv)
     assert_no_traceback(namesrv)
