@@ -13,9 +13,9 @@ from typing import Any
 
 from remoting import properties
 from remoting.bodies import DataVersion, TopicConfig
-from remoting.register_body import encode_register_body
 from remoting.codes import CURRENT_VERSION, RequestCode
 from remoting.command import RemotingCommand, request
+from remoting.register_body import encode_register_body
 
 
 def register_broker(
