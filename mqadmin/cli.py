@@ -34,6 +34,7 @@ from mqadmin.render import (
     out,
     print_json,
 )
+from namesrv.config_policy import config_view, key_class
 from remoting.bodies import ClusterInfo, TopicRouteData
 from remoting.climain import run_app
 
@@ -255,18 +256,27 @@ def add_write_perm(
 
 
 @app.command("getNamesrvConfig", help="Show every NameServer's configuration.")
-def get_namesrv_config(namesrv: str | None = NamesrvOpt, as_json: bool = JsonOpt, timeout: float = TimeoutOpt) -> None:
+def get_namesrv_config(
+    namesrv: str | None = NamesrvOpt,
+    as_json: bool = JsonOpt,
+    timeout: float = TimeoutOpt,
+    classes: bool = typer.Option(
+        False, "--classes", help="Show whether updateNamesrvConfig applies each key live, at restart, never (inert) or refuses it."
+    ),
+) -> None:
     results = run(client_for(namesrv, timeout).namesrv_configs)
     if as_json:
-        print_json({r.addr: (r.value if r.ok else {"error": r.error}) for r in results})
+        print_json({r.addr: (config_view(r.value, classes) if r.ok else {"error": r.error}) for r in results})
     else:
         for r in results:
             out.print(f"============{r.addr}============")
             if not r.ok:
                 out.print(r.error, style="red")
                 continue
+            black_list = r.value.get("configBlackList", "")
             for k, v in r.value.items():
-                out.print(f"{k:<50}=  {v}")
+                suffix = f"  [{key_class(k, black_list)}]" if classes else ""
+                out.print(f"{k:<50}=  {v}{suffix}")
     if not all(r.ok for r in results):
         raise typer.Exit(1)
 

@@ -174,6 +174,15 @@ class RouteTable:
             self.mappings.pop(topic, None)
         self._note_removal(name)
 
+    def _drop_mappings(self, name: str) -> None:
+        """Forget the static-topic mappings a departed broker registered."""
+        for topic in [t for t, by_broker in self.mappings.items() if name in by_broker]:
+            by_broker = self.mappings[topic]
+            del by_broker[name]
+            if not by_broker:
+                del self.mappings[topic]
+            self._invalidate_topic(topic)
+
     def _set_live(self, key: tuple[str, str], info: LiveBroker) -> None:
         old = self.live.get(key)
         if old is not None and old.conn != info.conn:
@@ -399,6 +408,7 @@ class RouteTable:
                 if not members:
                     del self.clusters[cluster]
             self._remove_broker_queues(name)
+            self._drop_mappings(name)
             self.invalidate_all()
         elif broker.enable_acting_master and min(broker.addrs) > MASTER_ID:
             for topic, qmap in self.topic_queues.items():

@@ -29,7 +29,9 @@ class NameServer:
     def __init__(self, config: NamesrvConfig, kv: KVConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self._write_lock = trio.Lock()
-        self.processor = NameServerProcessor(config, kv, clock=clock, persist=self._persist)
+        self.processor = NameServerProcessor(
+            config, kv, clock=clock, persist=self._persist, connection_count=lambda: len(self.reactor.connections)
+        )
         self.reactor = Reactor(
             self.processor,
             on_close=self._connection_closed,
