@@ -72,6 +72,9 @@ class BrokerServer:
             max_frame=config.frameMaxLength,
             max_connections=lambda: config.serverMaxConnections,
             idle_seconds=lambda: float(config.serverChannelMaxIdleTimeSeconds),
+            read_budget=config.serverTotalReadBufferBytes,
+            high_water_mark=config.writeBufferHighWaterMark,
+            low_water_mark=config.writeBufferLowWaterMark,
         )
         self.reactor = reactor
         _, port = reactor.listen(config.brokerIP1, config.listenPort, BACKLOG)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from remoting import properties
+from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
 
 _HOME = os.path.expanduser("~")
 
@@ -70,7 +71,9 @@ class NamesrvConfig:
     # extensions
     brokerChannelExpiredTime: int = 120000  # default broker heartbeat timeout, ms
     frameMaxLength: int = 16 * 1024 * 1024  # Java's com.rocketmq.remoting.frameMaxLength
-    serverMaxConnections: int = 10000  # connections beyond this are refused
+    # connections beyond this are refused; default min(10000, RLIMIT_NOFILE soft limit - 128)
+    serverMaxConnections: int = field(default_factory=default_max_connections)
+    serverTotalReadBufferBytes: int = DEFAULT_TOTAL_READ_BUFFER  # all partial frames together
 
     #: Keys from a -c file that match no field: kept and shown, like Java.
     extra: dict[str, str] = field(default_factory=dict, repr=False)
@@ -132,6 +135,12 @@ class NamesrvConfig:
             raise ConfigError(f"frameMaxLength must be between 1024 and {1 << 30}, got {self.frameMaxLength}")
         if self.serverMaxConnections <= 0:
             raise ConfigError("serverMaxConnections must be positive")
+        if self.serverTotalReadBufferBytes < 1024 * 1024:
+            raise ConfigError(f"serverTotalReadBufferBytes must be at least 1048576, got {self.serverTotalReadBufferBytes}")
+        try:
+            water_marks(self.writeBufferHighWaterMark, self.writeBufferLowWaterMark)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
 
 def _render(value: Any) -> str:

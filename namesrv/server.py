@@ -36,6 +36,9 @@ class NameServer:
             max_frame=config.frameMaxLength,
             max_connections=lambda: self.config.serverMaxConnections,
             idle_seconds=lambda: float(self.config.serverChannelMaxIdleTimeSeconds),
+            read_budget=config.serverTotalReadBufferBytes,
+            high_water_mark=config.writeBufferHighWaterMark,
+            low_water_mark=config.writeBufferLowWaterMark,
         )
         self._stop_event = trio.Event()
 
