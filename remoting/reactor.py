@@ -57,6 +57,8 @@ POLLS_PER_WAKEUP = 16
 TURN_SECONDS = 0.002
 #: Requests answered per connection per pass (about 10 ms of route queries).
 BATCH_REQUESTS = 512
+#: Answers are joined into one send up to this size (and never past the high water mark).
+BATCH_BYTES = 256 * 1024
 #: Backoff of the accept loop when the process is out of descriptors.
 ACCEPT_BACKOFF_FIRST = 0.1
 ACCEPT_BACKOFF_MAX = 1.0
@@ -367,7 +369,7 @@ class Reactor:
         decoder = conn.decoder
         handle = self.processor.handle
         async_codes = self.processor.async_codes
-        high = self.high_water_mark
+        batch_limit = min(self.high_water_mark, BATCH_BYTES)
         answers: list[bytes] = []
         pending = 0
         count = 0
@@ -398,7 +400,7 @@ class Reactor:
             if answer:
                 answers.append(answer)
                 pending += len(answer)
-                if pending > high:
+                if pending > batch_limit or conn.out:  # behind unsent bytes: append, no joined copy
                     self._write(conn, answers[0] if len(answers) == 1 else b"".join(answers))
                     answers = []
                     pending = 0
@@ -453,6 +455,8 @@ class Reactor:
         budget = self.budget
         if budget.resize(conn.held, want):
             shrunk = want < conn.held
+            if shrunk:
+                self.trimmer.note_freed(conn.held - want)  # a big frame done: its buffer is free
             conn.held = want
             if conn.starved:
                 conn.starved = 0
