@@ -30,7 +30,6 @@ that cannot be encoded), each with one short, rate-limited log line.
 
 from __future__ import annotations
 
-import errno
 import itertools
 import logging
 import selectors
@@ -40,6 +39,7 @@ from typing import Protocol
 
 import trio
 
+from remoting.acceptor import Acceptor
 from remoting.codec import FrameDecoder, ProtocolError, encode
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
@@ -52,17 +52,12 @@ log = logging.getLogger("remoting")
 RECV_SIZE = 256 * 1024
 #: Read size while the read budget is tight: bounds what a refused connection holds.
 TIGHT_RECV_SIZE = 16 * 1024
-ACCEPTS_PER_WAKEUP = 128
 POLLS_PER_WAKEUP = 16
 TURN_SECONDS = 0.002
 #: Requests answered per connection per pass (about 10 ms of route queries).
 BATCH_REQUESTS = 512
 #: Answers are joined into one send up to this size (and never past the high water mark).
 BATCH_BYTES = 256 * 1024
-#: Backoff of the accept loop when the process is out of descriptors.
-ACCEPT_BACKOFF_FIRST = 0.1
-ACCEPT_BACKOFF_MAX = 1.0
-_FD_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 READ = selectors.EVENT_READ
 WRITE = selectors.EVENT_WRITE
 
@@ -134,44 +129,33 @@ class Reactor:
         self.processor = processor
         self.on_close = on_close
         self.max_frame = max_frame
-        self.max_connections = max_connections
         self.idle_seconds = idle_seconds
         self.clock = clock
         self.budget = ReadBudget() if read_budget is None else ReadBudget(read_budget)
         # 0 means Netty's default, as in Java's writeBufferHigh/LowWaterMark keys.
         self.high_water_mark, self.low_water_mark = water_marks(high_water_mark, low_water_mark)
         self.selector = selectors.DefaultSelector()
-        self.listeners: list[socket.socket] = []
         self.connections: dict[int, Connection] = {}
         self._ids = itertools.count(1)
         self._nursery: trio.Nursery | None = None
         self._starved: dict[int, Connection] = {}  # insertion order = arrival order
         self._backlog: dict[int, Connection] = {}
-        self._accept_delay = 0.0
-        self._paused_listeners: set[socket.socket] = set()
         self.warn = RateLimitedLog(log)
         self.trimmer = Trimmer()
-        self.accepting = True
+        self.acceptor = Acceptor(
+            self.selector,
+            self.warn,
+            self._accepted,
+            max_connections=max_connections,
+            open_connections=self.connections.__len__,
+        )
         self.reading = True
 
     # ------------------------------------------------------------------
     # setup
 
     def listen(self, host: str, port: int, backlog: int) -> tuple[str, int]:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        lsock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            lsock.bind((host, port))
-            lsock.listen(backlog)
-        except OSError:
-            lsock.close()
-            raise
-        lsock.setblocking(False)
-        self.listeners.append(lsock)
-        self.selector.register(lsock, READ, None)
-        name = lsock.getsockname()
-        return name[0], name[1]
+        return self.acceptor.listen(host, port, backlog)
 
     async def run(self) -> None:
         """Serve until cancelled; answers of awaiting handlers run in a child nursery."""
@@ -180,7 +164,7 @@ class Reactor:
         clock = self.clock
         read = self._read
         async with trio.open_nursery() as nursery:
-            self._nursery = nursery
+            self._nursery = self.acceptor.nursery = nursery
             nursery.start_soon(self._sweep_idle)
             while True:
                 if self._backlog:
@@ -199,7 +183,7 @@ class Reactor:
                     for key, events in ready:
                         conn = key.data
                         if conn is None:
-                            self._accept(key.fileobj)  # type: ignore[arg-type]
+                            self.acceptor.accept(key.fileobj)  # type: ignore[arg-type]
                             continue
                         if events & WRITE:
                             self._flush(conn)
@@ -218,57 +202,10 @@ class Reactor:
     # ------------------------------------------------------------------
     # connections
 
-    def _accept(self, lsock: socket.socket) -> None:
-        for _ in range(ACCEPTS_PER_WAKEUP):
-            try:
-                sock, addr = lsock.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                if exc.errno in _FD_EXHAUSTED:
-                    self._back_off_accepting(lsock, exc)
-                else:
-                    self.warn.warning("accept", "accept failed {count} more times in the last {seconds} s",
-                                      "accept failed: %s", exc)
-                return
-            self._accept_delay = 0.0
-            if not self.accepting or len(self.connections) >= self.max_connections():
-                self.warn.warning(
-                    "refused",
-                    "refused {count} more connections at the limit in the last {seconds} s",
-                    "refusing connection from %s:%s: %d connections open (serverMaxConnections)",
-                    addr[0], addr[1], len(self.connections),
-                )
-                sock.close()
-                continue
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = Connection(next(self._ids), sock, f"{addr[0]}:{addr[1]}", self.max_frame, self.clock())
-            self.connections[conn.id] = conn
-            self.selector.register(sock, READ, conn)
-
-    def _back_off_accepting(self, lsock: socket.socket, exc: OSError) -> None:
-        """Out of descriptors: the pending connection stays queued and the listener stays
-        readable, so retrying at once would spin. Stop watching it for a while (doubling)."""
-        delay = min(ACCEPT_BACKOFF_MAX, self._accept_delay * 2 or ACCEPT_BACKOFF_FIRST)
-        self._accept_delay = delay
-        self.warn.warning(
-            "emfile",
-            "accept failed {count} more times for lack of descriptors in the last {seconds} s",
-            "accept failed: %s; not accepting for %.1f s (%d connections open)",
-            exc.strerror or exc, delay, len(self.connections),
-        )
-        if lsock in self._paused_listeners or self._nursery is None:
-            return
-        self.selector.unregister(lsock)
-        self._paused_listeners.add(lsock)
-        self._nursery.start_soon(self._resume_accepting, lsock, delay)
-
-    async def _resume_accepting(self, lsock: socket.socket, delay: float) -> None:
-        await trio.sleep(delay)
-        self._paused_listeners.discard(lsock)
-        if self.accepting and lsock in self.listeners:
-            self.selector.register(lsock, READ, None)
+    def _accepted(self, sock: socket.socket, peer: str) -> None:
+        conn = Connection(next(self._ids), sock, peer, self.max_frame, self.clock())
+        self.connections[conn.id] = conn
+        self.selector.register(sock, READ, conn)
 
     def _readable(self, conn: Connection) -> bool:
         return not (
@@ -535,13 +472,7 @@ class Reactor:
     # shutdown
 
     def stop_accepting(self) -> None:
-        self.accepting = False
-        for lsock in self.listeners:
-            if lsock not in self._paused_listeners:
-                self.selector.unregister(lsock)
-            lsock.close()
-        self.listeners.clear()
-        self._paused_listeners.clear()
+        self.acceptor.stop()
 
     def stop_reading(self) -> None:
         """Take no new requests; answers in progress still go out."""
