@@ -18,9 +18,11 @@ from namesrv.config import NamesrvConfig
 from namesrv.durable import write_atomic
 from namesrv.kvconfig import KVConfig
 from namesrv.processor import NameServerProcessor
+from remoting.ratelog import CLIP_ARGS
 from remoting.reactor import Reactor
 
 log = logging.getLogger("namesrv")
+log.addFilter(CLIP_ARGS)  # no client value makes a long log line, whoever logs it
 
 SHUTDOWN_GRACE_SECONDS = 1.5
 

@@ -33,6 +33,36 @@ def clip(value: object, limit: int = CLIP_BYTES) -> str:
     return f"{text[:limit]}...({len(text) - limit} more)"
 
 
+class ClipArgs(logging.Filter):
+    """Cuts every text (or container) argument of a log record to :data:`CLIP_BYTES`.
+
+    A safety net for log calls that pass a client's value straight through
+    (a topic, a config key): attached to a server's logger, no such value
+    can make a line longer than the format plus a few hundred bytes. Only
+    ``%s``-style arguments of those types are touched, so numeric formats
+    keep working.
+    """
+
+    _CLIPPED = (str, bytes, bytearray, list, tuple, dict, set, frozenset)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and args:
+            if any(isinstance(a, self._CLIPPED) and _long(a) for a in args):
+                record.args = tuple(clip(a) if isinstance(a, self._CLIPPED) and _long(a) else a for a in args)
+        return True
+
+
+def _long(value: object) -> bool:
+    if isinstance(value, (str, bytes, bytearray)):
+        return len(value) > CLIP_BYTES
+    return len(str(value)) > CLIP_BYTES
+
+
+#: One shared instance: ``Logger.addFilter`` ignores a filter already attached.
+CLIP_ARGS = ClipArgs()
+
+
 class _Kind:
     __slots__ = ("count", "summary", "window_start")
 

@@ -45,9 +45,10 @@ from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.limits import ReadBudget, water_marks
 from remoting.memtrim import Trimmer
-from remoting.ratelog import RateLimitedLog, clip
+from remoting.ratelog import CLIP_ARGS, RateLimitedLog, clip
 
 log = logging.getLogger("remoting")
+log.addFilter(CLIP_ARGS)
 
 RECV_SIZE = 256 * 1024
 #: Read size while the read budget is tight: bounds what a refused connection holds.

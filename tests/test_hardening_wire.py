@@ -24,7 +24,7 @@ from remoting.bodies import DataVersion
 from remoting.codec import FrameDecoder, ProtocolError, decode_frame, encode
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand, request, response_to
-from remoting.ratelog import RateLimitedLog, clip
+from remoting.ratelog import ClipArgs, RateLimitedLog, clip
 from remoting.reactor import Reactor
 from remoting.transport import connect
 from tests.broker_procs import BrokerProcess
@@ -285,6 +285,22 @@ async def test_refusals_at_the_connection_limit_are_one_line(start_namesrv) -> N
         for sock in held:
             sock.close()
     assert namesrv.log().count("refusing connection") == 1
+
+
+async def test_client_values_in_server_log_lines_are_clipped(namesrv: NamesrvProcess) -> None:
+    key = "k" * 100_000 + "Path"  # refused (a path key) and logged by the processor, key and all
+    async with connect(namesrv.addr) as client:
+        resp = await client.invoke(rq.update_namesrv_config({key: "v"}))
+        assert resp.code == ResponseCode.NO_PERMISSION
+    [line] = [line for line in namesrv.log().splitlines() if "refused config update" in line]
+    assert len(line) < 500
+
+
+def test_clip_args_filter_keeps_formats_working() -> None:
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "%s %d %r %s", ("a" * 1000, 7, b"b" * 1000, [1] * 500), None)
+    ClipArgs().filter(record)
+    text = record.getMessage()
+    assert len(text) < 1000 and " 7 " in text and "(800 more)" in text
 
 
 def test_rate_limited_log_summarises_with_a_count(caplog: pytest.LogCaptureFixture) -> None:
