@@ -8,6 +8,7 @@ encoded) where a handler or encoder must fail on purpose.
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import struct
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from remoting import fastjson
 from remoting import requests as rq
@@ -96,6 +99,27 @@ def test_deep_extfields_value_is_a_protocol_error() -> None:
     # Scalars are still normalised to Java's text, as C++ clients need.
     [cmd] = FrameDecoder().feed(_frame(b'{"code":105,"extFields":{"a":1,"b":true,"c":1.5,"d":null,"e":"x"}}'))
     assert cmd.ext_fields == {"a": "1", "b": "true", "c": "1.5", "e": "x"}
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=30,
+)
+_FIELDS = st.sampled_from(["code", "opaque", "flag", "version", "language", "remark", "extFields", "serializeTypeCurrentRPC"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(_FIELDS, _JSON | st.dictionaries(st.text(max_size=8), _JSON, max_size=5), max_size=8))
+def test_any_json_header_decodes_or_is_a_protocol_error(header: dict[str, object]) -> None:
+    frame = _frame(json.dumps(header).encode())  # stdlib: integers past 64 bits too
+    try:
+        [cmd] = FrameDecoder().feed(frame)
+    except ProtocolError:
+        return
+    assert all(type(k) is str and type(v) is str for k, v in (cmd.ext_fields or {}).items())
+    assert all(-(2**31) <= v < 2**31 for v in (cmd.code, cmd.opaque, cmd.flag, cmd.version))
+    assert cmd.remark is None or type(cmd.remark) is str
 
 
 async def test_deep_frame_leaves_namesrv_serving(namesrv: NamesrvProcess) -> None:
@@ -222,6 +246,17 @@ def test_fastjson_loads_is_linear(make) -> None:  # type: ignore[no-untyped-def]
     big = min(_parse_seconds(make(32768)) for _ in range(3))  # 8x the input, 64 KB
     assert big < 0.05, f"64 KB took {big * 1000:.1f} ms"
     assert big < 20 * max(small, 0.0002), f"8x input took {big / max(small, 1e-9):.1f}x the time"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet='"\\{}[],:-0123456789 \naeltrunfs', max_size=3000))
+def test_fastjson_loads_any_text_is_a_value_or_body_error_quickly(text: str) -> None:
+    start = time.perf_counter()
+    try:
+        fastjson.loads(text.encode())
+    except fastjson.BodyError:
+        pass
+    assert time.perf_counter() - start < 0.05
 
 
 def test_fastjson_legacy_forms_still_parse() -> None:
