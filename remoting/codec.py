@@ -86,6 +86,8 @@ class FrameDecoder:
             raise ProtocolError("decoder already failed on this connection")
         if not data:
             return
+        if type(data) is not bytes:
+            data = bytes(data)  # kept by reference below: never a buffer the caller may reuse
         src = self._src
         if self._pos >= len(src):
             if src is self._buf and src:
@@ -221,7 +223,7 @@ def _as_int(value: Any, name: str, lo: int = _INT32_MIN, hi: int = _INT32_MAX) -
     else:
         raise ProtocolError(f"header field {name!r} has the wrong type: {type(value).__name__}")
     if not lo <= result <= hi:
-        raise ProtocolError(f"header field {name!r} out of range: {result}")
+        raise ProtocolError(f"header field {name!r} out of range: {clip(result)}")
     return result
 
 
