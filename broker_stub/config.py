@@ -147,7 +147,9 @@ class BrokerConfig:
         except ValueError as exc:
             raise ConfigError(f"messageDelayLevel: {exc}") from None
         if self.serverTotalReadBufferBytes < 1024 * 1024:
-            raise ConfigError(f"serverTotalReadBufferBytes must be at least 1048576, got {self.serverTotalReadBufferBytes}")
+            raise ConfigError(
+                f"serverTotalReadBufferBytes must be at least 1048576, got {self.serverTotalReadBufferBytes}"
+            )
         try:
             water_marks(self.writeBufferHighWaterMark, self.writeBufferLowWaterMark)
         except ValueError as exc:

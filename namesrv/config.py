@@ -136,7 +136,9 @@ class NamesrvConfig:
         if self.serverMaxConnections <= 0:
             raise ConfigError("serverMaxConnections must be positive")
         if self.serverTotalReadBufferBytes < 1024 * 1024:
-            raise ConfigError(f"serverTotalReadBufferBytes must be at least 1048576, got {self.serverTotalReadBufferBytes}")
+            raise ConfigError(
+                f"serverTotalReadBufferBytes must be at least 1048576, got {self.serverTotalReadBufferBytes}"
+            )
         try:
             water_marks(self.writeBufferHighWaterMark, self.writeBufferLowWaterMark)
         except ValueError as exc:

@@ -106,7 +106,9 @@ _JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=30,
 )
-_FIELDS = st.sampled_from(["code", "opaque", "flag", "version", "language", "remark", "extFields", "serializeTypeCurrentRPC"])
+_FIELDS = st.sampled_from(
+    ["code", "opaque", "flag", "version", "language", "remark", "extFields", "serializeTypeCurrentRPC"]
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -332,7 +334,8 @@ async def test_client_values_in_server_log_lines_are_clipped(namesrv: NamesrvPro
 
 
 def test_clip_args_filter_keeps_formats_working() -> None:
-    record = logging.LogRecord("x", logging.INFO, __file__, 1, "%s %d %r %s", ("a" * 1000, 7, b"b" * 1000, [1] * 500), None)
+    args = ("a" * 1000, 7, b"b" * 1000, [1] * 500)
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "%s %d %r %s", args, None)
     ClipArgs().filter(record)
     text = record.getMessage()
     assert len(text) < 1000 and " 7 " in text and "(800 more)" in text
