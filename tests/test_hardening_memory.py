@@ -336,3 +336,19 @@ def test_accept_backs_off_when_out_of_descriptors(tmp_path: Path) -> None:
         for sock in clients:
             sock.close()
         namesrv.kill()
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ("writeBufferHighWaterMark=1000\nwriteBufferLowWaterMark=2000\n", "above writeBufferHighWaterMark"),
+        ("serverTotalReadBufferBytes=1000\n", "serverTotalReadBufferBytes must be at least"),
+    ],
+)
+def test_bad_wire_bounds_are_one_line_at_start(tmp_path: Path, props: str, message: str) -> None:
+    conf = tmp_path / "server.properties"
+    conf.write_text("listenPort=0\n" + props)
+    for command in ([sys.executable, "-m", "namesrv.cli"], broker_command()):
+        out = subprocess.run(command + ["-c", str(conf)], capture_output=True, text=True, timeout=30, cwd=tmp_path)
+        assert out.returncode != 0
+        assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
