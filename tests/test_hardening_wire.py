@@ -244,10 +244,11 @@ def _parse_seconds(data: bytes) -> float:
     ],
 )
 def test_fastjson_loads_is_linear(make) -> None:  # type: ignore[no-untyped-def]
-    small = min(_parse_seconds(make(4096)) for _ in range(3))
-    big = min(_parse_seconds(make(32768)) for _ in range(3))  # 8x the input, 64 KB
+    # Best of 5 and a 0.5 ms floor: other processes share the 2 cores.
+    small = min(_parse_seconds(make(4096)) for _ in range(5))
+    big = min(_parse_seconds(make(32768)) for _ in range(5))  # 8x the input, 64 KB
     assert big < 0.05, f"64 KB took {big * 1000:.1f} ms"
-    assert big < 20 * max(small, 0.0002), f"8x input took {big / max(small, 1e-9):.1f}x the time"
+    assert big < 20 * max(small, 0.0005), f"8x input took {big / max(small, 1e-9):.1f}x the time"
 
 
 @settings(max_examples=300, deadline=None)
