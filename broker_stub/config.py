@@ -16,6 +16,7 @@ from typing import Any
 
 from broker_stub.delays import DEFAULT_DELAY_LEVELS, parse_levels
 from remoting import properties
+from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
 from remoting.transport import parse_addr
 
 
@@ -73,7 +74,11 @@ class BrokerConfig:
     maxMessagesPerQueue: int = 10000  # in-memory queue bound; the oldest message is dropped
     maxMessageSize: int = 4 * 1024 * 1024  # Java's maxMessageSize (4 MiB)
     frameMaxLength: int = 16 * 1024 * 1024
-    serverMaxConnections: int = 10000
+    # default min(10000, RLIMIT_NOFILE soft limit - 128)
+    serverMaxConnections: int = field(default_factory=default_max_connections)
+    serverTotalReadBufferBytes: int = DEFAULT_TOTAL_READ_BUFFER  # all partial frames together
+    writeBufferHighWaterMark: int = 0  # Java's keys; 0 = Netty's default (64 KiB / 32 KiB)
+    writeBufferLowWaterMark: int = 0
     maxHeldPulls: int = 10000  # long-polling pulls held at once; beyond, answered at once
 
     @classmethod
@@ -141,6 +146,14 @@ class BrokerConfig:
             parse_levels(self.messageDelayLevel)
         except ValueError as exc:
             raise ConfigError(f"messageDelayLevel: {exc}") from None
+        if self.serverTotalReadBufferBytes < 1024 * 1024:
+            raise ConfigError(
+                f"serverTotalReadBufferBytes must be at least 1048576, got {self.serverTotalReadBufferBytes}"
+            )
+        try:
+            water_marks(self.writeBufferHighWaterMark, self.writeBufferLowWaterMark)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if not self.brokerIP1.strip() or ":" in self.brokerIP1:
             raise ConfigError(f"brokerIP1 must be an IPv4 address or host name, got {self.brokerIP1!r}")
 

@@ -19,9 +19,11 @@ from broker_stub.processor import BrokerProcessor
 from broker_stub.registrar import Registrar
 from broker_stub.store import MessageStore
 from broker_stub.topics import TopicTable, default_topics
+from remoting.ratelog import CLIP_ARGS
 from remoting.reactor import Reactor
 
 log = logging.getLogger("broker_stub")
+log.addFilter(CLIP_ARGS)  # no client value makes a long log line, whoever logs it
 
 SHUTDOWN_GRACE_SECONDS = 1.5
 BACKLOG = 1024
@@ -72,6 +74,9 @@ class BrokerServer:
             max_frame=config.frameMaxLength,
             max_connections=lambda: config.serverMaxConnections,
             idle_seconds=lambda: float(config.serverChannelMaxIdleTimeSeconds),
+            read_budget=config.serverTotalReadBufferBytes,
+            high_water_mark=config.writeBufferHighWaterMark,
+            low_water_mark=config.writeBufferLowWaterMark,
         )
         self.reactor = reactor
         _, port = reactor.listen(config.brokerIP1, config.listenPort, BACKLOG)

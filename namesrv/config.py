@@ -21,6 +21,7 @@ from typing import Any
 
 from remoting import properties
 from remoting.javatypes import JavaRangeError, NotANumber, parse_int
+from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
 
 _HOME = os.path.expanduser("~")
 
@@ -76,7 +77,9 @@ class NamesrvConfig:
     # extensions
     brokerChannelExpiredTime: int = 120000  # default broker heartbeat timeout, ms
     frameMaxLength: int = 16 * 1024 * 1024  # Java's com.rocketmq.remoting.frameMaxLength
-    serverMaxConnections: int = 10000  # connections beyond this are refused
+    # connections beyond this are refused; default min(10000, RLIMIT_NOFILE soft limit - 128)
+    serverMaxConnections: int = field(default_factory=default_max_connections)
+    serverTotalReadBufferBytes: int = DEFAULT_TOTAL_READ_BUFFER  # all partial frames together
     # extensions: bounds on what one request may cost
     registerBodyMaxInflatedBytes: int = 16 * 1024 * 1024  # a compressed register body inflates to at most this
     registerBodyMaxTopics: int = 200_000  # topics in one REGISTER_BROKER
@@ -148,6 +151,14 @@ class NamesrvConfig:
             raise ConfigError(f"frameMaxLength must be between 1024 and {1 << 30}, got {self.frameMaxLength}")
         if self.serverMaxConnections <= 0:
             raise ConfigError("serverMaxConnections must be positive")
+        if self.serverTotalReadBufferBytes < 1024 * 1024:
+            raise ConfigError(
+                f"serverTotalReadBufferBytes must be at least 1048576, got {self.serverTotalReadBufferBytes}"
+            )
+        try:
+            water_marks(self.writeBufferHighWaterMark, self.writeBufferLowWaterMark)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         for key, (low, high) in BOUNDS.items():
             value = getattr(self, key)
             if not low <= value <= high:

@@ -18,9 +18,11 @@ from namesrv.config import NamesrvConfig
 from namesrv.durable import write_atomic
 from namesrv.kvconfig import KVConfig
 from namesrv.processor import NameServerProcessor
+from remoting.ratelog import CLIP_ARGS
 from remoting.reactor import Reactor
 
 log = logging.getLogger("namesrv")
+log.addFilter(CLIP_ARGS)  # no client value makes a long log line, whoever logs it
 
 SHUTDOWN_GRACE_SECONDS = 1.5
 
@@ -38,6 +40,9 @@ class NameServer:
             max_frame=config.frameMaxLength,
             max_connections=lambda: self.config.serverMaxConnections,
             idle_seconds=lambda: float(self.config.serverChannelMaxIdleTimeSeconds),
+            read_budget=config.serverTotalReadBufferBytes,
+            high_water_mark=config.writeBufferHighWaterMark,
+            low_water_mark=config.writeBufferLowWaterMark,
         )
         self._stop_event = trio.Event()
 
