@@ -326,7 +326,7 @@ async def test_refusals_at_the_connection_limit_are_one_line(start_namesrv) -> N
 
 
 async def test_client_values_in_server_log_lines_are_clipped(namesrv: NamesrvProcess) -> None:
-    key = "k" * 100_000 + "Path"  # refused (a path key) and logged by the processor, key and all
+    key = "k" * 60_000 + "Path"  # refused (a path key, under configUpdateMaxBytes) and logged, key and all
     async with connect(namesrv.addr) as client:
         resp = await client.invoke(rq.update_namesrv_config({key: "v"}))
         assert resp.code == ResponseCode.NO_PERMISSION
