@@ -195,8 +195,11 @@ class Sender:
             born_ts = _num(get(k_born), 0)
             sys_flag = _num(get(k_sys_flag), 0)
             reconsume = _num(get(k_reconsume), 0)
+            slow = True  # a field missing, malformed, or too many digits for int()
+        else:
+            slow = False
         default_nums_text, max_reconsume_text = get(k_default_nums), get(k_max_reconsume)
-        if not (
+        if slow or not (
             INT32_MIN <= queue_id <= INT32_MAX
             and INT32_MIN <= flag <= INT32_MAX
             and INT32_MIN <= sys_flag <= INT32_MAX

@@ -306,12 +306,12 @@ class MessageStore:
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         queue = self._queues.get((topic, queue_id))
-        return queue.min_offset if queue else 0
+        return queue.min_offset if queue is not None else 0
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         """The offset the next message will get (Java's getMaxOffsetInQueue)."""
         queue = self._queues.get((topic, queue_id))
-        return queue.next_offset if queue else 0
+        return queue.next_offset if queue is not None else 0
 
     def get(
         self,
@@ -379,7 +379,7 @@ class MessageStore:
         the default), or the last one stored at or before it (UPPER); clamped to the queue."""
         queue = self._queues.get((topic, queue_id))
         if queue is None or not len(queue):
-            return queue.next_offset if queue else 0
+            return queue.next_offset if queue is not None else 0
         stamps, head = queue.stamps, queue.head
         if upper:
             i = bisect.bisect_right(stamps, timestamp, head) - 1 - head
@@ -390,7 +390,7 @@ class MessageStore:
         """Store time of the oldest message held (of one queue, or of all); -1 if none, as Java."""
         if topic is not None:
             queue = self._queues.get((topic, queue_id))
-            return queue.stamps[queue.head] if queue and len(queue) else -1
+            return queue.stamps[queue.head] if queue is not None and len(queue) else -1
         stamps = [q.stamps[q.head] for q in self._queues.values() if len(q)]
         return min(stamps) if stamps else -1
 
