@@ -53,23 +53,27 @@ def _pair(name: str, value: str) -> str:
 
 def _client_pairs(text: str) -> str:
     """The client's text without the pairs the broker sets itself, ending with a separator."""
-    if _POP_CK_KEY in text:
-        text = delete_property(text, POP_CK)
-    if _CLUSTER_KEY in text:
-        text = delete_property(text, CLUSTER)
-    if text and not text.endswith(PROPERTY_SEPARATOR):
+    if _POP_CK_KEY in text or _CLUSTER_KEY in text:
+        text = delete_property(delete_property(text, POP_CK), CLUSTER)
+    if text and text[-1] != PROPERTY_SEPARATOR:
         text += PROPERTY_SEPARATOR  # a 4.9 client's last pair
     return text
 
 
+def cluster_pair(cluster: str) -> str:
+    """The ``CLUSTER`` pair a broker of ``cluster`` adds to every message (made once, at start)."""
+    return _pair(CLUSTER, cluster)
+
+
 def single_properties(text: str, cluster: str, new_uniq: Callable[[], str]) -> tuple[str, str]:
-    """(stored text, the message's UNIQ_KEY) for one message sent with ``text``."""
+    """(stored text, the message's UNIQ_KEY) for one message sent with ``text``; ``cluster``
+    is the broker's :func:`cluster_pair`."""
     text = _client_pairs(text)
     uniq = get_property(text, UNIQ_KEY)
     if uniq is None:
         uniq = new_uniq()
         text += _pair(UNIQ_KEY, uniq)
-    return text + _pair(CLUSTER, cluster), uniq
+    return text + cluster, uniq
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +84,7 @@ class BatchTail:
     uniq_key: str | None  # the batch's own UNIQ_KEY: the answer's transactionId, as Java's
 
 
-def batch_tail(header_text: str, cluster: str) -> BatchTail:
+def batch_tail(header_text: str) -> BatchTail:
     pairs = parse_properties(header_text)
     pairs.pop(CLUSTER, None)
     pairs.pop(POP_CK, None)
@@ -88,10 +92,11 @@ def batch_tail(header_text: str, cluster: str) -> BatchTail:
 
 
 def batch_properties(text: str, tail: BatchTail, cluster: str) -> str:
-    """The stored text of one message of a batch (see the module's notes)."""
+    """The stored text of one message of a batch (see the module's notes); ``cluster`` as for
+    :func:`single_properties`."""
     text = _client_pairs(text)
     missing = {k: v for k, v in tail.pairs.items() if get_property(text, k) is None}
-    return text + format_properties(missing) + _pair(CLUSTER, cluster)
+    return text + format_properties(missing) + cluster
 
 
 def stored_tag(text: str) -> str | None:

@@ -30,7 +30,7 @@ from broker_stub.common import FAQ_APPLY_TOPIC, INT32_MAX, INT32_MIN, INT64_MAX,
 from broker_stub.config import BrokerConfig
 from broker_stub.faults import Faults
 from broker_stub.headers import INT, LONG, in_range, out_of_range
-from broker_stub.properties_form import batch_properties, batch_tail, single_properties, stored_tag
+from broker_stub.properties_form import batch_properties, batch_tail, cluster_pair, single_properties, stored_tag
 from broker_stub.store import MessageStore, StoreFullError, ipv4_bytes
 from broker_stub.topics import OFFSET_MOVED_EVENT, SCHEDULE_TOPIC, SELF_TEST_TOPIC, TopicLimitError, TopicTable
 from remoting.bodies import TopicConfig
@@ -149,6 +149,7 @@ class Sender:
         self._born: dict[Hashable, tuple[bytes, int]] = {}
         self._uniq = UniqIds(ipv4_bytes(config.brokerIP1))
         self._region_plain = bool(JSON_PLAIN.match(config.regionId))  # regionId is fixed at start
+        self._cluster_pair = cluster_pair(config.brokerClusterName)  # so is the cluster
 
     def connection_closed(self, conn: Hashable) -> None:
         self._born.pop(conn, None)
@@ -226,11 +227,11 @@ class Sender:
             queue_id = self._queue_pick.randrange(max(1, tc.write_queue_nums))
         header_props = get(k_props) or ""
         body = req.body
-        cluster = config.brokerClusterName
+        cluster = self._cluster_pair
         if req.code == SEND_BATCH:
             parts = decode_batch(body)
             size = sum(len(p[1]) for p in parts)
-            tail = batch_tail(header_props, cluster)
+            tail = batch_tail(header_props)
             parts = [(f, b, batch_properties(p, tail, cluster)) for f, b, p in parts]
             transaction_id = tail.uniq_key
         else:

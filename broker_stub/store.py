@@ -82,13 +82,6 @@ class _Queue:
     def min_offset(self) -> int:
         return self.next_offset - len(self)
 
-    def append(self, record: bytes, tag: str | None, stamp: int, phys: int) -> None:
-        self.records.append(record)
-        self.tags.append(tag)
-        self.stamps.append(stamp)
-        self.phys.append(phys)
-        self.next_offset += 1
-
     def drop_oldest(self) -> int:
         """Forget the oldest message; returns its record's size."""
         head = self.head
@@ -252,7 +245,7 @@ class MessageStore:
         else:
             if budget.fixed + cost > budget.max_bytes:
                 budget.check(cost)
-            if len(queue) >= self.max_per_queue:
+            if len(queue.records) - queue.head >= self.max_per_queue:
                 budget.used -= queue.drop_oldest() + MESSAGE_OVERHEAD
             if budget.used + cost > budget.max_bytes:
                 budget.make_room(cost, self._queues)
@@ -286,9 +279,14 @@ class MessageStore:
                 props,
             )
         )
-        queue.append(record, tag, store_ts, phys)
+        queue.records.append(record)  # the four columns grow together (inline: the hot path)
+        queue.tags.append(tag)
+        queue.stamps.append(store_ts)
+        queue.phys.append(phys)
+        queue.next_offset = offset + 1
         budget.used += cost
-        budget.track(queue, phys)
+        if not queue.in_heap:
+            budget.track(queue, phys)
         self.commit_offset = phys + total
         self.put_total += 1
         return offset, phys
