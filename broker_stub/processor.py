@@ -149,9 +149,10 @@ class BrokerProcessor:
             await trio.sleep(self.faults.send_latency_ms / 1000.0)
         version = self.topics.data_version  # replaced by every change
         answer = self.handle(req, conn)
-        if self.topics.data_version is not version and self.topics_durable is not None:
+        durable = self.topics_durable
+        if durable is not None and req.code in self._durable_codes and self.topics.data_version is not version:
             try:
-                await self.topics_durable()
+                await durable()
             except OSError as exc:
                 remark = f"the topic change is not on disk: {exc.strerror or exc}"
                 return None if req.flag & 2 else encode(response_to(req, ResponseCode.SYSTEM_ERROR, remark))

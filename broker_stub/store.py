@@ -117,7 +117,6 @@ class ByteBudget:
         self.max_bytes = max_bytes
         self.used = 0  # bytes counted: messages and queues
         self.fixed = 0  # of which queues' bookkeeping, which dropping messages cannot free
-        self.dropped = 0  # messages dropped to stay within the budget
         self._heap: list[tuple[int, _Queue]] = []
         self._dead = 0  # heap entries of removed queues, swept once they are half the heap
 
@@ -170,7 +169,6 @@ class ByteBudget:
                 heapq.heapreplace(heap, (head_phys, queue))
                 continue
             self.used -= queue.drop_oldest() + MESSAGE_OVERHEAD
-            self.dropped += 1
             if len(queue):
                 heapq.heapreplace(heap, (queue.phys[queue.head], queue))
             else:
@@ -290,10 +288,6 @@ class MessageStore:
         self.commit_offset = phys + total
         self.put_total += 1
         return offset, phys
-
-    @property
-    def bytes_used(self) -> int:
-        return self.budget.used
 
     def msg_id(self, phys: int) -> str:
         """MessageDecoder.createMessageId: store IPv4 + port + commit-log offset, 32 upper-case hex chars."""

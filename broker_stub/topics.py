@@ -100,10 +100,12 @@ class TopicTable:
             self.data_version = version.next(self.clock_ms())
 
     def put(self, tc: TopicConfig) -> None:
-        """Create or replace a topic; raises TopicLimitError when the table is full."""
+        """Create or replace a topic; raises TopicLimitError when the table is full.
+        A topic an admin creates over an auto-created one is the admin's from then on."""
         if tc.topic_name not in self._topics and len(self._topics) >= MAX_TOPICS:
             raise TopicLimitError(f"topic table full ({MAX_TOPICS} topics)")
         self._topics[tc.topic_name] = tc
+        self._auto.discard(tc.topic_name)
         self.changed()
 
     def put_auto(self, tc: TopicConfig) -> None:
@@ -116,10 +118,6 @@ class TopicTable:
             )
         self.put(tc)
         self._auto.add(tc.topic_name)
-
-    @property
-    def auto_created(self) -> int:
-        return len(self._auto)
 
     def delete(self, name: str) -> bool:
         if self._topics.pop(name, None) is None:
