@@ -42,6 +42,9 @@ RUNTIME_KEYS = frozenset(
 )
 
 
+MIN_STORE_BYTES = 1024 * 1024
+
+
 @dataclass
 class BrokerConfig:
     brokerClusterName: str = "DefaultCluster"
@@ -72,6 +75,11 @@ class BrokerConfig:
     traceOn: bool = True
     # extensions
     maxMessagesPerQueue: int = 10000  # in-memory queue bound; the oldest message is dropped
+    # Bytes the in-memory store may hold (records plus an estimate of their index entries and
+    # of each queue's bookkeeping); beyond it the oldest messages of all queues go first.
+    # 128 MiB keeps a stub under ~300 MB RSS whatever is sent to it.
+    maxStoreBytes: int = 128 * 1024 * 1024
+    maxAutoCreatedTopics: int = 1024  # topics the broker creates on its own (sends, retry/DLQ topics)
     maxMessageSize: int = 4 * 1024 * 1024  # Java's maxMessageSize (4 MiB)
     frameMaxLength: int = 16 * 1024 * 1024
     # default min(10000, RLIMIT_NOFILE soft limit - 128)
@@ -137,6 +145,10 @@ class BrokerConfig:
         ):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key} must be positive, got {getattr(self, key)}")
+        if self.maxStoreBytes < MIN_STORE_BYTES:
+            raise ConfigError(f"maxStoreBytes must be at least {MIN_STORE_BYTES} (1 MiB), got {self.maxStoreBytes}")
+        if self.maxAutoCreatedTopics < 0:
+            raise ConfigError(f"maxAutoCreatedTopics must be >= 0 (0: none), got {self.maxAutoCreatedTopics}")
         for addr in self.namesrv_list():
             try:
                 parse_addr(addr)

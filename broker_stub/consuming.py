@@ -269,7 +269,7 @@ class Consuming:
         if tc is None:
             tc = TopicConfig(name, 1, 1, RW)
             try:
-                self.topics.put(tc)  # bumps the data version and registers at once
+                self.topics.put_auto(tc)  # bounded (maxAutoCreatedTopics); bumps the data version, registers at once
             except ValueError as exc:
                 raise Reject(ResponseCode.SYSTEM_ERROR, str(exc)) from None
             log.info("created topic %s", name)
