@@ -287,6 +287,19 @@ def _validate(opts: StartOptions) -> None:
         raise ClusterError(f"topic queues must be 1-1024, got {opts.topic_queues}")
 
 
+def make_state_dir(directory: Path) -> None:
+    """Create a state directory, or a ClusterError naming why not (a file is there, no permission, ...)."""
+    if directory.exists() and not directory.is_dir():
+        raise ClusterError(f"state directory {directory} is not a directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / ".mqadmin-write-check"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ClusterError(f"cannot use {directory} as a state directory: {exc.strerror or exc}") from None
+
+
 def start(directory: Path, opts: StartOptions) -> ClusterState:
     """Start a whole cluster and return once it is usable; on any failure stop what was started.
 
@@ -298,7 +311,7 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
         if any(p.alive() for p in old.procs):
             raise ClusterError(f"a cluster is already running in {directory} (mqadmin stop first)")
     _validate(opts)
-    directory.mkdir(parents=True, exist_ok=True)
+    make_state_dir(directory)
     state = ClusterState(dir=str(directory), cluster=opts.cluster, topics=list(opts.topics))
     try:
         namesrvs = []

@@ -16,6 +16,7 @@ import zlib
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
+from namesrv import liveinfo
 from namesrv.config import ConfigError, NamesrvConfig
 from namesrv.kvconfig import KVConfig
 from namesrv.routes import UNIT_TOPIC_FLAGS, Registration, RouteOptions, RouteTable
@@ -109,6 +110,7 @@ class NameServerProcessor:
             RequestCode.QUERY_DATA_VERSION: self.query_data_version,
             RequestCode.GET_BROKER_MEMBER_GROUP: self.member_group,
             RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
+            liveinfo.LIVE_TABLE_CODE: lambda req, conn: liveinfo.answer(req, self.table, self.now_ms()),
         }
         self._async_handlers: dict[int, Callable[[RemotingCommand], Awaitable[RemotingCommand]]] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
