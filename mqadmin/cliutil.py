@@ -12,6 +12,7 @@ Errors are one line on stderr starting ``mqadmin:``; ``--debug`` shows the trace
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -85,6 +86,10 @@ def bad_option(option: str, message: str) -> typer.BadParameter:
     """A usage error naming the option (one line, exit 2)."""
     return typer.BadParameter(message, param_hint=option)
 
+
+#: How to get the optional extras: the README's command (the project is not on any package index).
+SPARK_INSTALL = "run pip install -e '.[spark,plot]' in the project directory"
+PLOT_INSTALL = "run pip install -e '.[plot]' in the project directory"
 
 #: Exit statuses (documented once, in the README).
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -161,3 +166,11 @@ def self_command(argv0: str | None = None) -> str:
 def error_line(addr: str, error: str) -> str:
     """``addr: error`` with the address once: client errors usually name it already."""
     return error if addr in error else f"{addr}: {error}"
+
+
+def has_module(name: str) -> bool:
+    """Whether an optional extra (pyspark, matplotlib) can be imported, without importing it."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from mqadmin import cluster
 from mqadmin.client import AdminError, namesrv_from_env, split_addrs
-from mqadmin.fanout import FanoutError
+from mqadmin.fanout import FanoutError, FanoutUsageError
 from mqadmin.fanout.brokers import ClusterView, Counter, StoredCount, probe
 from mqadmin.fanout.metrics import FanoutMetrics, merge_blobs
 from mqadmin.fanout.partition import FanoutPlan
@@ -90,39 +90,44 @@ class FanoutOptions:
 
     def validate(self) -> None:
         if self.engine not in ENGINES:
-            raise FanoutError(f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+            raise FanoutUsageError(f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if self.producers < 1:
-            raise FanoutError("--producers must be >= 1")
+            raise FanoutUsageError("--producers must be >= 1")
         if self.partitions is not None and not 1 <= self.partitions <= self.producers:
-            raise FanoutError(f"--partitions must be 1..{self.producers} (the producer count)")
+            raise FanoutUsageError(f"--partitions must be 1..{self.producers} (the producer count)")
         if self.duration is not None and self.messages_per_producer is not None:
-            raise FanoutError("give --duration or --messages-per-producer, not both")
+            raise FanoutUsageError("give --duration or --messages-per-producer, not both")
         if self.duration is not None and not 0 < self.duration <= self.max_duration:
-            raise FanoutError(f"--duration must be in (0, {self.max_duration:g}] s")
+            raise FanoutUsageError(f"--duration must be in (0, {self.max_duration:g}] s")
         if self.messages_per_producer is not None and self.messages_per_producer < 1:
-            raise FanoutError("--messages-per-producer must be >= 1")
+            raise FanoutUsageError("--messages-per-producer must be >= 1")
         if self.rate is not None and (not math.isfinite(self.rate) or self.rate < 0):
-            raise FanoutError("--rate must be >= 0 (0: each producer sends as fast as it can)")
+            raise FanoutUsageError("--rate must be >= 0 (0: each producer sends as fast as it can)")
         if self.scenario is not None and (self.namesrv or self.start):
-            raise FanoutError("--scenario starts the scenario's own cluster: leave out --namesrv and --start")
+            raise FanoutUsageError("--scenario starts the scenario's own cluster: leave out --namesrv and --start")
         if self.start and self.namesrv:
-            raise FanoutError("--start runs a new local cluster: leave out --namesrv")
+            raise FanoutUsageError("--start runs a new local cluster: leave out --namesrv")
         if self.kills and self.scenario is not None:
-            raise FanoutError("--kill-broker and --scenario cannot be combined (put the kill in the scenario's timeline)")
+            raise FanoutUsageError("--kill-broker and --scenario cannot be combined (put the kill in the scenario's timeline)")
         if not 0 <= self.start_delay <= 120:
-            raise FanoutError("--start-delay must be 0..120 s")
+            raise FanoutUsageError("--start-delay must be 0..120 s")
         if self.topics < 1:
-            raise FanoutError("--topics must be >= 1")
+            raise FanoutUsageError("--topics must be >= 1")
         if self.engine == "spark":
             from mqadmin.fanout.spark import (  # no pyspark import: regexes
                 check_master,
-                is_local,
+                on_this_host,
             )
 
             check_master(self.master)
-            if (self.start or self.scenario is not None) and not is_local(self.master):
-                raise FanoutError(f"a local cluster listens on 127.0.0.1, which executors of {self.master} cannot reach: "
-                                  "give --namesrv with addresses the workers can reach instead of --start/--scenario")
+            if (self.start or self.scenario is not None) and not on_this_host(self.master):
+                raise FanoutUsageError(f"a local cluster listens on 127.0.0.1, which executors of {self.master} cannot reach: "
+                                       "give --namesrv with addresses the workers can reach instead of --start/--scenario")
+        if self.namesrv:
+            try:
+                split_addrs(self.namesrv)
+            except AdminError as exc:
+                raise FanoutUsageError(f"--namesrv: {exc}") from None
 
 
 @dataclass
@@ -232,6 +237,7 @@ class Driver:
         self.progress = progress  # a rich.progress.Progress, or None
         self.state: cluster.ClusterState | None = None
         self.own_cluster_dir: Path | None = None
+        self.spark_dir: Path | None = None  # the session's work dir (log, code zip, spark.local.dir)
         self.failed = False
         self.timings: dict[str, float] = {}
         self.notes: list[str] = []
@@ -291,11 +297,6 @@ class Driver:
             self.notes.append(f"could not stop {', '.join(left)} (state in {self.state.dir})")
             return
         (Path(self.state.dir) / cluster.STATE_FILE).unlink(missing_ok=True)
-        if self.own_cluster_dir is not None:
-            if self.failed:
-                self.notes.append(f"cluster logs kept in {self.own_cluster_dir}")
-            else:
-                shutil.rmtree(self.own_cluster_dir, ignore_errors=True)
 
     # ------------------------------------------------------------------ engines
 
@@ -305,7 +306,8 @@ class Driver:
         if self.session is None:
             self.status(f"starting Spark ({self.opts.master})")
             begin = time.monotonic()
-            self.session = spark.start_session(self.opts.master, conf=self.opts.spark_conf,
+            self.spark_dir = Path(tempfile.mkdtemp(prefix="mqadmin-fanout-spark-"))
+            self.session = spark.start_session(self.opts.master, conf=self.opts.spark_conf, work_dir=self.spark_dir,
                                                executor_timeout=self.opts.spark_timeout)
             self.own_session = True
             self.timings["spark_start_s"] = time.monotonic() - begin
@@ -345,14 +347,33 @@ class Driver:
         try:
             with _term_as_interrupt():
                 result = self._run()
-        except BaseException:
+        except FanoutError as exc:
             self.failed = True
-            raise
-        finally:
             self.close()
+            kept = self._temp_dirs()
+            if not kept:
+                raise
+            # The logs of a failed run are worth keeping, but never silently.
+            raise type(exc)(f"{exc} (logs kept in {', '.join(map(str, kept))})") from None
+        except BaseException:
+            self.close()
+            self._remove_temp_dirs()
+            raise
+        self.close()
+        self._remove_temp_dirs()
         result.notes.extend(n for n in self.notes if n not in result.notes)
         result.timings["total_s"] = time.monotonic() - began
         return result
+
+    def _temp_dirs(self) -> list[Path]:
+        return [d for d in (self.own_cluster_dir, self.spark_dir) if d is not None and d.exists()]
+
+    def _remove_temp_dirs(self) -> None:
+        """The temporary directories this run made (cluster state, Spark's work dir): gone at the end."""
+        for d in self._temp_dirs():
+            if d == self.own_cluster_dir and (d / cluster.STATE_FILE).exists():
+                continue  # processes it could not stop: their state stays (the notes say so)
+            shutil.rmtree(d, ignore_errors=True)
 
     def close(self) -> None:
         """Stop what this run started (idempotent)."""
@@ -366,6 +387,10 @@ class Driver:
 
     def _run(self) -> FanoutResult:
         opts = self.opts
+        if opts.engine == "spark" and self.session is None:
+            from mqadmin.fanout import spark
+
+            spark.probe_master(opts.master)  # an unreachable master fails before a cluster or a JVM starts
         if opts.scenario is not None:
             from mqadmin.scenario import schema
 
