@@ -25,7 +25,7 @@ from mqadmin import (
     watch,
 )
 from mqadmin.client import AdminClient, AdminError, run
-from mqadmin.cliutil import JsonOpt, NamesrvOpt, TimeoutOpt, client_for, fail, interruptible, per_server
+from mqadmin.cliutil import CONTEXT_SETTINGS, JsonOpt, NamesrvOpt, TimeoutOpt, client_for, fail, full_summaries, interruptible, per_server
 from mqadmin.render import (
     Col,
     current_console,
@@ -39,7 +39,7 @@ from remoting.climain import run_app
 
 app = typer.Typer(
     add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings=CONTEXT_SETTINGS,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     no_args_is_help=True,
@@ -157,7 +157,7 @@ def cluster_list(
                 out.print(fit_table(clusterlist.MORE_COLUMNS, [clusterlist.more_cells(r) for r in rows]))
             else:
                 out.print(fit_variants([
-                    (clusterlist.BASE_COLUMNS, [clusterlist.base_cells(r) for r in rows]),
+                    (clusterlist.BASE_COLUMNS, [clusterlist.base_cells(r) for r in rows], clusterlist.TIMER_RANK),
                     (clusterlist.COMPACT_COLUMNS, [clusterlist.compact_cells(r) for r in rows]),
                 ]))
             if interval is None:
@@ -325,6 +325,7 @@ fanout_cli.register(app)
 def main(argv: list[str]) -> int:
     """Run one mqadmin command line; returns the exit status (``--debug``: tracebacks are not hidden)."""
     debug = "--debug" in argv
+    full_summaries(app)
     argv = _bare_group_help([a for a in argv if a != "--debug"])
     return run_app(app, "mqadmin", argv, (AdminError, cluster.ClusterError), debug=debug)
 

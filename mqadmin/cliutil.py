@@ -87,6 +87,10 @@ def bad_option(option: str, message: str) -> typer.BadParameter:
     return typer.BadParameter(message, param_hint=option)
 
 
+#: Typer/Click settings of every mqadmin command group: -h as well as --help, and help laid out for
+#: the terminal's real width (Click's default caps it at 80 and cuts command summaries with "...").
+CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 250}
+
 #: How to get the optional extras: the README's command (the project is not on any package index).
 SPARK_INSTALL = "run pip install -e '.[spark,plot]' in the project directory"
 PLOT_INSTALL = "run pip install -e '.[plot]' in the project directory"
@@ -174,3 +178,21 @@ def has_module(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
+
+
+def full_summaries(app: typer.Typer) -> None:
+    """Give every command (and group) of ``app`` its whole first sentence as the summary shown by
+    ``mqadmin`` alone: Click would cut it to fit 80 columns with "...", even on a wide terminal; with
+    an explicit summary it wraps instead. Covers commands registered later by any module."""
+    def given(value: Any) -> str | None:  # Typer wraps unset values in DefaultPlaceholder
+        return value if isinstance(value, str) and value.strip() else None
+
+    infos: list[Any] = [*app.registered_commands, *app.registered_groups]
+    for info in infos:
+        sub = getattr(info, "typer_instance", None)
+        if sub is not None:
+            full_summaries(sub)
+        help_text = given(info.help) or (given(sub.info.help) if sub is not None else None)
+        if given(info.short_help) is None and help_text is not None:
+            first = help_text.strip().split("\n\n", 1)[0]
+            info.short_help = " ".join(first.split(". ", 1)[0].split()).rstrip(".") + "."

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import typer
 
-from mqadmin.cliutil import PLOT_INSTALL, check_output, write_output
+from mqadmin.cliutil import CONTEXT_SETTINGS, PLOT_INSTALL, check_output, write_output
 from mqadmin.render import make_console, out
 from mqadmin.scenario import schema
 from remoting.climain import first_of
 
 app = typer.Typer(
     add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings=CONTEXT_SETTINGS,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     no_args_is_help=True,
