@@ -46,15 +46,15 @@ def load_window(result: FanoutResult) -> float:
     """Seconds the producers were sending, so that "per s" is a mean of what "peak s" is the maximum of.
 
     With a duration: the duration once per wave of partitions (more partitions than task slots run
-    one wave after another), and never less than the seconds in which sends began. Without one:
-    the longest partition's load.
+    one wave after another), widened to the seconds in which sends began when those are clearly
+    more (a slot freed late). Without one: the longest partition's load.
     """
     if result.plan.duration is None:
         return max(result.metrics.load.elapsed, 1e-9)
-    waves = math.ceil(result.plan.partitions / max(1, result.parallelism))
+    window = result.plan.duration * math.ceil(result.plan.partitions / max(1, result.parallelism))
     busy = [s for s, row in result.metrics.timeline.items() if row[0] + row[1]]
-    span = max(busy) - min(busy) + 1 if busy else 0
-    return max(result.plan.duration * waves, float(span))
+    span = float(max(busy) - min(busy) + 1) if busy else 0.0
+    return span if span > window + 1.0 else window
 
 
 def failover(result: FanoutResult, end: float) -> list[dict[str, Any]]:
@@ -300,33 +300,39 @@ def plot(doc: dict[str, Any], path: str | Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from mqadmin.plotmarks import draw_marks, layout, legend_outside, merge_marks, seconds_edges
+
     tl = doc["timeline"]
-    xs = [i + 0.5 for i in range(len(tl["ok"]))]
-    fig, (top, mid, bottom) = plt.subplots(3, 1, sharex=True, figsize=(11, 8), height_ratios=(3, 2, 2))
-    top.bar(xs, tl["ok"], width=0.9, color="#2ca02c", label="stored")
-    top.bar(xs, tl["failed"], width=0.9, bottom=tl["ok"], color="#d62728", label="failed")
+    n = len(tl["ok"])
+    edges = seconds_edges(n)  # second i is drawn over [i, i+1]: a kill at t=8 shows from 8, not 7.5
+    height = 9.0
+    fig, (top, mid, bottom) = plt.subplots(3, 1, sharex=True, figsize=(12, height), height_ratios=(3, 2, 2))
+    top.bar(range(n), tl["ok"], width=1.0, align="edge", color="#2ca02c", label="stored", edgecolor="white", linewidth=0.3)
+    if any(tl["failed"]):
+        top.bar(range(n), tl["failed"], width=1.0, align="edge", bottom=tl["ok"], color="#d62728", label="failed",
+                edgecolor="white", linewidth=0.3)
     top.set_ylabel("sends begun / s")
-    top.legend(loc="upper right", fontsize="small")
+    legend_outside(top)
     load = doc["load"]
-    top.set_title(f"{load['producers']:,} producers on {doc['engine']['text']}: {doc['sends']['total']:,} sends, "
-                  f"{doc['routes']['queries']:,} route queries", fontsize="medium", loc="left")
+    fig.suptitle(f"{load['producers']:,} producers on {doc['engine']['text']}: {doc['sends']['total']:,} sends, "
+                 f"{doc['routes']['queries']:,} route queries", fontsize="medium", x=0.1, ha="left")
     for name, series in tl["brokers"].items():
-        (line,) = mid.plot(xs, series["attempts"], label=f"{name} attempts", linewidth=1.5)
+        line = mid.stairs(series["attempts"], edges, label=f"{name} attempts", linewidth=1.5)
         if any(series["failed"]):
-            mid.plot(xs, series["failed"], label=f"{name} failed", color=line.get_color(), linestyle=":", linewidth=2)
+            mid.stairs(series["failed"], edges, label=f"{name} failed", color=line.get_edgecolor(), linestyle=":",
+                       linewidth=2)
     mid.set_ylabel("send attempts / s")
-    mid.legend(loc="upper right", fontsize="small")
-    bottom.plot(xs, tl["route_queries"], color="#1f77b4", label="route queries")
+    legend_outside(mid)
+    bottom.stairs(tl["route_queries"], edges, color="#1f77b4", label="route queries", linewidth=1.5)
     if any(tl["route_failures"]):
-        bottom.plot(xs, tl["route_failures"], color="#d62728", label="unanswered")
+        bottom.stairs(tl["route_failures"], edges, color="#d62728", label="unanswered", linewidth=1.5)
     bottom.set_ylabel("route queries / s")
     bottom.set_xlabel("seconds since the start barrier")
-    bottom.legend(loc="upper right", fontsize="small")
-    for e in doc["events"]:
-        for ax in (top, mid, bottom):
-            ax.axvline(e["t"], color="black" if e["ok"] else "red", linestyle="--", linewidth=0.8)
-        top.annotate(e["what"], xy=(e["t"], 1.0), xycoords=("data", "axes fraction"), rotation=90, va="top",
-                     ha="right", fontsize="x-small")
-    fig.tight_layout()
+    legend_outside(bottom)
+    marks = merge_marks([(e["t"], f"{e['what']}" + ("" if e["ok"] else f": {e['detail']}"), e["ok"])
+                         for e in doc["events"]])
+    listed = draw_marks(fig, top, (top, mid, bottom), marks)
+    bottom.set_xlim(0, max(n, 1))
+    layout(fig, listed, height)
     fig.savefig(path, dpi=110)
     plt.close(fig)
