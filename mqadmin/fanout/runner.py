@@ -350,11 +350,9 @@ class Driver:
         except FanoutError as exc:
             self.failed = True
             self.close()
-            kept = self._temp_dirs()
-            if not kept:
-                raise
-            # The logs of a failed run are worth keeping, but never silently.
-            raise type(exc)(f"{exc} (logs kept in {', '.join(map(str, kept))})") from None
+            # A log the error names is kept (the message says where); nothing else is left behind.
+            self._remove_temp_dirs(keep_named_in=str(exc))
+            raise
         except BaseException:
             self.close()
             self._remove_temp_dirs()
@@ -368,11 +366,14 @@ class Driver:
     def _temp_dirs(self) -> list[Path]:
         return [d for d in (self.own_cluster_dir, self.spark_dir) if d is not None and d.exists()]
 
-    def _remove_temp_dirs(self) -> None:
-        """The temporary directories this run made (cluster state, Spark's work dir): gone at the end."""
+    def _remove_temp_dirs(self, keep_named_in: str = "") -> None:
+        """The temporary directories this run made (cluster state, Spark's work dir): gone at the end,
+        unless ``keep_named_in`` (an error message) points into one."""
         for d in self._temp_dirs():
             if d == self.own_cluster_dir and (d / cluster.STATE_FILE).exists():
                 continue  # processes it could not stop: their state stays (the notes say so)
+            if str(d) in keep_named_in:
+                continue
             shutil.rmtree(d, ignore_errors=True)
 
     def close(self) -> None:
