@@ -22,8 +22,11 @@ MAX_TEXT = 70
 @dataclass
 class Mark:
     t: float
-    texts: list[str]
-    ok: bool
+    texts: list[tuple[str, bool]]  # (what, whether it took effect)
+
+    @property
+    def ok(self) -> bool:
+        return all(ok for _, ok in self.texts)
 
 
 def merge_marks(actions: Sequence[tuple[float, str, bool]]) -> list[Mark]:
@@ -32,10 +35,9 @@ def merge_marks(actions: Sequence[tuple[float, str, bool]]) -> list[Mark]:
     for t, text, ok in sorted(actions, key=lambda a: a[0]):
         text = text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
         if marks and t - marks[-1].t < MERGE_WITHIN:
-            marks[-1].texts.append(text)
-            marks[-1].ok = marks[-1].ok and ok
+            marks[-1].texts.append((text, ok))
         else:
-            marks.append(Mark(t, [text], ok))
+            marks.append(Mark(t, [(text, ok)]))
     return marks
 
 
@@ -50,9 +52,9 @@ def draw_marks(fig: Any, top: Any, axes: Sequence[Any], marks: Sequence[Mark]) -
         top.annotate(str(n), xy=(m.t, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 3),
                      textcoords="offset points", ha="center", va="bottom", fontsize="small", color=colour,
                      fontweight="bold")
-        for i, text in enumerate(m.texts):
+        for i, (text, ok) in enumerate(m.texts):
             head = f"{n:>2}  t={m.t:6.2f} s  " if i == 0 else " " * 16
-            lines.append(head + text + ("" if m.ok or i else "  (FAILED)"))
+            lines.append(head + text + ("" if ok else "  (FAILED)"))
     if lines:
         fig.text(0.01, 0.01, "\n".join(lines), fontsize="small", family="monospace", va="bottom", ha="left")
     return len(lines)
