@@ -99,7 +99,9 @@ class ClusterState:
             data = json.loads(path.read_text())
         except FileNotFoundError:
             raise ClusterError(f"no local cluster in {directory} (start one with: mqadmin start)") from None
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
+            raise ClusterError(f"cannot read {path}: {exc.strerror or exc}") from None
+        except ValueError as exc:
             raise ClusterError(f"cannot read {path}: {exc}") from None
         try:
             procs = [Proc(**p) for p in data["procs"]]
@@ -273,7 +275,8 @@ class StartOptions:
 TOPIC_NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
 
 
-def _validate(opts: StartOptions) -> None:
+def validate_options(opts: StartOptions) -> None:
+    """ClusterError (one line) for options no cluster can be started with."""
     if opts.namesrvs < 1:
         raise ClusterError("a cluster needs at least one NameServer (--namesrvs >= 1)")
     if opts.brokers < 0 or opts.slaves < 0:
@@ -310,7 +313,7 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
         old = ClusterState.load(directory)
         if any(p.alive() for p in old.procs):
             raise ClusterError(f"a cluster is already running in {directory} (mqadmin stop first)")
-    _validate(opts)
+    validate_options(opts)
     make_state_dir(directory)
     state = ClusterState(dir=str(directory), cluster=opts.cluster, topics=list(opts.topics))
     try:

@@ -108,9 +108,14 @@ def register(app: typer.Typer) -> None:
                         "or use --engine multiprocessing")
         scenario_path = None
         if scenario is not None:
+            from mqadmin.scenario import schema
             from mqadmin.scenario_cli import resolve
 
             scenario_path = resolve(scenario)
+            try:
+                schema.load(scenario_path)  # an invalid file is a usage error, as for `scenario run`
+            except schema.ScenarioError as exc:
+                raise _fail(str(exc), 2) from None
         if directory is not None and (start or scenario is not None):
             from mqadmin.runner_cli import state_dir_option
 

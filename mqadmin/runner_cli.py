@@ -67,6 +67,10 @@ def start_cmd(
         namesrvs=namesrvs, brokers=brokers, slaves=slaves, cluster=cluster_name, register_period_ms=register_period,
         broker_expired_ms=broker_timeout, scan_interval_ms=scan_interval, topics=topic_list, topic_queues=topic_queues,
     )
+    try:
+        cluster.validate_options(opts)
+    except cluster.ClusterError as exc:
+        raise typer.BadParameter(str(exc)) from None  # the message names the option
     state = cluster.start(state_dir_option(directory), opts)
     if as_json:
         print_json(state_json(state))

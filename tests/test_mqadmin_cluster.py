@@ -110,7 +110,8 @@ def test_runner_errors_are_one_line(state_dir: Path) -> None:
     out = mqadmin("start", "--namesrvs", "0", "--dir", str(state_dir))
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--namesrvs" in out.stderr
     out = mqadmin("start", "--brokers", "0", "--topics", "a", "--dir", str(state_dir))
-    assert out.returncode == 1 and out.stderr == "mqadmin: --topics needs at least one broker group (--brokers >= 1)\n"
+    assert out.returncode == 2 and out.stderr == (  # a bad option value, refused before anything starts
+        "mqadmin: Invalid value: --topics needs at least one broker group (--brokers >= 1) (see mqadmin -h)\n")
     out = mqadmin("start", "--topics", "bad topic", "--dir", str(state_dir))
     assert out.returncode == 1 and "bad topic" in out.stderr and out.stderr.count("\n") == 1
     assert not (state_dir / cluster.STATE_FILE).exists()  # nothing was started
