@@ -25,7 +25,17 @@ from mqadmin import (
     watch,
 )
 from mqadmin.client import AdminClient, AdminError, run
-from mqadmin.cliutil import CONTEXT_SETTINGS, JsonOpt, NamesrvOpt, TimeoutOpt, client_for, fail, full_summaries, interruptible, per_server
+from mqadmin.cliutil import (
+    CONTEXT_SETTINGS,
+    JsonOpt,
+    NamesrvOpt,
+    TimeoutOpt,
+    client_for,
+    fail,
+    full_summaries,
+    interruptible,
+    per_server,
+)
 from mqadmin.render import (
     Col,
     current_console,

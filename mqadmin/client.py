@@ -782,6 +782,10 @@ def _live_rows(body: bytes) -> list[dict[str, Any]]:
     rows = obj.get("brokers") if isinstance(obj, dict) else None
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise ValueError("no brokers list in the live table")
+    for r in rows:
+        if not isinstance(r.get("brokerAddr"), str) or not all(
+                isinstance(r.get(k), int) for k in ("lastUpdateAgoMillis", "heartbeatTimeoutMillis")):
+            raise ValueError(f"malformed live table entry {r!r}"[:200])
     return rows
 
 

@@ -83,8 +83,7 @@ def make_console(stderr: bool = False) -> Console:
     if not tty and not os.environ.get("COLUMNS"):
         width = PIPE_WIDTH
     file: Any = stream if tty else _TrimmedLines(stream)
-    return Console(file=file, width=width, highlight=False, markup=False, soft_wrap=True, emoji=False,
-                   force_terminal=None if not tty else True)
+    return Console(file=file, width=width, highlight=False, markup=False, soft_wrap=True, emoji=False)
 
 
 class _CurrentConsole:
@@ -224,8 +223,9 @@ def _build(
             elif mode == "squeeze":
                 min_width = max([len(col.header), *(len(w) for c in cells for w in c.split())])
         width = (widths or {}).get(i)
-        table.add_column(col.header if width is None else Text(col.header, overflow="fold"), justify=col.justify,  # type: ignore[arg-type]
-                         no_wrap=no_wrap, overflow="fold", min_width=None if width is not None else min_width, width=width)
+        header = col.header if width is None else Text(col.header, overflow="fold")
+        table.add_column(header, justify=col.justify, no_wrap=no_wrap, overflow="fold",  # type: ignore[arg-type]
+                         min_width=None if width is not None else min_width, width=width)
     for row in rows:
         table.add_row(*row)
     if footer:
@@ -247,8 +247,12 @@ def status_text(ok: bool, text: str) -> Text:
     return Text(text, style="green" if ok else "red")
 
 
+#: A table variant: its columns and rows, and optionally the lowest drop rank it may give up to fit.
+Variant = tuple[Sequence[Col], Sequence[Sequence[Cell]]] | tuple[Sequence[Col], Sequence[Sequence[Cell]], int]
+
+
 def fit_variants(
-    variants: Sequence[tuple[Sequence[Col], Sequence[Sequence[Cell]]] | tuple[Sequence[Col], Sequence[Sequence[Cell]], int]],
+    variants: Sequence[Variant],
     *,
     width: int | None = None,
     title: str | None = None,

@@ -70,8 +70,7 @@ async def snapshot(client: AdminClient, topics: list[str] | None = None, max_top
     for r in lives:
         if r.ok:
             for b in r.value:
-                heard[(r.addr, str(b.get("brokerAddr")))] = (int(b.get("lastUpdateAgoMillis", 0)) / 1000.0,
-                                                             int(b.get("heartbeatTimeoutMillis", 0)))
+                heard[(r.addr, b["brokerAddr"])] = (b["lastUpdateAgoMillis"] / 1000.0, b["heartbeatTimeoutMillis"])
     broker_rows = []
     for (name, bid, addr), seen in sorted(brokers.items()):
         seen_by = {a: seen.get(a, False) if a not in errors else None for a in addrs}
