@@ -1,4 +1,5 @@
-"""The Spark engine: a quiet session (loopback-only in local mode) and one task per partition.
+"""The Spark engine: a quiet session (loopback-only for local masters and standalone masters on
+127.0.0.1) and one task per partition.
 
 Setup facts that matter on a laptop: the driver binds 127.0.0.1 (no
 network beyond loopback), the web UI is off, Python workers talk to the JVM
@@ -9,6 +10,10 @@ JVM's output goes to a log file, so the terminal shows only our progress.
 The project's own packages are zipped and shipped with ``addPyFile``, so
 workers of a real cluster need only Python, trio and msgpack (see README).
 pyspark is imported here only, when a Spark run starts.
+
+Failures are one line saying what was tried: a ``spark://`` master is first
+dialled over plain TCP (no JVM yet), and a worker that cannot import the code
+is reported by its own Python exception, not by Spark's wrapper around it.
 """
 
 from __future__ import annotations
