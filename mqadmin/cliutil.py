@@ -118,19 +118,26 @@ def interruptible() -> Iterator[None]:
         raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
-def check_output(option: str, path: Path | None) -> Path | None:
+#: Image formats ``--plot`` writes (matplotlib picks the format from the suffix).
+PLOT_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg", ".webp")
+
+
+def check_output(option: str, path: Path | None, suffixes: tuple[str, ...] = ()) -> Path | None:
     """Refuse an output file that cannot be written, before any work is done (a usage error, exit 2).
 
-    Its directory must exist and be writable, and the path must not be a directory: a run that
-    took minutes must not end in a failed write that loses its result.
+    Its directory must exist and be writable, the path must not be a directory, and with
+    ``suffixes`` its name must end with one of them: a run that took minutes must not end in a
+    failed write that loses its result.
     """
     if path is None:
         return None
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise bad_option(option, f"{path}: the file name must end with one of {', '.join(suffixes)}")
     parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
-        raise bad_option(option, f"{path} is a directory")
+        raise bad_option(option, f"cannot write {path}: it is a directory")
     if not parent.is_dir():
-        raise bad_option(option, f"directory {parent} does not exist")
+        raise bad_option(option, f"cannot write {path}: directory {parent} does not exist")
     if path.exists():
         if not os.access(path, os.W_OK):
             raise bad_option(option, f"cannot write {path}: permission denied")
@@ -139,7 +146,7 @@ def check_output(option: str, path: Path | None) -> Path | None:
         with tempfile.NamedTemporaryFile(dir=parent, prefix=".mqadmin-check-"):
             pass
     except OSError as exc:
-        raise bad_option(option, f"cannot write in {parent}: {exc.strerror or exc}") from None
+        raise bad_option(option, f"cannot write {path}: {exc.strerror or exc}") from None
     return path
 
 

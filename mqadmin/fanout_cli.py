@@ -21,7 +21,7 @@ from pathlib import Path
 
 import typer
 
-from mqadmin.cliutil import PLOT_INSTALL, SPARK_INSTALL, check_output, has_module
+from mqadmin.cliutil import PLOT_INSTALL, PLOT_SUFFIXES, SPARK_INSTALL, check_output, has_module
 from mqadmin.render import make_console, out
 
 DirOpt = typer.Option(None, "--dir", help="State directory of the local cluster (default: a temporary one with --start).")
@@ -100,7 +100,7 @@ def register(app: typer.Typer) -> None:
         from mqadmin.fanout import report as reporting
 
         check_output("--report", report)
-        check_output("--plot", plot)
+        check_output("--plot", plot, PLOT_SUFFIXES)
         if plot is not None and not reporting.plot_available():
             raise _fail(f"--plot needs matplotlib, which is not installed: {PLOT_INSTALL}")
         if not no_spark and engine == "spark" and not has_module("pyspark"):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import typer
 
-from mqadmin.cliutil import CONTEXT_SETTINGS, PLOT_INSTALL, check_output, write_output
+from mqadmin.cliutil import CONTEXT_SETTINGS, PLOT_INSTALL, PLOT_SUFFIXES, check_output, write_output
 from mqadmin.render import make_console, out
 from mqadmin.scenario import schema
 from remoting.climain import first_of
@@ -75,7 +75,7 @@ def run_cmd(
     except schema.ScenarioError as exc:
         raise _fail(2, str(exc)) from None
     check_output("--report", report)
-    check_output("--plot", plot)
+    check_output("--plot", plot, PLOT_SUFFIXES)
     check_output("--records", records)
     if plot is not None:
         from mqadmin.scenario import plot as plotting

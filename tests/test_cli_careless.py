@@ -72,12 +72,13 @@ def test_start_dir_on_a_file_or_unwritable_place_is_one_line(tmp_path: Path) -> 
 def test_output_paths_are_checked_before_a_scenario_runs(tmp_path: Path) -> None:
     env = cli_env(tmp_path / "state", TMPDIR=str(tmp_path))
     for option, path in (("--plot", "/nonexistent/p.png"), ("--report", "/nonexistent/x.json"),
-                         ("--records", "/proc/x/r.msgpack"), ("--report", str(tmp_path))):
+                         ("--records", "/proc/x/r.msgpack"), ("--report", str(tmp_path)),
+                         ("--plot", str(tmp_path / "plot.txt"))):
         began = time.monotonic()
         done = run_cli("scenario", "run", "broker-crash", option, path, env=env)
         assert done.returncode == 2, done.stderr
         line = one_error_line(done.stderr)
-        assert f"Invalid value for {option}" in line and path.split("/")[1] in line
+        assert f"Invalid value for {option}" in line and path in line
         assert time.monotonic() - began < 5  # refused up front: no cluster was started
     assert not any(p.name.startswith("mqscenario-") for p in tmp_path.iterdir())
 
