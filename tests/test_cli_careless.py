@@ -15,6 +15,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import trio
 
@@ -328,5 +329,45 @@ def test_plot_marks_and_legends_stay_off_the_data(tmp_path: Path, monkeypatch) -
     assert steps and all(list(p.get_data().edges) == list(range(n + 1)) for p in steps)
     bars = axes[0].patches
     assert min(b.get_x() for b in bars) == 0 and all(float(b.get_x()).is_integer() for b in bars)
+    monkeypatch.undo()
+    plt.close(fig)
+
+
+def test_scenario_plot_marks_and_legends_stay_off_the_data(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mqadmin.scenario import plot as scenario_plot
+    from remoting.codes import PERM_READ, PERM_WRITE
+
+    kept: list[object] = []
+    monkeypatch.setattr(plt, "close", lambda fig=None: kept.append(fig))
+    both = {"broker-a": ({0: "a"}, PERM_READ | PERM_WRITE), "broker-b": ({0: "b"}, PERM_READ | PERM_WRITE)}
+    one = {"broker-b": ({0: "b"}, PERM_READ | PERM_WRITE)}
+    ns = SimpleNamespace
+    result = ns(
+        scenario=ns(name="t", description="a kill", observe_topics=["T"], cluster=ns(brokers=2)),
+        records=[ns(t=i / 20, outcome="ok" if i % 40 else "timeout") for i in range(200)], end=10.0,
+        observer=ns(events=[ns(namesrv=0, topic="T", t=0.1, after=both), ns(namesrv=0, topic="T", t=3.02, after=one)]),
+        namesrvs=["127.0.0.1:9876"],
+        actions=[ns(effect=3.0, text="kill_broker broker-a-0", ok=True, action=ns(kind="kill_broker")),
+                 ns(effect=6.0, text="wait_until route_excludes broker-a", ok=True, action=ns(kind="wait_until"))],
+    )
+    path = tmp_path / "s.png"
+    scenario_plot.draw(result, path)  # type: ignore[arg-type]
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (fig,) = kept
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    top, bottom = fig.axes
+    for ax in (top, bottom):
+        assert ax.get_legend().get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1
+        assert all(t.get_rotation() == 0 for t in ax.texts)
+    assert [t.get_text() for t in top.texts] == ["1", "2"]
+    listing = next(t.get_text() for t in fig.texts if "kill_broker" in t.get_text())
+    assert "t=  3.00 s  kill_broker broker-a-0" in listing and "reached: route_excludes broker-a" in listing
+    assert all(float(b.get_x()).is_integer() and b.get_width() == 1.0 for b in top.patches)  # whole seconds
     monkeypatch.undo()
     plt.close(fig)
