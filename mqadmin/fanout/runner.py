@@ -163,7 +163,6 @@ class Driver:
         self.state: cluster.ClusterState | None = None
         self.own_cluster_dir: Path | None = None
         self.spark_dir: Path | None = None  # the session's work dir (log, code zip, spark.local.dir)
-        self.failed = False
         self.timings: dict[str, float] = {}
         self.notes: list[str] = []
         self.scenario: Scenario | None = None
@@ -273,7 +272,6 @@ class Driver:
             with _term_as_interrupt():
                 result = self._run()
         except FanoutError as exc:
-            self.failed = True
             self.close()
             # A log the error names is kept (the message says where); nothing else is left behind.
             self._remove_temp_dirs(keep_named_in=str(exc))
