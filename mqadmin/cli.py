@@ -25,7 +25,17 @@ from mqadmin import (
     watch,
 )
 from mqadmin.client import AdminClient, AdminError, run
-from mqadmin.cliutil import JsonOpt, NamesrvOpt, TimeoutOpt, client_for, per_server
+from mqadmin.cliutil import (
+    CONTEXT_SETTINGS,
+    JsonOpt,
+    NamesrvOpt,
+    TimeoutOpt,
+    client_for,
+    fail,
+    full_summaries,
+    interruptible,
+    per_server,
+)
 from mqadmin.render import (
     Col,
     current_console,
@@ -40,7 +50,7 @@ from remoting.climain import run_app
 
 app = typer.Typer(
     add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings=CONTEXT_SETTINGS,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     no_args_is_help=True,
@@ -149,7 +159,7 @@ def cluster_list(
     timeout: float = TimeoutOpt,
 ) -> None:
     client = client_for(namesrv, timeout)
-    try:
+    with interruptible():
         while True:
             rows = run(_cluster_rows, client, cluster_name)
             if as_json:
@@ -158,14 +168,12 @@ def cluster_list(
                 out.print(fit_table(clusterlist.MORE_COLUMNS, [clusterlist.more_cells(r) for r in rows]))
             else:
                 out.print(fit_variants([
-                    (clusterlist.BASE_COLUMNS, [clusterlist.base_cells(r) for r in rows]),
+                    (clusterlist.BASE_COLUMNS, [clusterlist.base_cells(r) for r in rows], clusterlist.TIMER_RANK),
                     (clusterlist.COMPACT_COLUMNS, [clusterlist.compact_cells(r) for r in rows]),
                 ]))
             if interval is None:
                 break
             time.sleep(interval)
-    except KeyboardInterrupt:
-        return
     if not rows and cluster_name is None and not as_json:
         out.print("no broker is registered with the NameServer", style="yellow")
 
@@ -307,21 +315,25 @@ def watch_cmd(
     namesrv: str | None = NamesrvOpt,
     as_json: bool = JsonOpt,
     timeout: float = typer.Option(0.8, "--timeout", min=0.05, help="Seconds to wait for each NameServer."),
+    suspect_after: float | None = typer.Option(
+        None, "--suspect-after", min=0.1, metavar="SECONDS",
+        help="Mark a broker suspect when a NameServer has not heard from it for this long "
+             f"(default {watch.SUSPECT_AFTER:g} s, or half its heartbeat timeout if shorter)."),
 ) -> None:
     client = client_for(namesrv, timeout)
     if once or as_json:
-        snap = run(watch.snapshot, client, topics)
+        snap = run(watch.snapshot, client, topics, watch.MAX_TOPICS, suspect_after)
         if as_json:
             print_json(snap)
         else:
             out.print(watch.view(snap, out))
-        if len(snap["errors"]) == len(snap["namesrvs"]):
-            raise typer.Exit(1)  # no NameServer answered
+        if snap["errors"]:  # a health check: every NameServer must answer
+            silent = ", ".join(snap["errors"])
+            fail(f"{len(snap['errors'])} of {len(snap['namesrvs'])} NameServer(s) did not answer: {silent}")
         return
-    try:
-        trio.run(lambda: watch.live(client, topics, current_console(), interval=interval, count=count))
-    except KeyboardInterrupt:
-        pass
+    with interruptible():
+        trio.run(lambda: watch.live(client, topics, current_console(), interval=interval, count=count,
+                                    suspect_after=suspect_after))
 
 
 runner_cli.register(app)
@@ -333,6 +345,7 @@ fanout_cli.register(app)
 def main(argv: list[str]) -> int:
     """Run one mqadmin command line; returns the exit status (``--debug``: tracebacks are not hidden)."""
     debug = "--debug" in argv
+    full_summaries(app)
     argv = _bare_group_help([a for a in argv if a != "--debug"])
     return run_app(app, "mqadmin", argv, (AdminError, cluster.ClusterError), debug=debug)
 

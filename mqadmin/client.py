@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import trio
 
 from broker_stub.faults import FAULT_CODE
+from namesrv.liveinfo import LIVE_TABLE_CODE
 from mqadmin import messages
 from remoting import fastjson, properties
 from remoting import requests as rq
@@ -152,7 +153,14 @@ class QueueRead:
 
 
 def check_addr(addr: str) -> str:
-    """A ``host:port`` given by a user, or an :class:`AdminError` saying what is wrong."""
+    """A ``host:port`` given by a user, or an :class:`AdminError` saying what is wrong.
+
+    A port that is a number but not a TCP port gets its own message: "not a
+    host:port address" would send the user looking at the syntax instead.
+    """
+    host, sep, port = addr.strip().rpartition(":")
+    if sep and host and port.isdigit() and not 0 < int(port) < 65536:
+        raise AdminError(f"port out of range in {addr.strip()!r}: {int(port)} is not 1-65535")
     try:
         parse_addr(addr)
     except ValueError as exc:
@@ -379,6 +387,13 @@ class AdminClient:
 
     async def topic_lists_everywhere(self) -> list[PerServer]:
         return await self._all(rq.all_topics, "GET_ALL_TOPIC_LIST_FROM_NAMESERVER", lambda r: parse_topic_list(r.body)[0])
+
+    async def broker_live_tables_everywhere(self) -> list[PerServer]:
+        """Each NameServer's GET_BROKER_LIVE_TABLE (ours, code 9001): how long each broker has been silent.
+
+        A NameServer without it (Apache's) answers REQUEST_CODE_NOT_SUPPORTED, which is that server's error.
+        """
+        return await self._all(lambda: request(LIVE_TABLE_CODE), "GET_BROKER_LIVE_TABLE", lambda r: _live_rows(r.body))
 
     async def topic_list(self) -> list[str]:
         addr, resp = await self._any(rq.all_topics, "GET_ALL_TOPIC_LIST_FROM_NAMESERVER")
@@ -759,6 +774,19 @@ class AdminClient:
                 break
             pos = result.next_begin_offset
         read.next_offset = read.start_offset + len(read.messages) if read.messages else pos
+
+
+def _live_rows(body: bytes) -> list[dict[str, Any]]:
+    """The ``brokers`` rows of a GET_BROKER_LIVE_TABLE body; ValueError if it is not that shape."""
+    obj = fastjson.loads(body)
+    rows = obj.get("brokers") if isinstance(obj, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ValueError("no brokers list in the live table")
+    for r in rows:
+        if not isinstance(r.get("brokerAddr"), str) or not all(
+                isinstance(r.get(k), int) for k in ("lastUpdateAgoMillis", "heartbeatTimeoutMillis")):
+            raise ValueError(f"malformed live table entry {r!r}"[:200])
+    return rows
 
 
 def _int_ext(addr: str, resp: RemotingCommand, key: str) -> int:

@@ -23,6 +23,8 @@ BASE_COLUMNS = [
     Col("#InTPS(LOAD)", 1, "right"), Col("#OutTPS(LOAD)", 2, "right"), Col("#Timer(Progress)", 7),
     Col("#PCWait(ms)", 6, "right"), Col("#Hour", 4), Col("#SPACE", 5), Col("#ACTIVATED", 3), Col("#Status", wrap=True),
 ]
+#: Drop rank of #Timer(Progress): the one column given up before the (LOAD) details are.
+TIMER_RANK = 7
 #: The same figures without the thread-pool load, tried when the full table is too wide.
 COMPACT_COLUMNS = [
     Col("#Cluster Name"), Col("#Broker Name"), Col("#BID"), Col("#Addr"), Col("#Version", 3),

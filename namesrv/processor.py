@@ -18,6 +18,7 @@ import zlib
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
+from namesrv import liveinfo
 from namesrv.config import NamesrvConfig
 from namesrv.config_policy import RuntimeState
 from namesrv.config_requests import ConfigRequests
@@ -91,6 +92,7 @@ class NameServerProcessor(KVRequests, ConfigRequests):
             RequestCode.QUERY_DATA_VERSION: self.query_data_version,
             RequestCode.GET_BROKER_MEMBER_GROUP: self.member_group,
             RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
+            liveinfo.LIVE_TABLE_CODE: lambda req, conn: liveinfo.answer(req, self.table, self.now_ms()),
         }
         self._async_handlers: dict[int, Callable[[RemotingCommand], Awaitable[RemotingCommand]]] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,

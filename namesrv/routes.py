@@ -441,6 +441,10 @@ class RouteTable:
                 removed.append(r)
         return removed
 
+    def live_brokers(self) -> list[LiveBroker]:
+        """Every registered broker's liveness record (a copy of the list; entries are the table's own)."""
+        return list(self.live.values())
+
     def heartbeat(self, cluster: str, addr: str, now: float) -> bool:
         info = self.live.get((cluster, addr))
         if info is None:

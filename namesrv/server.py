@@ -58,6 +58,9 @@ class NameServer:
     async def serve(self, *, task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen and serve until :meth:`stop`, then drain and return."""
         address = self.reactor.listen(self.config.bindAddress, self.config.listenPort, self.config.serverSocketBacklog)
+        # listenPort=0 asks for any free port; like Java, the bound one is written back so that
+        # getNamesrvConfig (and a config persisted later) names the port clients actually use.
+        self.config.listenPort = address[1]
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.reactor.run)
             nursery.start_soon(self._housekeeping)

@@ -16,6 +16,7 @@ is :class:`ScenarioError`, one line ``FILE:LINE: FIELD: problem``.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -337,6 +338,7 @@ class _Section:
         self.data = data
         self.where = where
         self.read: set[str] = set()
+        self.also: tuple[str, ...] = ()  # keys read elsewhere but valid here too (an item's `at`, `label`)
 
     def path(self, key: str) -> str:
         return f"{self.where}.{key}" if self.where else key
@@ -370,8 +372,11 @@ class _Section:
     def finish(self) -> None:
         for key in self.data:
             if key not in self.read:
-                known = ", ".join(sorted(self.read))
-                raise self.ctx.error(self.line(key), self.path(key), f"unknown field (expected one of: {known})")
+                names = sorted(self.read | set(self.also))
+                close = difflib.get_close_matches(str(key), names, n=1)
+                hint = f"did you mean {close[0]}? " if close else ""
+                raise self.ctx.error(self.line(key), self.path(key),
+                                     f"unknown field ({hint}expected one of: {', '.join(names)})")
 
 
 # ---------------------------------------------------------------------------
@@ -448,7 +453,9 @@ def _item(ctx: _Ctx, data: Any, where: str, line: int, kinds: tuple[str, ...], o
             raise item.fail(k, f"given twice (also inside {kind})")
         params[k] = v
         params.key_lines[k] = data.key_lines[k]
-    return kind, _Section(ctx, params, where), item
+    sec = _Section(ctx, params, where)
+    sec.also = (kind, *outer)
+    return kind, sec, item
 
 
 class _Parser:
@@ -694,7 +701,7 @@ def parse(text_: str, path: str = "<scenario>") -> Scenario:
     top = _Section(ctx, data, "", 1)
     p = _Parser(ctx)
     name = top.get("name", scenario_name, "".join(c if c.isalnum() or c in "._-" else "_" for c in Path(path).stem)[:64] or "scenario")
-    description = top.get("description", text)
+    description = top.get("description", text, "")  # optional: `scenario list` shows an empty one
     if "\n" in description:
         raise top.fail("description", "must be one line (put details in the comment at the top)")
     duration = top.get("duration", number(1, MAX_DURATION))
