@@ -323,7 +323,8 @@ async def test_keys_that_cannot_change_live_are_refused(start_namesrv: Start) ->
         # Routing never went down.
         assert await route_of(c, "TopicA") is not None
     text = ns.config_path.read_text()
-    assert "listenPort=0" in text and "serverMaxConnections=100" in text and "needWaitForService=false" in text
+    # listenPort was 0: the bound port is written back (as Java does), and kept on rewrite
+    assert f"listenPort={port}" in text and "serverMaxConnections=100" in text and "needWaitForService=false" in text
     await assert_serving(ns)
     assert_no_traceback(ns)
 
