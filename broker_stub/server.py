@@ -18,6 +18,7 @@ from broker_stub.faults import Faults
 from broker_stub.processor import BrokerProcessor
 from broker_stub.registrar import Registrar
 from broker_stub.store import MessageStore
+from broker_stub.subgroups import SubscriptionGroups, groups_path
 from broker_stub.topics import TopicTable, default_topics
 from remoting.reactor import Reactor
 
@@ -48,6 +49,7 @@ class BrokerServer:
         if self.topics_file:
             self.topics.restore(*topic_store.load(self.topics_file))
             self.topics.on_change = self._topics_changed
+        self.subgroups = SubscriptionGroups(groups_path(config.storePathRootDir) if config.storePathRootDir else None)
 
     def stop(self) -> None:
         """Begin an orderly stop (safe to call more than once)."""
@@ -90,6 +92,7 @@ class BrokerServer:
             kick=self._kick,
             registration_info=self.registrar.info,
             write_to=reactor.write_to,
+            subgroups=self.subgroups,
         )
         reactor.processor = self.processor
         async with trio.open_nursery() as nursery:
