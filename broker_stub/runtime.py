@@ -103,9 +103,10 @@ def human_bytes(count: int) -> str:
 
 
 def dir_capacity(path: str) -> str | None:
-    """``commitLogDirCapacity``: ``Total : 98.3 GiB, Free : 41.0 GiB.`` (None when the directory is missing)."""
+    """``commitLogDirCapacity``: ``Total : 98.3 GiB, Free : 41.0 GiB.`` of the store directory's partition
+    (a Java broker has created its store directory by now; the stub may not have yet). None if unknown."""
     try:
-        st = os.statvfs(path)
+        st = os.statvfs(_existing(path))
     except OSError:
         return None
     return f"Total : {human_bytes(st.f_blocks * st.f_frsize)}, Free : {human_bytes(st.f_bfree * st.f_frsize)}."
@@ -188,7 +189,7 @@ def runtime_table(
         "pullHoldRequestNum": str(held_pulls),
     }
     capacity = dir_capacity(os.path.dirname(commit_log))
-    if capacity is not None:  # Java adds it only when the store directory exists
+    if capacity is not None:
         table["commitLogDirCapacity"] = capacity
     for pool in THREAD_POOLS:
         table[f"{pool}ThreadPoolQueueSize"] = "0"
