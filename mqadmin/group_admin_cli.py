@@ -25,6 +25,9 @@ from remoting.command import request
 from remoting.mqjson import MqJsonError
 
 NA = "N/A"
+#: SubscriptionGroupConfig field (as named in a validation error) -> the updateSubGroup option that sets it.
+FIELD_OPTIONS = (("groupName", "-g"), ("retryQueueNums", "-q"), ("retryMaxTimes", "-r"), ("whichBroker", "-w"),
+                 ("brokerId", "-i"), ("attribute", "--attributes"))
 
 
 def _date(ms: int) -> str:
@@ -254,7 +257,8 @@ def update_sub_group(
     try:
         cfg = subscription_group_config(raw)
     except MqJsonError as exc:
-        raise bad_option("-g" if "groupName" in str(exc) else "-p", str(exc)) from None
+        option = next((o for field, o in FIELD_OPTIONS if field in str(exc)), "-p")
+        raise bad_option(option, str(exc)) from None
     client = client_for(namesrv, timeout) if cluster is not None else AdminClient([], timeout=timeout)
     results = run(ba.update_sub_group, client, _targets(client, broker_addr, cluster), cfg)
     if as_json:

@@ -136,7 +136,6 @@ LANGUAGE_BY_NAME: dict[str, LanguageCode] = {c.name: c for c in LanguageCode}
 class Version(enum.IntEnum):
     """Ordinals of Java's MQVersion.Version that change behaviour on the wire."""
 
-    V3_0_7_SNAPSHOT = 28
     V3_0_11 = 37
     V4_6_0 = 333
     V4_9_4 = 401
