@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Hashable
 
 import trio
 
+from broker_stub.admin import BrokerAdmin
 from broker_stub.common import Reject, ext_bool, ext_int
 from broker_stub.config import RUNTIME_KEYS, BrokerConfig, ConfigError
 from broker_stub.consuming import Consuming
@@ -32,6 +33,7 @@ from broker_stub.headers import NUMERIC_FIELDS, check_fields
 from broker_stub.runtime import DayTotals, Rates, runtime_table
 from broker_stub.sending import SEND_CODES, Sender, check_topic_name, send_ok_frame
 from broker_stub.store import MessageStore
+from broker_stub.subgroups import SubscriptionGroups
 from broker_stub.topics import MAX_QUEUE_NUMS, TopicTable
 from remoting import properties
 from remoting.bodies import DataVersion, TopicConfig, encode_kv_table
@@ -75,6 +77,7 @@ class BrokerProcessor:
         write_to: Callable[[Hashable, bytes], bool] = lambda conn, data: False,
         clock: Callable[[], float] = time.monotonic,
         topics_durable: Callable[[], Awaitable[None]] | None = None,
+        subgroups: SubscriptionGroups | None = None,
     ) -> None:
         self.config = config
         self.topics = topics
@@ -99,11 +102,15 @@ class BrokerProcessor:
             config, topics, store, broker_addr=broker_addr, put_message=self.put_message, write_to=write_to, clock=clock
         )
         self.sending.consuming = self.consuming
+        self.admin = BrokerAdmin(config, topics, store, self.consuming, subgroups or SubscriptionGroups(),
+                                 peer_of=peer_of, write_to=write_to, clock=clock)
+        self.sending.on_put = self.admin.stats.put
         self._handlers: dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]] = {
             RequestCode.SEND_MESSAGE: self.send_message,
             RequestCode.SEND_MESSAGE_V2: self.send_message,
             RequestCode.SEND_BATCH_MESSAGE: self.send_message,
             **self.consuming.handlers(),
+            **self.admin.handlers(),  # after consuming's: it wraps HEART_BEAT
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.all_topic_config,
@@ -167,6 +174,7 @@ class BrokerProcessor:
         store = self.store
         self.rates.sample(self.clock(), store.put_total, store.get_total)
         self.days.update(store.put_total, store.get_total)
+        self.admin.tick()
 
     def timers(self) -> None:
         """Often (every few ms while anything waits): held pulls that timed out, retries that are due."""
@@ -211,6 +219,7 @@ class BrokerProcessor:
             offsets = self.consuming.offsets
             for key in [k for k in offsets if k[1] == topic]:
                 del offsets[key]
+            self.admin.topic_deleted(topic)
             log.info("topic %s deleted", topic)
         return response_to(req, ResponseCode.SUCCESS)
 
@@ -249,9 +258,9 @@ class BrokerProcessor:
         return response_to(req, ResponseCode.SUCCESS, body=encode_kv_table(self.runtime_table()))
 
     def runtime_table(self) -> dict[str, str]:
-        """The keys mqadmin clusterList (4.9.x and 5.x) reads, plus the stub's identity."""
+        """Java 5.3.3's runtime keys (see :mod:`broker_stub.runtime` for the few of ours)."""
         store = self.store
-        table = runtime_table(
+        return runtime_table(
             boot_ms=self.boot_ms,
             now_ms=int(time.time() * 1000),
             rates=self.rates,
@@ -262,19 +271,10 @@ class BrokerProcessor:
             commit_offset=store.commit_offset,
             is_master=self.config.is_master,
             held_pulls=self.consuming.hold.count,
+            store_root=self.config.storePathRootDir or ".",
+            minute_puts=self.admin.stats.minute_puts(int(self.clock() * 1000)),
+            master_addr=self.registration_info().get("masterAddr"),
         )
-        # extensions: who this stub is and what registration told it
-        table.update(
-            {
-                "brokerAddr": self.broker_addr,
-                "brokerName": self.config.brokerName,
-                "brokerId": str(self.config.brokerId),
-                "brokerPermission": str(self.config.brokerPermission),
-                "topicCount": str(len(self.topics)),
-            }
-        )
-        table.update(self.registration_info())
-        return table
 
     def update_broker_config(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         try:

@@ -145,6 +145,7 @@ class Sender:
         self.broker_addr = broker_addr
         self.peer_of = peer_of
         self.consuming: Consuming | None = None  # set by the processor: held pulls to wake
+        self.on_put: Callable[[str, int], None] | None = None  # set by the processor: put statistics
         self._queue_pick = random.Random()
         self._born: dict[Hashable, tuple[bytes, int]] = {}
         self._uniq = UniqIds(ipv4_bytes(config.brokerIP1))
@@ -285,6 +286,8 @@ class Sender:
             topic, queue_id, body, flag, props_text, sys_flag, born_ts, born_ip, born_port, reconsume,
             stored_tag(props_text),
         )
+        if self.on_put is not None:
+            self.on_put(topic, len(body))
         consuming = self.consuming
         if consuming is not None and consuming.hold.count:
             consuming.arrived(topic, queue_id)

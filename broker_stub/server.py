@@ -23,6 +23,7 @@ from broker_stub.faults import Faults
 from broker_stub.processor import BrokerProcessor
 from broker_stub.registrar import Registrar
 from broker_stub.store import MessageStore
+from broker_stub.subgroups import SubscriptionGroups, groups_path
 from broker_stub.topics import TopicTable, default_topics
 from remoting.bodies import DataVersion, TopicConfig
 from remoting.ratelog import CLIP_ARGS
@@ -60,6 +61,7 @@ class BrokerServer:
             self.topics.restore(*topic_store.load(self.topics_file))
             self.saver = topic_store.TopicSaver(self.topics_file, self._topics_snapshot)
             self.topics.on_change = self._topics_changed
+        self.subgroups = SubscriptionGroups(groups_path(config.storePathRootDir) if config.storePathRootDir else None)
 
     def stop(self) -> None:
         """Begin an orderly stop (safe to call more than once)."""
@@ -115,6 +117,7 @@ class BrokerServer:
             registration_info=self.registrar.info,
             write_to=reactor.write_to,
             topics_durable=self.saver.durable if self.saver is not None else None,
+            subgroups=self.subgroups,
         )
         reactor.processor = self.processor
         async with trio.open_nursery() as nursery:

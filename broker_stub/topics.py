@@ -33,8 +33,10 @@ def now_ms() -> int:
 
 
 def default_topics(cluster: str, broker_name: str, queue_nums: int, auto_create: bool) -> list[TopicConfig]:
-    """The system topics a Java 5.x broker registers (TopicConfigManager), so a
-    first registration looks like a real broker's and never holds one topic."""
+    """The system topics a Java 5.3.3 broker creates (TopicConfigManager.init), in its order, so a first
+    registration looks like a real broker's and never holds one topic. Java's switches at their
+    defaults: clusterTopicEnable and brokerTopicEnable on (RW), traceTopicEnable off (no
+    RMQ_SYS_TRACE_TOPIC), timerWheelEnable on (rmq_sys_wheel_timer), reviveQueueNum 8."""
     topics = [
         TopicConfig(SELF_TEST_TOPIC, 1, 1, RW),
         TopicConfig(BENCHMARK_TOPIC, 1024, 1024, RW),
@@ -43,7 +45,11 @@ def default_topics(cluster: str, broker_name: str, queue_nums: int, auto_create:
         TopicConfig(OFFSET_MOVED_EVENT, 1, 1, RW),
         TopicConfig(SCHEDULE_TOPIC, 18, 18, RW),
         TopicConfig(f"{cluster}_REPLY_TOPIC", 1, 1, RW),
+        TopicConfig(f"rmq_sys_REVIVE_LOG_{cluster}", 8, 8, RW),
         TopicConfig(f"rmq_sys_SYNC_BROKER_MEMBER_{broker_name}", 1, 1, PERM_INHERIT),
+        TopicConfig("RMQ_SYS_TRANS_HALF_TOPIC", 1, 1, RW),
+        TopicConfig("RMQ_SYS_TRANS_OP_HALF_TOPIC", 1, 1, RW),
+        TopicConfig("rmq_sys_wheel_timer", 1, 1, RW),
     ]
     if auto_create:
         topics.insert(1, TopicConfig(DEFAULT_TOPIC, queue_nums, queue_nums, RW | PERM_INHERIT))

@@ -16,6 +16,7 @@ import trio
 import typer
 
 from mqadmin import (
+    broker_admin_cli,
     broker_cli,
     cluster,
     clusterlist,
@@ -302,6 +303,7 @@ def update_namesrv_config(
 
 
 broker_cli.register(app)
+broker_admin_cli.register(app)
 
 WatchTopicsOpt = typer.Option(None, "-t", "--topic", help="Topics to show (repeatable; default: the first 20).")
 
