@@ -71,9 +71,18 @@ class NamesrvConfig:
     brokerChannelExpiredTime: int = 120000  # default broker heartbeat timeout, ms
     frameMaxLength: int = 16 * 1024 * 1024  # Java's com.rocketmq.remoting.frameMaxLength
     serverMaxConnections: int = 10000  # connections beyond this are refused
+    # warm restart (extensions): see namesrv/snapshot.py
+    warmRestartEnable: bool = True  # write the route snapshot and restore it on start
+    routeSnapshotPath: str = ""  # "" = routeSnapshot.msgpack beside kvConfigPath
+    routeSnapshotIntervalMillis: int = 1000  # at most one write per interval, only after a change
+    routeSnapshotMaxAgeMillis: int = 120000  # an older snapshot is ignored (Java's broker expiry)
 
     #: Keys from a -c file that match no field: kept and shown, like Java.
     extra: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.routeSnapshotPath:
+            self.routeSnapshotPath = default_snapshot_path(self.kvConfigPath)
 
     # ------------------------------------------------------------------
 
@@ -132,6 +141,14 @@ class NamesrvConfig:
             raise ConfigError(f"frameMaxLength must be between 1024 and {1 << 30}, got {self.frameMaxLength}")
         if self.serverMaxConnections <= 0:
             raise ConfigError("serverMaxConnections must be positive")
+        for key, low in (("routeSnapshotIntervalMillis", 10), ("routeSnapshotMaxAgeMillis", 1)):
+            if not low <= getattr(self, key) <= 86_400_000:
+                raise ConfigError(f"{key} must be between {low} and 86400000 (one day), got {getattr(self, key)}")
+
+
+def default_snapshot_path(kv_config_path: str) -> str:
+    """The route snapshot's default home: beside the KV config, as the NameServer's other state."""
+    return os.path.join(os.path.dirname(kv_config_path), "routeSnapshot.msgpack")
 
 
 def _render(value: Any) -> str:
@@ -175,6 +192,8 @@ def load_file(path: str) -> NamesrvConfig:
         raise ConfigError(f"config file {path}: {exc}") from None
     known = set(NamesrvConfig.keys())
     config.extra = {k: v for k, v in props.items() if k not in known}
+    if not props.get("routeSnapshotPath", "").strip():
+        config.routeSnapshotPath = default_snapshot_path(config.kvConfigPath)
     config.configStorePath = path
     config.validate()
     return config

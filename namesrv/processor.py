@@ -16,8 +16,10 @@ import zlib
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
+from namesrv import provisional
 from namesrv.config import ConfigError, NamesrvConfig
 from namesrv.kvconfig import KVConfig
+from namesrv.route_state import Restored
 from namesrv.routes import UNIT_TOPIC_FLAGS, Registration, RouteOptions, RouteTable
 from remoting import fastjson, properties
 from remoting.bodies import (
@@ -87,8 +89,11 @@ class NameServerProcessor:
         self.persist = persist
         self.started_at = clock()
         self.table = RouteTable(RouteOptions())
+        self.restored: Restored | None = None  # what a warm restart put in the table (set by the server)
         self.sync_options()
         self._handlers: dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]] = {
+            provisional.RESTORED_BROKERS_CODE: lambda req, conn: provisional.answer(
+                req, self.table, self.restored, self.now_ms()),
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
             RequestCode.REGISTER_BROKER: self.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
@@ -276,6 +281,10 @@ class NameServerProcessor:
         _, addr, cluster = _required(req, "brokerName", "brokerAddr", "clusterName")
         sent = DataVersion.decode(req.body) if req.body else DataVersion()
         changed, stored = self.table.query_data_version(cluster, addr, sent, self.now_ms())
+        if not changed and self.restored is not None and self.restored.is_provisional(self.table, (cluster, addr)):
+            # A restored entry has no connection: "changed" makes the broker
+            # register on its own one (cheap: the body digest is known).
+            changed = True
         return response_to(
             req,
             ResponseCode.SUCCESS,

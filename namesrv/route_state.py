@@ -1,0 +1,271 @@
+"""The route table's durable state: captured on the loop, exported off it, restored on start.
+
+Kept apart from ``routes.py`` so the table stays free of files and formats;
+these functions read and fill the table's attributes. The work is split in
+three for the event loop's sake:
+
+* :func:`capture` runs on the loop and only copies references (the queue
+  data tuples are immutable and shared): about 12 ms for a 100,000-topic,
+  two-broker table on the development machine, so it never holds the loop
+  for long and the copy is consistent (nothing else runs meanwhile);
+* :func:`export` turns the copy into plain msgpack-ready data in a worker
+  thread, writing each distinct queue-data set once (most topics of a
+  cluster share one), so the snapshot grows by a name and an index per topic;
+* :func:`restore` rebuilds a table from that data before the server listens,
+  checking every value, and changes nothing unless all of it is valid.
+
+What is kept: brokers (cluster, name, addresses by id, acting-master flag,
+zone), cluster membership, topic queue data, static-topic mappings, filter
+servers, and for each live broker its id, data version, heartbeat timeout,
+HA address and the digest of the register body it last sent, so that its
+first unchanged re-registration after a restart is as cheap as any other.
+What is not: liveness times (monotonic, meaningless in another process) and
+connections. A restored broker counts as heard from at the restore and has
+no connection: it expires under its own heartbeat timeout unless it
+registers again, which replaces its entry as any registration does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from namesrv.routes import BrokerEntry, LiveBroker, QueueData, RouteTable
+from remoting.bodies import DataVersion
+
+#: One live broker as captured: (cluster, addr, name, brokerId, timeoutMs,
+#: counter, timestamp, stateVersion, haServerAddr, bodyDigest, topicCount,
+#: appliedAsWriter, stale). ``stale``: a topic of it was removed since it last
+#: registered, so its next registration must re-apply its body even if unchanged.
+LiveRecord = tuple[str, str, str, int, int, int, int, int, str | None, bytes | None, int, bool, bool]
+
+
+class StateError(ValueError):
+    """Exported state that cannot be restored; the text names the part."""
+
+
+@dataclass(slots=True)
+class Captured:
+    """A structural copy of the table, taken on the loop (see :func:`capture`)."""
+
+    topics: list[str]
+    queues: list[tuple[QueueData, ...]]
+    brokers: list[tuple[str, str, dict[int, str], bool, str | None]]
+    clusters: list[tuple[str, list[str]]]
+    live: list[LiveRecord]
+    filter_servers: list[tuple[str, str, list[str]]]
+    mappings: list[tuple[str, dict[str, dict[str, Any]]]]
+
+
+@dataclass(slots=True)
+class Restored:
+    """What a restore put in the table; the entries are the table's own objects.
+
+    A broker is provisional while ``table.live[key] is entries[key]``: any
+    registration replaces the object, so identity says "not registered since".
+    """
+
+    brokers: int
+    topics: int
+    entries: dict[tuple[str, str], LiveBroker] = field(default_factory=dict)
+
+    def provisional(self, table: RouteTable) -> list[LiveBroker]:
+        live = table.live
+        return [b for key, b in self.entries.items() if live.get(key) is b]
+
+    def is_provisional(self, table: RouteTable, key: tuple[str, str]) -> bool:
+        entry = self.entries.get(key)
+        return entry is not None and table.live.get(key) is entry
+
+
+def live_records(table: RouteTable) -> list[LiveRecord]:
+    """The durable part of every live entry; also what the writer compares to spot a change."""
+    epochs = table._removal_epoch
+    return [
+        (
+            b.cluster, b.addr, b.name, b.broker_id, int(b.timeout_ms),
+            b.data_version.counter, b.data_version.timestamp, b.data_version.state_version,
+            b.ha_server_addr, b.body_digest, b.topic_count, b.applied_as_writer,
+            b.applied_epoch != epochs.get(b.name, 0),
+        )
+        for b in table.live.values()
+    ]
+
+
+def capture(table: RouteTable) -> Captured:
+    """Copy what :func:`export` needs; cheap enough for the event loop (no encoding here)."""
+    tq = table.topic_queues
+    return Captured(
+        topics=list(tq),
+        queues=list(map(tuple, map(dict.values, tq.values()))),
+        brokers=[(b.cluster, b.name, dict(b.addrs), b.enable_acting_master, b.zone_name) for b in table.brokers.values()],
+        clusters=[(c, list(names)) for c, names in table.clusters.items()],
+        live=live_records(table),
+        filter_servers=[(c, a, list(s)) for (c, a), s in table.filter_servers.items()],
+        # mapping infos are replaced, never changed in place, so two levels of copy suffice
+        mappings=[(t, dict(m)) for t, m in table.mappings.items()],
+    )
+
+
+def export(c: Captured) -> dict[str, Any]:
+    """Plain data (lists, dicts, str, int, bytes) for msgpack; pure, safe in a worker thread."""
+    index: dict[tuple[QueueData, ...], int] = {}
+    sets: list[tuple[QueueData, ...]] = []
+    refs: list[int] = []
+    for qs in c.queues:
+        i = index.get(qs)
+        if i is None:
+            i = index[qs] = len(sets)
+            sets.append(qs)
+        refs.append(i)
+    return {
+        "brokers": [list(b) for b in c.brokers],
+        "clusters": [[name, names] for name, names in c.clusters],
+        "liveBrokers": [list(r) for r in c.live],
+        "queueSets": sets,
+        "topics": c.topics,
+        "topicQueueSets": refs,
+        "filterServers": [list(f) for f in c.filter_servers],
+        "mappings": [[t, m] for t, m in c.mappings],
+    }
+
+
+# ----------------------------------------------------------------------
+# restore: every value checked, the table changed only at the end
+
+
+def _list(v: Any, what: str, size: int | None = None) -> list[Any]:
+    if not isinstance(v, list) or (size is not None and len(v) != size):
+        raise StateError(f"{what}: expected a list{'' if size is None else f' of {size}'}")
+    return v
+
+
+def _str(v: Any, what: str) -> str:
+    if type(v) is not str:
+        raise StateError(f"{what}: expected a string")
+    return v
+
+
+def _opt_str(v: Any, what: str) -> str | None:
+    return None if v is None else _str(v, what)
+
+
+def _int(v: Any, what: str) -> int:
+    if type(v) is not int:
+        raise StateError(f"{what}: expected an integer")
+    return v
+
+
+def _bool(v: Any, what: str) -> bool:
+    if type(v) is not bool:
+        raise StateError(f"{what}: expected true or false")
+    return v
+
+
+def _queue_set(raw: Any, i: int) -> tuple[QueueData, ...]:
+    entries = _list(raw, f"queueSets[{i}]")
+    if not entries:
+        raise StateError(f"queueSets[{i}]: empty")
+    out = []
+    for qd in entries:
+        name, r, w, p, s = _list(qd, f"queueSets[{i}] entry", 5)
+        out.append((_str(name, "queue brokerName"), _int(r, "readQueueNums"), _int(w, "writeQueueNums"),
+                    _int(p, "perm"), _int(s, "topicSysFlag")))
+    return tuple(out)
+
+
+def _live(raw: Any, now: float) -> tuple[tuple[str, str], LiveBroker]:
+    (cluster, addr, name, bid, timeout, counter, stamp, state, ha, digest, count, writer, stale) = _list(
+        raw, "liveBrokers entry", 13)
+    if digest is not None and type(digest) is not bytes:
+        raise StateError("liveBrokers entry: bodyDigest must be bytes")
+    timeout = _int(timeout, "heartbeatTimeoutMillis")
+    if timeout <= 0:
+        raise StateError("liveBrokers entry: heartbeatTimeoutMillis must be positive")
+    info = LiveBroker(
+        cluster=_str(cluster, "clusterName"),
+        addr=_str(addr, "brokerAddr"),
+        name=_str(name, "brokerName"),
+        broker_id=_int(bid, "brokerId"),
+        last_update_ms=now,
+        timeout_ms=timeout,
+        data_version=DataVersion(_int(counter, "counter"), _int(stamp, "timestamp"), _int(state, "stateVersion")),
+        conn=None,
+        ha_server_addr=_opt_str(ha, "haServerAddr"),
+        body_digest=digest,
+        topic_count=_int(count, "topicCount"),
+        applied_as_writer=_bool(writer, "appliedAsWriter"),
+        # the restored table starts every removal epoch at 0; -1 never matches it
+        applied_epoch=-1 if _bool(stale, "stale") else 0,
+    )
+    return (info.cluster, info.addr), info
+
+
+def restore(table: RouteTable, state: Any, now: float) -> Restored:
+    """Fill an empty ``table`` from :func:`export`'s data; StateError (table untouched) if any of it is bad.
+
+    ``now`` is the table's clock at the restore: every restored broker counts
+    as heard from then.
+    """
+    if not isinstance(state, dict):
+        raise StateError("the state is not a mapping")
+    brokers: dict[str, BrokerEntry] = {}
+    for raw in _list(state.get("brokers"), "brokers"):
+        cluster, name, addrs, acting, zone = _list(raw, "brokers entry", 5)
+        if not isinstance(addrs, dict):
+            raise StateError("brokers entry: brokerAddrs must be a mapping")
+        entry = BrokerEntry(_str(cluster, "cluster"), _str(name, "brokerName"),
+                            {_int(i, "brokerId"): _str(a, "brokerAddr") for i, a in addrs.items()},
+                            _bool(acting, "enableActingMaster"), _opt_str(zone, "zoneName"))
+        brokers[entry.name] = entry
+    clusters: dict[str, dict[str, None]] = {}
+    for raw in _list(state.get("clusters"), "clusters"):
+        cluster, names = _list(raw, "clusters entry", 2)
+        clusters[_str(cluster, "cluster")] = {_str(n, "cluster member"): None for n in _list(names, "cluster members")}
+    live: dict[tuple[str, str], LiveBroker] = {}
+    for raw in _list(state.get("liveBrokers"), "liveBrokers"):
+        key, info = _live(raw, now)
+        live[key] = info
+
+    interned: dict[QueueData, QueueData] = {}
+    sets = [_queue_set(raw, i) for i, raw in enumerate(_list(state.get("queueSets"), "queueSets"))]
+    templates = [{qd[0]: interned.setdefault(qd, qd) for qd in qs} for qs in sets]
+    topics = _list(state.get("topics"), "topics")
+    refs = _list(state.get("topicQueueSets"), "topicQueueSets")
+    if len(topics) != len(refs):
+        raise StateError("topics and topicQueueSets differ in length")
+    if not all(type(t) is str for t in topics):
+        raise StateError("topics: expected strings")
+    if refs and not (all(type(i) is int for i in refs) and 0 <= min(refs) and max(refs) < len(templates)):
+        raise StateError("topicQueueSets: index out of range")
+    topic_queues = {t: templates[i].copy() for t, i in zip(topics, refs)}
+
+    filter_servers: dict[tuple[str, str], list[str]] = {}
+    for raw in _list(state.get("filterServers", []), "filterServers"):
+        cluster, addr, servers = _list(raw, "filterServers entry", 3)
+        filter_servers[(_str(cluster, "cluster"), _str(addr, "brokerAddr"))] = [
+            _str(s, "filter server") for s in _list(servers, "filter servers")]
+    mappings: dict[str, dict[str, dict[str, Any]]] = {}
+    for raw in _list(state.get("mappings", []), "mappings"):
+        topic, per_broker = _list(raw, "mappings entry", 2)
+        if not isinstance(per_broker, dict) or not all(type(k) is str and isinstance(v, dict) for k, v in per_broker.items()):
+            raise StateError("mappings entry: expected a mapping of broker name to mapping info")
+        mappings[_str(topic, "mapping topic")] = per_broker
+
+    # all valid: replace the table's contents (same dict objects, so no holder keeps a stale one)
+    _replace(table.brokers, brokers)
+    _replace(table.clusters, clusters)
+    _replace(table.live, live)
+    _replace(table.topic_queues, topic_queues)
+    _replace(table.filter_servers, filter_servers)
+    _replace(table.mappings, mappings)
+    _replace(table._interned, interned)
+    table._by_conn.clear()  # restored entries have no connection (conn None, not indexed)
+    table._removal_epoch.clear()
+    table.invalidate_all()
+    return Restored(brokers=len(live), topics=len(topic_queues), entries=dict(live))
+
+
+def _replace(target: dict[Any, Any], source: dict[Any, Any]) -> None:
+    target.clear()
+    target.update(source)
