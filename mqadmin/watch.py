@@ -6,6 +6,10 @@ topic's queues are. A snapshot asks each NameServer separately (all
 requests in parallel, each bounded by the client's timeout) and marks every
 row on which they differ. The live view redraws once per interval on a
 fixed cadence; off a terminal it prints one frame per interval instead.
+
+A NameServer that restored its routes from its snapshot (a warm restart)
+marks the brokers that have not registered with it since (code 9002):
+those cells say ``restored`` and the row's ``provisionalBy`` lists them.
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ def route_summary(route: TopicRouteData) -> list[str]:
 async def snapshot(client: AdminClient, topics: list[str] | None = None, max_topics: int = MAX_TOPICS) -> dict[str, Any]:
     """One consistent-enough look at every NameServer (the documented ``watch --json`` shape)."""
     addrs = client.namesrv_addrs
-    infos, lists = await _gather(client.cluster_infos_everywhere, client.topic_lists_everywhere)
+    infos, lists, restored = await _gather(client.cluster_infos_everywhere, client.topic_lists_everywhere,
+                                           client.restored_brokers_everywhere)
+    provisional = provisional_by(restored)
     errors = {r.addr: r.error for r in infos if not r.ok}
     brokers: dict[tuple[str, int, str], dict[str, bool]] = {}
     for r in infos:
@@ -50,7 +56,9 @@ async def snapshot(client: AdminClient, topics: list[str] | None = None, max_top
     for (name, bid, addr), seen in sorted(brokers.items()):
         seen_by = {a: seen.get(a, False) if a not in errors else None for a in addrs}
         answered = [v for v in seen_by.values() if v is not None]
-        broker_rows.append({"broker": name, "id": bid, "addr": addr, "seenBy": seen_by, "agree": len(set(answered)) <= 1})
+        prov = provisional.get((name, bid, addr), [])
+        broker_rows.append({"broker": name, "id": bid, "addr": addr, "seenBy": seen_by, "agree": len(set(answered)) <= 1,
+                            "provisional": bool(prov), "provisionalBy": prov})
     if topics is None:
         topics = sorted({t for r in lists if r.ok for t in r.value})[:max_topics]
     per_topic = await _gather(*[lambda t=t: client.topic_routes_everywhere(t) for t in topics])
@@ -67,6 +75,20 @@ async def snapshot(client: AdminClient, topics: list[str] | None = None, max_top
         answered = [tuple(v) for v in routes.values() if v is not None]
         topic_rows.append({"topic": topic, "routes": routes, "agree": len(set(answered)) <= 1})
     return {"namesrvs": addrs, "errors": errors, "brokers": broker_rows, "topics": topic_rows}
+
+
+def provisional_by(restored: list[PerServer]) -> dict[tuple[str, int, str], list[str]]:
+    """(brokerName, id, addr) -> the NameServers on which it is restored and not registered since.
+
+    A NameServer that does not know code 9002 (a Java one) contributes nothing.
+    """
+    out: dict[tuple[str, int, str], list[str]] = {}
+    for r in restored:
+        for b in r.value if r.ok else ():
+            name, bid, addr = b.get("brokerName"), b.get("brokerId"), b.get("brokerAddr")
+            if isinstance(name, str) and type(bid) is int and isinstance(addr, str):
+                out.setdefault((name, bid, addr), []).append(r.addr)
+    return out
 
 
 async def _gather(*fns: Any) -> list[list[PerServer]]:
@@ -94,6 +116,9 @@ def view(snap: dict[str, Any], console: Console, note: str = "") -> Group:
     for row in snap["brokers"]:
         cells = [Text("no answer", style="yellow") if v is None else Text("alive", style="green") if v else Text("absent", style="red")
                  for v in row["seenBy"].values()]
+        for cell, addr in zip(cells, row["seenBy"]):
+            if addr in row.get("provisionalBy", ()):
+                cell.append(" restored", style="yellow")
         rows.append([row["broker"], str(row["id"]), row["addr"], _agree(row["agree"]), *cells])
     brokers = fit_table(cols, rows, title=f"brokers as each NameServer sees them  {stamp}{note}", console=console)
     tcols = [Col("#Topic"), Col("#Agree"), *[Col(f"@{a}", wrap=True) for a in addrs]]
