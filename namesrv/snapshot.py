@@ -56,7 +56,7 @@ FORMAT_VERSION = 1
 _HEADER = struct.Struct(">8sHHQQI")
 #: Largest snapshot read back (a 100,000-topic table writes about 2 MB).
 MAX_SNAPSHOT_BYTES = 512 * 1024 * 1024
-#: A capture holding the loop longer than this is logged (once per new maximum).
+#: A capture step holding the loop longer than this is logged (once per new maximum).
 SLOW_CAPTURE_MS = 50.0
 
 
@@ -199,12 +199,7 @@ class RouteSnapshots:
             if self._written is not None and self._written[0] == generation and self._written[1] == live:
                 await trio.to_thread.run_sync(self._touch)
                 return False
-            began = time.perf_counter()
-            captured = route_state.capture(table)  # on the loop: consistent, no encoding
-            took = (time.perf_counter() - began) * 1000.0
-            if took > max(SLOW_CAPTURE_MS, self.slowest_capture_ms):
-                log.warning("route snapshot capture held the loop %.0f ms (%d topics)", took, len(captured.topics))
-            self.slowest_capture_ms = max(self.slowest_capture_ms, took)
+            captured = await self._capture()
             state_millis = int(self.wall() * 1000)
             try:
                 await trio.to_thread.run_sync(self._write, captured, state_millis)
@@ -224,6 +219,20 @@ class RouteSnapshots:
         """The graceful stop's write: the table as it is now (or only a fresh mtime)."""
         if self.config.warmRestartEnable:
             await self.write_if_changed()
+
+    async def _capture(self) -> route_state.Captured:
+        """Copy the table on the loop in steps, yielding between them (no encoding here)."""
+        capture = route_state.Capture(self.table)
+        while True:
+            began = time.perf_counter()
+            more = capture.step()
+            took = (time.perf_counter() - began) * 1000.0
+            if took > max(SLOW_CAPTURE_MS, self.slowest_capture_ms):
+                log.warning("a route snapshot capture step held the loop %.0f ms", took)
+            self.slowest_capture_ms = max(self.slowest_capture_ms, took)
+            if not more:
+                return capture.finish()
+            await trio.sleep(0)
 
     def _write(self, captured: route_state.Captured, state_millis: int) -> None:
         write_atomic(self.path, encode(route_state.export(captured), state_millis))

@@ -132,6 +132,24 @@ def test_heartbeat_keeps_a_restored_broker_provisional_but_alive() -> None:
     assert {r.addr for r in fresh.scan_not_active(120_001.0)} == {A0, A1}
 
 
+def test_capture_in_steps_overlapping_a_removal_leaves_no_orphan_queue_data() -> None:
+    table = RouteTable()
+    register(table, reg(), conn="a")
+    register(table, reg(B0, 0, name="broker-b", cluster="C2"), conn="b")
+    capture = route_state.Capture(table, chunk=1)
+    assert capture.step()  # the first topic, with both brokers
+    table.unregister_broker("C2", B0, "broker-b")  # meanwhile broker-b leaves (and its queue data)
+    while capture.step():
+        pass
+    fresh = RouteTable()
+    _, state = snapshot.decode(snapshot.encode(route_state.export(capture.finish()), 1))
+    restored = route_state.restore(fresh, state, 0.0)
+    assert restored.brokers == 1 and set(fresh.brokers) == {"broker-a"}
+    assert all(set(qmap) == {"broker-a"} for qmap in fresh.topic_queues.values())
+    for topic in table.topic_queues:
+        assert fresh.route_body(topic, True) == table.route_body(topic, True)
+
+
 @pytest.mark.parametrize("damage", [
     lambda d: {**d, "topics": d["topics"][:-1]},
     lambda d: {**d, "topicQueueSets": [99] * len(d["topicQueueSets"])},
