@@ -5,7 +5,8 @@ Three parts, every loop bounded in count and time, everything on 127.0.0.1:
 
 1. In process, for tables of 10,000 and 100,000 topics (two brokers serving
    every topic) and RocketMQ's route-benchmark shape (4 clusters x 8 brokers
-   x 10,000 topics): the capture on the event loop, the export + msgpack
+   x 10,000 topics): the capture on the event loop (in all, and its longest
+   step: what one request may wait), the export + msgpack
    encoding and the atomic durable write (in the writer's worker thread),
    and read + decode + restore (at start, before listening). Median of 5.
 2. A real ``mqnamesrv`` (pinned to CPU 0) holding two 100,000-topic brokers:
@@ -66,12 +67,21 @@ def build_table(clusters: int, brokers: int, topics: int) -> RouteTable:
 def in_process(shape: tuple[int, int, int], workdir: Path, rounds: int = 5) -> dict[str, float]:
     table = build_table(*shape)
     path = str(workdir / f"snap-{'x'.join(map(str, shape))}.msgpack")
-    times: dict[str, list[float]] = {"capture_ms": [], "export_encode_ms": [], "write_ms": [], "restore_ms": []}
+    times: dict[str, list[float]] = {"capture_ms": [], "capture_step_ms": [], "export_encode_ms": [], "write_ms": [],
+                                     "restore_ms": []}
     size = 0
     for _ in range(rounds):
         t0 = time.perf_counter()
-        captured = route_state.capture(table)
+        capture = route_state.Capture(table)  # the writer's steps (it yields to the loop between them)
+        steps = []
+        more = True
+        while more:
+            s0 = time.perf_counter()
+            more = capture.step()
+            steps.append(time.perf_counter() - s0)
+        captured = capture.finish()
         t1 = time.perf_counter()
+        times["capture_step_ms"].append(max(steps) * 1000)
         data = snapshot.encode(route_state.export(captured), int(time.time() * 1000))
         t2 = time.perf_counter()
         write_atomic(path, data)
@@ -81,7 +91,7 @@ def in_process(shape: tuple[int, int, int], workdir: Path, rounds: int = 5) -> d
         route_state.restore(RouteTable(), found[2], 0.0)
         t4 = time.perf_counter()
         size = len(data)
-        for key, value in zip(times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+        for key, value in zip(("capture_ms", "export_encode_ms", "write_ms", "restore_ms"), (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
             times[key].append(value * 1000)
     out: dict[str, float] = {"topics": len(table.topic_queues),
                              "queue_entries": sum(len(q) for q in table.topic_queues.values()),

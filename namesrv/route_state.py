@@ -4,13 +4,13 @@ Kept apart from ``routes.py`` so the table stays free of files and formats;
 these functions read and fill the table's attributes. The work is split in
 three for the event loop's sake:
 
-* :class:`Capture` runs on the loop and only copies references (the queue
-  data tuples are immutable and shared), in steps of 5,000 topics: a
-  100,000-topic, two-broker table takes about 20 ms in all on the
-  development machine, never more than a few ms at a time;
-* :func:`export` turns the copy into plain msgpack-ready data in a worker
-  thread, writing each distinct queue-data set once (most topics of a
-  cluster share one), so the snapshot grows by a name and an index per topic;
+* :class:`Capture` runs on the loop, in steps of 5,000 topics, and keeps
+  each distinct queue-data set once (most topics of a cluster share one)
+  plus a name and an index per topic: a 100,000-topic, two-broker table
+  takes a few tens of ms in all on the development machine, one to a few
+  ms at a time;
+* :func:`export` turns that copy into plain msgpack-ready data, in the
+  writer's worker thread with the encoding and the write;
 * :func:`restore` rebuilds a table from that data before the server listens,
   checking every value, and changes nothing unless all of it is valid.
 
@@ -49,7 +49,8 @@ class Captured:
     """A structural copy of the table, taken on the loop (see :func:`capture`)."""
 
     topics: list[str]
-    queues: list[tuple[QueueData, ...]]
+    queue_sets: list[tuple[QueueData, ...]]  # each distinct (ordered) set of queue data, once
+    topic_sets: list[int]  # per topic, its index in queue_sets
     brokers: list[tuple[str, str, dict[int, str], bool, str | None]]
     clusters: list[tuple[str, list[str]]]
     live: list[LiveRecord]
@@ -92,20 +93,24 @@ def live_records(table: RouteTable) -> list[LiveRecord]:
     ]
 
 
-#: Topics copied per step of a capture: about 1 ms of the loop per step.
+#: Topics copied per step of a capture: one to a few ms of the loop per step.
 CAPTURE_CHUNK = 5_000
 
 
 class Capture:
     """A capture in steps, so the event loop can serve requests between them.
 
-    :meth:`step` copies the next ``chunk`` topics (references only: the
-    queue data tuples are immutable); :meth:`finish` copies the rest, which
-    is small (brokers, clusters, live entries, filter servers, mappings).
-    A change made between steps may be missed or half seen (a topic removed
-    or added meanwhile); the writer compares ``table.generation`` as of the
-    first step, so such a snapshot is rewritten one interval later, and a
-    restore drops queue data of brokers it does not know.
+    :meth:`step` reads the next ``chunk`` topics and records each as an index
+    into the distinct queue-data sets seen so far (most topics of a cluster
+    share one), so a capture allocates next to nothing per topic: a large
+    table does not feed the garbage collector, whose full passes over a
+    100,000-topic heap would stall the loop far longer than the copy itself.
+    :meth:`finish` copies the rest, which is small (brokers, clusters, live
+    entries, filter servers, mappings). A change made between steps may be
+    missed or half seen (a topic removed or added meanwhile); the writer
+    compares ``table.generation`` as of the first step, so such a snapshot is
+    rewritten one interval later, and a restore drops queue data of brokers
+    it does not know.
     """
 
     def __init__(self, table: RouteTable, chunk: int = CAPTURE_CHUNK) -> None:
@@ -114,17 +119,25 @@ class Capture:
         self.names = list(table.topic_queues)
         self.pos = 0
         self.topics: list[str] = []
-        self.queues: list[tuple[QueueData, ...]] = []
+        self.sets: list[tuple[QueueData, ...]] = []
+        self.refs: list[int] = []
+        self._index: dict[tuple[QueueData, ...], int] = {}
 
     def step(self) -> bool:
-        """Copy the next chunk; True while topics remain."""
-        part = self.names[self.pos:self.pos + self.chunk]
-        qmaps = list(map(self.table.topic_queues.get, part))
-        if not all(qmaps):  # topics removed since the capture began
-            kept = [i for i, q in enumerate(qmaps) if q]
-            part, qmaps = [part[i] for i in kept], [qmaps[i] for i in kept]
-        self.topics += part
-        self.queues += map(tuple, map(dict.values, qmaps))
+        """Read the next chunk; True while topics remain."""
+        get = self.table.topic_queues.get
+        index, sets, topics, refs = self._index, self.sets, self.topics, self.refs
+        for name in self.names[self.pos:self.pos + self.chunk]:
+            qmap = get(name)
+            if not qmap:  # removed since the capture began
+                continue
+            key = tuple(qmap.values())  # freed at once unless it is a new set
+            i = index.get(key)
+            if i is None:
+                i = index[key] = len(sets)
+                sets.append(key)
+            topics.append(name)
+            refs.append(i)
         self.pos += self.chunk
         return self.pos < len(self.names)
 
@@ -132,7 +145,8 @@ class Capture:
         table = self.table
         return Captured(
             topics=self.topics,
-            queues=self.queues,
+            queue_sets=self.sets,
+            topic_sets=self.refs,
             brokers=[(b.cluster, b.name, dict(b.addrs), b.enable_acting_master, b.zone_name)
                      for b in table.brokers.values()],
             clusters=[(c, list(names)) for c, names in table.clusters.items()],
@@ -153,22 +167,13 @@ def capture(table: RouteTable) -> Captured:
 
 def export(c: Captured) -> dict[str, Any]:
     """Plain data (lists, dicts, str, int, bytes) for msgpack; pure, safe in a worker thread."""
-    index: dict[tuple[QueueData, ...], int] = {}
-    sets: list[tuple[QueueData, ...]] = []
-    refs: list[int] = []
-    for qs in c.queues:
-        i = index.get(qs)
-        if i is None:
-            i = index[qs] = len(sets)
-            sets.append(qs)
-        refs.append(i)
     return {
         "brokers": [list(b) for b in c.brokers],
         "clusters": [[name, names] for name, names in c.clusters],
         "liveBrokers": [list(r) for r in c.live],
-        "queueSets": sets,
+        "queueSets": c.queue_sets,
         "topics": c.topics,
-        "topicQueueSets": refs,
+        "topicQueueSets": c.topic_sets,
         "filterServers": [list(f) for f in c.filter_servers],
         "mappings": [[t, m] for t, m in c.mappings],
     }
