@@ -228,16 +228,13 @@ def _live(raw: Any, now: float) -> tuple[tuple[str, str], LiveBroker]:
         raw, "liveBrokers entry", 13)
     if digest is not None and type(digest) is not bytes:
         raise StateError("liveBrokers entry: bodyDigest must be bytes")
-    timeout = _int(timeout, "heartbeatTimeoutMillis")
-    if timeout <= 0:
-        raise StateError("liveBrokers entry: heartbeatTimeoutMillis must be positive")
     info = LiveBroker(
         cluster=_str(cluster, "clusterName"),
         addr=_str(addr, "brokerAddr"),
         name=_str(name, "brokerName"),
         broker_id=_int(bid, "brokerId"),
         last_update_ms=now,
-        timeout_ms=timeout,
+        timeout_ms=_int(timeout, "heartbeatTimeoutMillis"),
         data_version=DataVersion(_int(counter, "counter"), _int(stamp, "timestamp"), _int(state, "stateVersion")),
         conn=None,
         ha_server_addr=_opt_str(ha, "haServerAddr"),

@@ -203,9 +203,10 @@ class RouteSnapshots:
             state_millis = int(self.wall() * 1000)
             try:
                 await trio.to_thread.run_sync(self._write, captured, state_millis)
-            except OSError as exc:
+            except Exception as exc:  # noqa: BLE001 - a disk error, or a value msgpack cannot hold (an int past 64 bits)
                 if not self._failing:
-                    log.error("cannot write route snapshot %s: %s (retrying every interval)", self.path, exc)
+                    log.error("cannot write route snapshot %s: %s: %s (retrying every interval)",
+                              self.path, type(exc).__name__, exc)
                 self._failing = True
                 return False
             if self._failing:

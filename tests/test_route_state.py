@@ -156,9 +156,9 @@ def test_capture_in_steps_overlapping_a_removal_leaves_no_orphan_queue_data() ->
     lambda d: {**d, "brokers": [["C1", "broker-a", {"x": A0}, False, None]]},
     lambda d: {**d, "liveBrokers": [["C1", A0]]},
     lambda d: {**d, "queueSets": [[["broker-a", 1, 1, "6", 0]]]},
-    lambda d: {**d, "liveBrokers": [d["liveBrokers"][0][:4] + [0] + d["liveBrokers"][0][5:]]},
+    lambda d: {**d, "liveBrokers": [d["liveBrokers"][0][:4] + ["1"] + d["liveBrokers"][0][5:]]},
     lambda d: [],
-], ids=["lengths", "index", "broker-id", "live-short", "perm-type", "zero-timeout", "not-a-map"])
+], ids=["lengths", "index", "broker-id", "live-short", "perm-type", "timeout-type", "not-a-map"])
 def test_bad_state_is_refused_and_leaves_the_table_untouched(damage: Any) -> None:
     state = route_state.export(route_state.capture(populated()))
     table = RouteTable()
@@ -333,6 +333,17 @@ def test_write_failure_is_logged_once_and_retried(tmp_path: Path, caplog: pytest
     with caplog.at_level(logging.INFO, logger="namesrv"):
         assert trio.run(snaps.write_if_changed) is True
     assert "written again" in caplog.text
+
+
+def test_a_value_msgpack_cannot_hold_fails_the_write_not_the_server(tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    snaps = snapshots_for(tmp_path / "routeSnapshot.msgpack")
+    register(snaps.table, reg(), body(version=DataVersion(2**70, 1, 0)), conn="c", digest=b"big")
+    with caplog.at_level(logging.INFO, logger="namesrv"):
+        assert trio.run(snaps.write_if_changed) is False
+    assert "cannot write route snapshot" in caplog.text and "OverflowError" in caplog.text
+    register(snaps.table, reg(), body(version=DataVersion(3, 1, 0)), conn="c", now=1, digest=b"ok")
+    assert trio.run(snaps.write_if_changed) is True
 
 
 def test_query_data_version_of_a_provisional_broker_says_changed(tmp_path: Path) -> None:
