@@ -88,7 +88,7 @@ def in_process(shape: tuple[int, int, int], workdir: Path, rounds: int = 5) -> d
         t3 = time.perf_counter()
         found = snapshot.read(path)
         assert found is not None
-        route_state.restore(RouteTable(), found[2], 0.0)
+        route_state.restore(RouteTable(), found[2], 0.0, int(time.time() * 1000))
         t4 = time.perf_counter()
         size = len(data)
         for key, value in zip(("capture_ms", "export_encode_ms", "write_ms", "restore_ms"), (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):

@@ -35,9 +35,13 @@ from remoting.bodies import DataVersion
 
 #: One live broker as captured: (cluster, addr, name, brokerId, timeoutMs,
 #: counter, timestamp, stateVersion, haServerAddr, bodyDigest, topicCount,
-#: appliedAsWriter, stale). ``stale``: a topic of it was removed since it last
-#: registered, so its next registration must re-apply its body even if unchanged.
-LiveRecord = tuple[str, str, str, int, int, int, int, int, str | None, bytes | None, int, bool, bool]
+#: appliedAsWriter, stale, provisionalSince). ``stale``: a topic of it was
+#: removed since it last registered, so its next registration must re-apply
+#: its body even if unchanged. ``provisionalSince``: for an entry restored and
+#: not registered since, the wall-clock ms of the restore that first brought
+#: it back (else None), so that a NameServer restarting again and again does
+#: not keep a dead broker alive: its timeout runs from that first restore.
+LiveRecord = tuple[str, str, str, int, int, int, int, int, str | None, bytes | None, int, bool, bool, int | None]
 
 
 class StateError(ValueError):
@@ -69,6 +73,7 @@ class Restored:
     brokers: int
     topics: int
     entries: dict[tuple[str, str], LiveBroker] = field(default_factory=dict)
+    since: dict[tuple[str, str], int] = field(default_factory=dict)  # key -> provisional since (wall ms)
 
     def provisional(self, table: RouteTable) -> list[LiveBroker]:
         live = table.live
@@ -79,17 +84,20 @@ class Restored:
         return entry is not None and table.live.get(key) is entry
 
 
-def live_records(table: RouteTable) -> list[LiveRecord]:
+def live_records(table: RouteTable, restored: Restored | None = None) -> list[LiveRecord]:
     """The durable part of every live entry; also what the writer compares to spot a change."""
     epochs = table._removal_epoch
+    entries = restored.entries if restored is not None else {}
+    since = restored.since if restored is not None else {}
     return [
         (
             b.cluster, b.addr, b.name, b.broker_id, int(b.timeout_ms),
             b.data_version.counter, b.data_version.timestamp, b.data_version.state_version,
             b.ha_server_addr, b.body_digest, b.topic_count, b.applied_as_writer,
             b.applied_epoch != epochs.get(b.name, 0),
+            since.get(key) if entries.get(key) is b else None,
         )
-        for b in table.live.values()
+        for key, b in table.live.items()
     ]
 
 
@@ -113,8 +121,9 @@ class Capture:
     it does not know.
     """
 
-    def __init__(self, table: RouteTable, chunk: int = CAPTURE_CHUNK) -> None:
+    def __init__(self, table: RouteTable, chunk: int = CAPTURE_CHUNK, restored: Restored | None = None) -> None:
         self.table = table
+        self.restored = restored
         self.chunk = chunk
         self.names = list(table.topic_queues)
         self.pos = 0
@@ -150,7 +159,7 @@ class Capture:
             brokers=[(b.cluster, b.name, dict(b.addrs), b.enable_acting_master, b.zone_name)
                      for b in table.brokers.values()],
             clusters=[(c, list(names)) for c, names in table.clusters.items()],
-            live=live_records(table),
+            live=live_records(table, self.restored),
             filter_servers=[(c, a, list(s)) for (c, a), s in table.filter_servers.items()],
             # mapping infos are replaced, never changed in place, so two levels of copy suffice
             mappings=[(t, dict(m)) for t, m in table.mappings.items()],
@@ -159,7 +168,12 @@ class Capture:
 
 def capture(table: RouteTable) -> Captured:
     """The whole capture at once (consistent: nothing runs in between)."""
-    c = Capture(table, chunk=max(1, len(table.topic_queues)))
+    return capture_with(table, None)
+
+
+def capture_with(table: RouteTable, restored: Restored | None) -> Captured:
+    """:func:`capture`, keeping when the still provisional entries of ``restored`` were first restored."""
+    c = Capture(table, chunk=max(1, len(table.topic_queues)), restored=restored)
     while c.step():
         pass
     return c.finish()
@@ -223,17 +237,19 @@ def _queue_set(raw: Any, i: int) -> tuple[QueueData, ...]:
     return tuple(out)
 
 
-def _live(raw: Any, now: float) -> tuple[tuple[str, str], LiveBroker]:
-    (cluster, addr, name, bid, timeout, counter, stamp, state, ha, digest, count, writer, stale) = _list(
-        raw, "liveBrokers entry", 13)
+def _live(raw: Any, now: float, wall_ms: int) -> tuple[tuple[str, str], LiveBroker, int]:
+    """(key, entry, provisional since): heard from at ``now``, or at its first restore if still provisional."""
+    (cluster, addr, name, bid, timeout, counter, stamp, state, ha, digest, count, writer, stale, since) = _list(
+        raw, "liveBrokers entry", 14)
     if digest is not None and type(digest) is not bytes:
         raise StateError("liveBrokers entry: bodyDigest must be bytes")
+    since = wall_ms if since is None else min(_int(since, "provisionalSince"), wall_ms)
     info = LiveBroker(
         cluster=_str(cluster, "clusterName"),
         addr=_str(addr, "brokerAddr"),
         name=_str(name, "brokerName"),
         broker_id=_int(bid, "brokerId"),
-        last_update_ms=now,
+        last_update_ms=now - (wall_ms - since),
         timeout_ms=_int(timeout, "heartbeatTimeoutMillis"),
         data_version=DataVersion(_int(counter, "counter"), _int(stamp, "timestamp"), _int(state, "stateVersion")),
         conn=None,
@@ -244,14 +260,16 @@ def _live(raw: Any, now: float) -> tuple[tuple[str, str], LiveBroker]:
         # the restored table starts every removal epoch at 0; -1 never matches it
         applied_epoch=-1 if _bool(stale, "stale") else 0,
     )
-    return (info.cluster, info.addr), info
+    return (info.cluster, info.addr), info, since
 
 
-def restore(table: RouteTable, state: Any, now: float) -> Restored:
+def restore(table: RouteTable, state: Any, now: float, wall_ms: int) -> Restored:
     """Fill an empty ``table`` from :func:`export`'s data; StateError (table untouched) if any of it is bad.
 
-    ``now`` is the table's clock at the restore: every restored broker counts
-    as heard from then.
+    ``now`` is the table's clock at the restore and ``wall_ms`` the wall
+    clock: every restored broker counts as heard from then, except one that
+    an earlier restore brought back and that has not registered since, which
+    counts from that earlier restore.
     """
     if not isinstance(state, dict):
         raise StateError("the state is not a mapping")
@@ -269,8 +287,9 @@ def restore(table: RouteTable, state: Any, now: float) -> Restored:
         cluster, names = _list(raw, "clusters entry", 2)
         clusters[_str(cluster, "cluster")] = {_str(n, "cluster member"): None for n in _list(names, "cluster members")}
     live: dict[tuple[str, str], LiveBroker] = {}
+    since: dict[tuple[str, str], int] = {}
     for raw in _list(state.get("liveBrokers"), "liveBrokers"):
-        key, info = _live(raw, now)
+        key, info, since[key] = _live(raw, now, wall_ms)
         live[key] = info
 
     interned: dict[QueueData, QueueData] = {}
@@ -311,7 +330,7 @@ def restore(table: RouteTable, state: Any, now: float) -> Restored:
     table._by_conn.clear()  # restored entries have no connection (conn None, not indexed)
     table._removal_epoch.clear()
     table.invalidate_all()
-    return Restored(brokers=len(live), topics=len(topic_queues), entries=dict(live))
+    return Restored(brokers=len(live), topics=len(topic_queues), entries=dict(live), since=since)
 
 
 def _replace(target: dict[Any, Any], source: dict[Any, Any]) -> None:

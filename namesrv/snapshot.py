@@ -166,7 +166,7 @@ class RouteSnapshots:
             if age_ms > limit:
                 raise SnapshotError(f"state of {_stamp(state_millis)} is {age_ms / 1000:.1f} s old "
                                     f"(routeSnapshotMaxAgeMillis {limit})")
-            restored = route_state.restore(self.table, state, self.now_ms())
+            restored = route_state.restore(self.table, state, self.now_ms(), int(self.wall() * 1000))
         except (SnapshotError, route_state.StateError) as exc:
             log.warning("route snapshot %s ignored: %s; starting with no routes", path, exc)
             return None
@@ -178,7 +178,7 @@ class RouteSnapshots:
         )
         self.restored = restored
         # the file holds exactly this state: no rewrite until something changes
-        self._written = (self.table.generation, route_state.live_records(self.table))
+        self._written = (self.table.generation, route_state.live_records(self.table, restored))
         return restored
 
     # ------------------------------------------------------------------
@@ -195,7 +195,7 @@ class RouteSnapshots:
         """Write the table if it differs from the file; True if a write happened."""
         async with self._lock:
             table = self.table
-            generation, live = table.generation, route_state.live_records(table)
+            generation, live = table.generation, route_state.live_records(table, self.restored)
             if self._written is not None and self._written[0] == generation and self._written[1] == live:
                 await trio.to_thread.run_sync(self._touch)
                 return False
@@ -223,7 +223,7 @@ class RouteSnapshots:
 
     async def _capture(self) -> route_state.Captured:
         """Copy the table on the loop in steps, yielding between them (no encoding here)."""
-        capture = route_state.Capture(self.table)
+        capture = route_state.Capture(self.table, restored=self.restored)
         while True:
             began = time.perf_counter()
             more = capture.step()

@@ -30,6 +30,7 @@ from remoting.codes import RequestCode, ResponseCode
 from tests.test_routes import A0, A1, C1, RW, Loader, body, reg, register, route, snapshot as table_state
 
 B0 = "10.0.0.3:10911"
+WALL = 1_700_000_000_000  # wall-clock ms of a restore
 V2 = DataVersion(2, 2_000, 0)
 
 
@@ -39,7 +40,7 @@ def roundtrip(table: RouteTable, now: float = 1_000.0) -> tuple[RouteTable, rout
     state_ms, state = snapshot.decode(data)
     assert state_ms == 123
     fresh = RouteTable()
-    return fresh, route_state.restore(fresh, state, now)
+    return fresh, route_state.restore(fresh, state, now, WALL)
 
 
 def populated() -> RouteTable:
@@ -125,6 +126,21 @@ def test_topic_removed_before_the_snapshot_returns_on_an_unchanged_reregistratio
     assert loader.calls == 1 and route(fresh, "T2") is not None  # as without the restart
 
 
+def test_a_second_restart_does_not_give_a_still_provisional_broker_a_new_timeout() -> None:
+    """A NameServer restarting again and again must not keep a dead broker alive."""
+    first, restored = roundtrip(populated(), now=0.0)  # restore 1 at WALL
+    register(first, reg(A1, 1), conn="new", now=10.0, digest=b"dA1")  # the slave registered since: confirmed
+    data = snapshot.encode(route_state.export(route_state.capture_with(first, restored)), 1)
+    second = RouteTable()
+    again = route_state.restore(second, snapshot.decode(data)[1], 500.0, WALL + 50_000)  # restore 2, 50 s later
+    assert again.since[(C1, A0)] == WALL and again.since[("C2", B0)] == WALL  # still provisional since restore 1
+    assert again.since[(C1, A1)] == WALL + 50_000
+    # broker-a's master (timeout 30 s) is already past it; broker-b (120 s) has 70 s left; the slave a full 120 s
+    assert [r.addr for r in second.scan_not_active(501.0)] == [A0]
+    assert [r.addr for r in second.scan_not_active(500.0 + 70_001)] == [B0]
+    assert [r.addr for r in second.scan_not_active(500.0 + 120_001)] == [A1]
+
+
 def test_heartbeat_keeps_a_restored_broker_provisional_but_alive() -> None:
     fresh, restored = roundtrip(populated(), now=0.0)
     assert fresh.heartbeat("C2", B0, 100_000.0)
@@ -143,7 +159,7 @@ def test_capture_in_steps_overlapping_a_removal_leaves_no_orphan_queue_data() ->
         pass
     fresh = RouteTable()
     _, state = snapshot.decode(snapshot.encode(route_state.export(capture.finish()), 1))
-    restored = route_state.restore(fresh, state, 0.0)
+    restored = route_state.restore(fresh, state, 0.0, WALL)
     assert restored.brokers == 1 and set(fresh.brokers) == {"broker-a"}
     assert all(set(qmap) == {"broker-a"} for qmap in fresh.topic_queues.values())
     for topic in table.topic_queues:
@@ -165,7 +181,7 @@ def test_bad_state_is_refused_and_leaves_the_table_untouched(damage: Any) -> Non
     register(table, reg(B0, 0, name="other"), conn="x")
     before = table_state(table)
     with pytest.raises(route_state.StateError):
-        route_state.restore(table, damage(state), 0.0)
+        route_state.restore(table, damage(state), 0.0, WALL)
     assert table_state(table) == before
 
 
