@@ -96,11 +96,11 @@ async def test_restored_broker_expires_under_its_timeout_counted_from_the_restar
     props = {"routeSnapshotIntervalMillis": 50, "scanNotActiveBrokerInterval": 100}
     ns = start_namesrv("ns", **props)
     async with connect(ns.addr) as ca, connect(ns.addr) as cb:
-        await register(ca, "broker-a", A, timeout_ms=2_000)
+        await register(ca, "broker-a", A, timeout_ms=3_000)
         await register(cb, "broker-b", B)  # the default 120 s
         await trio.sleep(0.4)
         ns.kill()
-    await trio.sleep(2.5)  # down longer than broker-a's timeout: it must not expire at boot
+    await trio.sleep(3.5)  # down longer than broker-a's timeout: it must not expire at boot
     ns = start_namesrv("ns", **props)
     booted = trio.current_time()
     async with connect(ns.addr) as c:
@@ -109,7 +109,8 @@ async def test_restored_broker_expires_under_its_timeout_counted_from_the_restar
             while await route_brokers(c, "TopicA") != ["broker-b"]:
                 await trio.sleep(0.02)
         gone_after = trio.current_time() - booted
-        assert gone_after > 1.2, f"broker-a expired {gone_after:.2f} s after the restart (timeout 2 s)"
+        # 3 s (plus a 0.1 s scan) after the restore, which precedes the boot line by a loaded machine's delay
+        assert gone_after > 1.5, f"broker-a expired {gone_after:.2f} s after the restart (timeout 3 s)"
         assert await provisional(c) == ["broker-b"]
     assert "expired: no heartbeat within its timeout" in ns.log()
 
@@ -123,7 +124,7 @@ async def test_kill_9_during_a_change_storm_never_leaves_a_broken_snapshot(start
         async with connect(ns.addr) as c:
             if round_:  # restored from whatever the kill left
                 assert await route_brokers(c, "TopicA") == ["broker-a"]
-            stop_at = trio.current_time() + rng.uniform(0.1, 0.4)
+            stop_at = trio.current_time() + rng.uniform(0.2, 0.5)
             while trio.current_time() < stop_at:  # every registration changes the topic set
                 counter += 1
                 extra = tuple(f"T{counter}_{i}" for i in range(rng.randint(1, 300)))
