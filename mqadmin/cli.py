@@ -186,8 +186,10 @@ async def _cluster_rows(client: AdminClient, only: str | None) -> list[dict[str,
     except LookupError as exc:
         raise AdminError(str(exc)) from None
     answers = await client.runtime_infos([b[3] for b in brokers])
+    provisional = watch.provisional_by(await client.restored_brokers_everywhere())
     now_ms = int(time.time() * 1000)
-    return [clusterlist.row(*b, answer, now_ms) for b, answer in zip(brokers, answers)]
+    return [clusterlist.row(*b, answer, now_ms, provisional.get((b[1], b[2], b[3]), []))
+            for b, answer in zip(brokers, answers)]
 
 
 @app.command("updateKvConfig", help="Create or update a KV config entry on every NameServer.")

@@ -28,6 +28,7 @@ import trio
 from broker_stub.faults import FAULT_CODE
 from namesrv.liveinfo import LIVE_TABLE_CODE
 from mqadmin import messages
+from namesrv.provisional import RESTORED_BROKERS_CODE
 from remoting import fastjson, properties
 from remoting import requests as rq
 from remoting.bodies import (
@@ -412,6 +413,15 @@ class AdminClient:
             rq.get_namesrv_config, "GET_NAMESRV_CONFIG", lambda r: properties.loads(r.body.decode("utf-8", "replace"))
         )
 
+    async def restored_brokers_everywhere(self) -> list[PerServer]:
+        """Each NameServer's brokers restored by a warm restart and not registered since (code 9002, ours).
+
+        Value: a list of ``{clusterName, brokerName, brokerId, brokerAddr, expiresInMillis}``;
+        a NameServer without the code (a Java one) gives an error result.
+        """
+        return await self._all(lambda: request(RESTORED_BROKERS_CODE), "GET_RESTORED_BROKERS",
+                               lambda r: _restored_rows(r.body))
+
     async def masters_of_cluster(self, cluster: str, info: ClusterInfo | None = None) -> dict[str, str]:
         """Broker name -> master address for every broker group of ``cluster`` (CommandUtil)."""
         return {name: addrs[0] for name, addrs in (await self.brokers_of_cluster(cluster, info)).items() if 0 in addrs}
@@ -794,6 +804,14 @@ def _int_ext(addr: str, resp: RemotingCommand, key: str) -> int:
         return int((resp.ext_fields or {})[key])
     except (KeyError, ValueError):
         raise AdminError(f"{addr}: answer without a numeric {key}") from None
+
+
+def _restored_rows(body: bytes) -> list[dict[str, Any]]:
+    obj = fastjson.loads(body)
+    rows = obj.get("brokers") if isinstance(obj, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ValueError("no brokers list")
+    return rows
 
 
 def _read_addr(addrs: dict[int, str]) -> str | None:

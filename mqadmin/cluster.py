@@ -267,6 +267,7 @@ class StartOptions:
     register_period_ms: int = 30000
     broker_expired_ms: int = 120000
     scan_interval_ms: int = 5000
+    namesrv_props: tuple[tuple[str, str], ...] = ()  # more namesrv.properties lines (scenario namesrv_config)
     topics: tuple[str, ...] = ()  # created on every master once the brokers are routable
     topic_queues: int = 8
     ready_timeout: float = ROUTABLE_TIMEOUT
@@ -325,6 +326,7 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
             _write_props(Path(proc.config), {
                 "listenPort": 0, "bindAddress": "127.0.0.1", "kvConfigPath": work / "kvConfig.json",
                 "scanNotActiveBrokerInterval": opts.scan_interval_ms, "brokerChannelExpiredTime": opts.broker_expired_ms,
+                **dict(opts.namesrv_props),
             })
             state.procs.append(proc)
             namesrvs.append(proc)

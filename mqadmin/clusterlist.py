@@ -63,10 +63,16 @@ def _num(kv: Mapping[str, str], key: str, kind: type = int) -> Any:
         return None
 
 
-def row(cluster: str, name: str, bid: int, addr: str, answer: PerServer, now_ms: int) -> dict[str, Any]:
-    """The documented ``clusterList --json`` row."""
+def row(cluster: str, name: str, bid: int, addr: str, answer: PerServer, now_ms: int,
+        provisional_on: list[str] | None = None) -> dict[str, Any]:
+    """The documented ``clusterList --json`` row.
+
+    ``provisional_on``: the NameServers that restored this broker from their
+    route snapshot and have not heard it register since (code 9002).
+    """
     base: dict[str, Any] = {"cluster": cluster, "brokerName": name, "brokerId": bid, "addr": addr,
-                            "reachable": answer.ok, "error": None}
+                            "reachable": answer.ok, "error": None, "provisional": bool(provisional_on),
+                            "provisionalOn": list(provisional_on or [])}
     keys = ["version", "inTps", "outTps", "sendQueue", "sendWaitMs", "pullQueue", "pullWaitMs", "ackQueue",
             "ackWaitMs", "timerReadBehind", "timerOffsetBehind", "timerCongestNum", "timerEnqueueTps",
             "timerDequeueTps", "pageCacheLockTimeMs", "hours", "space", "activated", "inTotalYest",
@@ -118,9 +124,10 @@ def _f(value: float | None, fmt: str) -> str:
 
 
 def status(r: dict[str, Any]) -> Text:
-    if r["reachable"]:
-        return Text("OK", style="green")
-    return Text(f"no answer: {r['error']}", style="red")
+    text = Text("OK", style="green") if r["reachable"] else Text(f"no answer: {r['error']}", style="red")
+    if r.get("provisionalOn"):
+        text.append(f"; restored on {', '.join(r['provisionalOn'])}, not registered since", style="yellow")
+    return text
 
 
 def base_cells(r: dict[str, Any]) -> list[str | Text]:

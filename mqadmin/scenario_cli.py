@@ -129,7 +129,7 @@ def list_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     where = directory or shipped_dir()
-    files = sorted(where.glob("*.yaml")) if where.is_dir() else []
+    files = sorted(where.glob("*.yaml"), key=lambda p: p.stem) if where.is_dir() else []  # by name: "a" before "a-b"
     if not files:
         raise _fail(1, f"no scenario files (*.yaml) in {where}")
     rows = []

@@ -6,6 +6,10 @@ topic's queues are. A snapshot asks each NameServer separately (all
 requests in parallel, each bounded by the client's timeout) and marks every
 row on which they differ. The live view redraws once per interval on a
 fixed cadence; off a terminal it prints one frame per interval instead.
+
+A NameServer that restored its routes from its snapshot (a warm restart)
+marks the brokers that have not registered with it since (code 9002):
+those cells say ``restored`` and the row's ``provisionalBy`` lists them.
 """
 
 from __future__ import annotations
@@ -54,8 +58,10 @@ async def snapshot(client: AdminClient, topics: list[str] | None = None, max_top
                    suspect_after: float | None = None) -> dict[str, Any]:
     """One consistent-enough look at every NameServer (the documented ``watch --json`` shape)."""
     addrs = client.namesrv_addrs
-    infos, lists, lives = await _gather(client.cluster_infos_everywhere, client.topic_lists_everywhere,
-                                        client.broker_live_tables_everywhere)
+    infos, lists, lives, restored = await _gather(client.cluster_infos_everywhere, client.topic_lists_everywhere,
+                                                  client.broker_live_tables_everywhere,
+                                                  client.restored_brokers_everywhere)
+    provisional = provisional_by(restored)
     errors = {r.addr: r.error for r in infos if not r.ok}
     brokers: dict[tuple[str, int, str], dict[str, bool]] = {}
     for r in infos:
@@ -77,8 +83,10 @@ async def snapshot(client: AdminClient, topics: list[str] | None = None, max_top
         ages = {a: round(heard[(a, addr)][0], 1) if seen_by[a] and (a, addr) in heard else None for a in addrs}
         suspect = sorted(a for a in addrs if ages[a] is not None
                          and ages[a] > suspect_limit(heard[(a, addr)][1], suspect_after))
+        prov = provisional.get((name, bid, addr), [])
         broker_rows.append({"broker": name, "id": bid, "addr": addr, "seenBy": seen_by,
-                            "agree": _agreement(list(seen_by.values())), "lastHeard": ages, "suspectBy": suspect})
+                            "agree": _agreement(list(seen_by.values())), "lastHeard": ages, "suspectBy": suspect,
+                            "provisional": bool(prov), "provisionalBy": prov})
     if topics is None:
         topics = sorted({t for r in lists if r.ok for t in r.value})[:max_topics]
     per_topic = await _gather(*[lambda t=t: client.topic_routes_everywhere(t) for t in topics])
@@ -95,6 +103,20 @@ async def snapshot(client: AdminClient, topics: list[str] | None = None, max_top
         topic_rows.append({"topic": topic, "routes": routes,
                            "agree": _agreement([None if v is None else tuple(v) for v in routes.values()])})
     return {"namesrvs": addrs, "errors": errors, "brokers": broker_rows, "topics": topic_rows}
+
+
+def provisional_by(restored: list[PerServer]) -> dict[tuple[str, int, str], list[str]]:
+    """(brokerName, id, addr) -> the NameServers on which it is restored and not registered since.
+
+    A NameServer that does not know code 9002 (a Java one) contributes nothing.
+    """
+    out: dict[tuple[str, int, str], list[str]] = {}
+    for r in restored:
+        for b in r.value if r.ok else ():
+            name, bid, addr = b.get("brokerName"), b.get("brokerId"), b.get("brokerAddr")
+            if isinstance(name, str) and type(bid) is int and isinstance(addr, str):
+                out.setdefault((name, bid, addr), []).append(r.addr)
+    return out
 
 
 async def _gather(*fns: Any) -> list[list[PerServer]]:
@@ -138,6 +160,9 @@ def view(snap: dict[str, Any], console: Console, note: str = "") -> Group:
     for row in snap["brokers"]:
         ages = row.get("lastHeard", {})
         cells = [_broker_cell(v, ages.get(a), a in row.get("suspectBy", ())) for a, v in row["seenBy"].items()]
+        for cell, addr in zip(cells, row["seenBy"]):
+            if addr in row.get("provisionalBy", ()):
+                cell.append(" restored", style="yellow")
         rows.append([row["broker"], str(row["id"]), row["addr"], _agree(row["agree"], row["seenBy"].values()), *cells])
     brokers = fit_table(cols, rows, title=f"brokers as each NameServer sees them  {stamp}{note}", console=console)
     tcols = [Col("#Topic"), Col("#Agree"), *[Col(f"@{a}", wrap=True) for a in addrs]]

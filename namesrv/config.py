@@ -89,9 +89,18 @@ class NamesrvConfig:
     kvNamespaceMaxBytes: int = 4 * 1024 * 1024  # one namespace's table as JSON (what GET_KVLIST / REGISTER_BROKER carry)
     kvTotalMaxBytes: int = 8 * 1024 * 1024  # the whole KV table as JSON (kvConfig.json)
     configUpdateMaxBytes: int = 64 * 1024  # body of one UPDATE_NAMESRV_CONFIG
+    # warm restart (extensions): see namesrv/snapshot.py
+    warmRestartEnable: bool = True  # write the route snapshot and restore it on start
+    routeSnapshotPath: str = ""  # "" = routeSnapshot.msgpack beside kvConfigPath
+    routeSnapshotIntervalMillis: int = 1000  # at most one write per interval, only after a change
+    routeSnapshotMaxAgeMillis: int = 120000  # an older snapshot is ignored (Java's broker expiry)
 
     #: Keys from a -c file that match no field: kept and shown, like Java.
     extra: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.routeSnapshotPath:
+            self.routeSnapshotPath = default_snapshot_path(self.kvConfigPath)
 
     # ------------------------------------------------------------------
 
@@ -163,6 +172,9 @@ class NamesrvConfig:
             value = getattr(self, key)
             if not low <= value <= high:
                 raise ConfigError(f"{key} must be between {low} and {high}, got {value}")
+        for key, low in (("routeSnapshotIntervalMillis", 10), ("routeSnapshotMaxAgeMillis", 1)):
+            if not low <= getattr(self, key) <= 86_400_000:
+                raise ConfigError(f"{key} must be between {low} and 86400000 (one day), got {getattr(self, key)}")
 
 
 #: Integer keys that are Java ``long``; every other integer key is an ``int``.
@@ -182,6 +194,11 @@ BOUNDS: dict[str, tuple[int, int]] = {
     "kvTotalMaxBytes": (1024, 1024 * _MIB),
     "configUpdateMaxBytes": (1024, 16 * _MIB),
 }
+
+
+def default_snapshot_path(kv_config_path: str) -> str:
+    """The route snapshot's default home: beside the KV config, as the NameServer's other state."""
+    return os.path.join(os.path.dirname(kv_config_path), "routeSnapshot.msgpack")
 
 
 def _render(value: Any) -> str:
@@ -231,6 +248,8 @@ def load_file(path: str) -> NamesrvConfig:
         raise ConfigError(f"config file {path}: {exc}") from None
     known = set(NamesrvConfig.keys())
     config.extra = {k: v for k, v in props.items() if k not in known}
+    if not props.get("routeSnapshotPath", "").strip():
+        config.routeSnapshotPath = default_snapshot_path(config.kvConfigPath)
     config.configStorePath = path
     config.validate()
     return config

@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
-from namesrv import liveinfo
+from namesrv import liveinfo, provisional
 from namesrv.config import NamesrvConfig
 from namesrv.config_policy import RuntimeState
 from namesrv.config_requests import ConfigRequests
@@ -34,6 +34,7 @@ from namesrv.headers import (
 )
 from namesrv.kv_requests import KVRequests
 from namesrv.kvconfig import KVConfig
+from namesrv.route_state import Restored
 from namesrv.routes import UNIT_TOPIC_FLAGS, Registration, RouteOptions, RouteTable
 from remoting import fastjson
 from remoting.bodies import BodyError, DataVersion, TopicRouteData, encode_topic_list
@@ -70,8 +71,11 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         self.connection_count = connection_count
         self.started_at = clock()
         self.table = RouteTable(RouteOptions())
+        self.restored: Restored | None = None  # what a warm restart put in the table (set by the server)
         self.sync_options()
         self._handlers: dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]] = {
+            provisional.RESTORED_BROKERS_CODE: lambda req, conn: provisional.answer(
+                req, self.table, self.restored, self.now_ms()),
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
             RequestCode.REGISTER_BROKER: self.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
@@ -234,6 +238,10 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         check_numbers(req, BROKER_ID)
         sent = DataVersion.decode(req.body) if req.body else DataVersion()
         changed, stored = self.table.query_data_version(cluster, addr, sent, self.now_ms())
+        if not changed and self.restored is not None and self.restored.is_provisional(self.table, (cluster, addr)):
+            # A restored entry has no connection: "changed" makes the broker
+            # register on its own one (cheap: the body digest is known).
+            changed = True
         return response_to(
             req,
             ResponseCode.SUCCESS,

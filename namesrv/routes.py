@@ -127,12 +127,16 @@ class RouteTable:
         self._route_cache: tuple[dict[str, bytes], dict[str, bytes]] = ({}, {})
         self._shared_bodies: tuple[dict[tuple, bytes], dict[tuple, bytes]] = ({}, {})
         self._cluster_info: bytes | None = None
+        #: Bumped whenever an answer may change (every cache invalidation):
+        #: the route snapshot writer compares it to know whether to write.
+        self.generation = 0
 
     # ------------------------------------------------------------------
     # cache maintenance
 
     def invalidate_all(self) -> None:
         """Forget every encoded answer; called when broker membership changes."""
+        self.generation += 1
         for d in self._route_cache:
             d.clear()
         for d in self._shared_bodies:
@@ -140,6 +144,7 @@ class RouteTable:
         self._cluster_info = None
 
     def _invalidate_topic(self, topic: str) -> None:
+        self.generation += 1
         self._route_cache[0].pop(topic, None)
         self._route_cache[1].pop(topic, None)
 

@@ -2,8 +2,12 @@
 
 A graceful stop closes the listeners, stops reading requests, lets the
 requests already read be answered (a KV write in progress reaches the
-disk before its answer goes out), then closes every connection; all of it
-bounded by ``SHUTDOWN_GRACE_SECONDS``.
+disk before its answer goes out), writes the route snapshot one last time,
+then closes every connection (closing them removes their brokers, so the
+snapshot must come first); all of it bounded by ``SHUTDOWN_GRACE_SECONDS``
+plus the snapshot write.
+
+The route snapshot is restored in the constructor, before anything listens.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from namesrv.config import NamesrvConfig
 from namesrv.durable import write_atomic
 from namesrv.kvconfig import KVConfig
 from namesrv.processor import NameServerProcessor
+from namesrv.snapshot import RouteSnapshots
 from remoting.ratelog import CLIP_ARGS
 from remoting.reactor import Reactor
 
@@ -45,6 +50,8 @@ class NameServer:
             low_water_mark=config.writeBufferLowWaterMark,
         )
         self._stop_event = trio.Event()
+        self.snapshots = RouteSnapshots(self.processor.table, config, now_ms=self.processor.now_ms)
+        self.processor.restored = self.snapshots.restore()
 
     async def _persist(self, path: str, data: bytes) -> None:
         """Write a file atomically and durably off the event loop, one at a time.
@@ -64,6 +71,7 @@ class NameServer:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.reactor.run)
             nursery.start_soon(self._housekeeping)
+            nursery.start_soon(self.snapshots.run)
             task_status.started(address)
             await self._stop_event.wait()
             self.reactor.stop_accepting()
@@ -71,6 +79,7 @@ class NameServer:
             with trio.move_on_after(SHUTDOWN_GRACE_SECONDS):
                 while self.reactor.in_flight:
                     await trio.sleep(0.005)
+            await self._final_snapshot()
             self.reactor.close_all("server stopping")
             nursery.cancel_scope.cancel()
 
@@ -80,6 +89,12 @@ class NameServer:
                 "broker %s %s (%s) removed: its connection %s closed (%s)",
                 removed.name, removed.addr, removed.cluster, peer, reason,
             )
+
+    async def _final_snapshot(self) -> None:
+        try:
+            await self.snapshots.write_final()
+        except Exception:  # a failed last write must not keep the server from stopping
+            log.exception("final route snapshot failed")
 
     def stop(self) -> None:
         """Begin a graceful stop (safe to call more than once)."""

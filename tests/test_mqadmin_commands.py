@@ -98,13 +98,14 @@ def test_cluster_list_json_and_apache_columns(live: Cluster) -> None:
         ("DefaultCluster", "broker-b", 0, live.addr["broker-b-0"]),
     ]
     assert set(rows[0]) == {
-        "cluster", "brokerName", "brokerId", "addr", "reachable", "error", "version", "inTps", "outTps",
-        "sendQueue", "sendWaitMs", "pullQueue", "pullWaitMs", "ackQueue", "ackWaitMs", "timerReadBehind",
+        "cluster", "brokerName", "brokerId", "addr", "reachable", "error", "provisional", "provisionalOn", "version",
+        "inTps", "outTps", "sendQueue", "sendWaitMs", "pullQueue", "pullWaitMs", "ackQueue", "ackWaitMs", "timerReadBehind",
         "timerOffsetBehind", "timerCongestNum", "timerEnqueueTps", "timerDequeueTps", "pageCacheLockTimeMs",
         "hours", "space", "activated", "inTotalYest", "outTotalYest", "inTotalToday", "outTotalToday",
     }
     for r in rows:
         assert r["reachable"] is True and r["error"] is None and r["version"] == "V5_3_3"
+        assert r["provisional"] is False and r["provisionalOn"] == []  # registered, not restored
         assert isinstance(r["inTps"], float) and isinstance(r["outTps"], float) and r["activated"] is True
         assert 0.0 <= r["hours"] < 1.0 and 0.0 <= r["space"] <= 1.0  # a fresh store: its oldest message is minutes old
 
@@ -312,6 +313,7 @@ def test_watch_snapshot_and_live_refresh(live: Cluster) -> None:
     assert sorted(snap["namesrvs"]) == sorted(live.namesrvs)
     assert [(b["broker"], b["id"], b["agree"]) for b in snap["brokers"]] == [("broker-a", 0, True), ("broker-b", 0, True)]
     assert all(set(b["seenBy"].values()) == {True} for b in snap["brokers"])
+    assert all(b["provisional"] is False and b["provisionalBy"] == [] for b in snap["brokers"])
     t1, nope = snap["topics"]
     assert t1["agree"] and set(map(tuple, t1["routes"].values())) == {("broker-a:RW-:8", "broker-b:RW-:8")}
     assert nope == {"topic": "nope", "routes": {ns: [] for ns in snap["namesrvs"]}, "agree": True}

@@ -25,6 +25,7 @@ from typing import Any
 
 from mqadmin.scenario.yamlnodes import LMap, LSeq, YamlError, line_of
 from mqadmin.scenario.yamlnodes import load as load_yaml
+from namesrv.config import ConfigError, NamesrvConfig
 
 TOPIC_CHARS = set("%|abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 MAX_DURATION = 600.0
@@ -53,6 +54,7 @@ class ClusterSpec:
     register_period_ms: int = 30000  # broker registerNameServerPeriod
     broker_expired_ms: int = 120000  # NameServer brokerChannelExpiredTime
     scan_interval_ms: int = 5000  # NameServer scanNotActiveBrokerInterval
+    namesrv_config: tuple[tuple[str, str], ...] = ()  # more namesrv.properties keys, e.g. warmRestartEnable
 
     @property
     def broker_names(self) -> list[str]:
@@ -286,6 +288,37 @@ def scenario_name(v: Any) -> str:
     if len(name) > 64 or not all(c.isalnum() or c in "._-" for c in name):
         raise _Bad(f"must be 1-64 characters of letters, digits, '.', '_' and '-', got {name!r}")
     return name
+
+
+#: NameServer keys the runner sets itself (or from other cluster fields); namesrv_config may not.
+RUNNER_NAMESRV_KEYS = ("listenPort", "bindAddress", "scanNotActiveBrokerInterval", "brokerChannelExpiredTime")
+
+
+def namesrv_config(v: Any) -> tuple[tuple[str, str], ...]:
+    """``{key: value}`` of NameServer properties, checked as mqnamesrv would check them."""
+    if not isinstance(v, dict):
+        raise _Bad(f"must be a mapping of NameServer config keys to values, got {_show(v)}")
+    known = set(NamesrvConfig.keys())
+    out = []
+    for key, value in v.items():
+        if key not in known:
+            raise _Bad(f"{key!r} is not a NameServer config key")
+        if key in RUNNER_NAMESRV_KEYS:
+            raise _Bad(f"{key} is set by the runner (see the other cluster fields)")
+        if NamesrvConfig.is_path_key(key):
+            raise _Bad(f"{key}: paths stay in the scenario's own state directory")
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, (int, str)):
+            value = str(value)
+        else:
+            raise _Bad(f"{key} must be a string, number or true/false, got {_show(value)}")
+        try:
+            NamesrvConfig().parse_values({key: value})
+        except ConfigError as exc:
+            raise _Bad(str(exc)) from None
+        out.append((key, value))
+    return tuple(out)
 
 
 def list_of(item: Parser, *, min_len: int = 1, max_len: int = 64) -> Parser:
@@ -525,6 +558,7 @@ class _Parser:
             register_period_ms=sec.get("register_period_ms", integer(100, 600_000), 30000),
             broker_expired_ms=sec.get("broker_expired_ms", integer(100, 600_000), 120000),
             scan_interval_ms=sec.get("scan_interval_ms", integer(10, 600_000), 5000),
+            namesrv_config=sec.get("namesrv_config", namesrv_config, ()),
         )
         sec.finish()
         return spec
