@@ -83,6 +83,8 @@ class Consuming:
         self.hold = PullHold(config.maxHeldPulls)
         self.delays = DelayQueue(parse_levels(config.messageDelayLevel), clock)
         self._random = random.Random()
+        #: (group, topic, records found): the broker's GROUP_GET stats (set by the admin module)
+        self.on_pulled: Callable[[str, str, list[bytes]], None] = lambda group, topic, records: None
 
     def handlers(self) -> dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | None]]:
         return {
@@ -132,6 +134,8 @@ class Consuming:
                 self._set_offset(group, topic, queue_id, commit)
         max_nums = ext_int(req, "maxMsgNums", 32)
         read = read_queue(self.store, topic, queue_id, offset, max_nums, sub.tags, is_master=config.is_master)
+        if read.records:
+            self.on_pulled(group, topic, read.records)
         code = read.code
         if not config.is_master and code != ResponseCode.SUCCESS:
             code = ResponseCode.PULL_RETRY_IMMEDIATELY  # a slave sends the consumer back to its master
@@ -256,7 +260,8 @@ class Consuming:
             raise Reject(ResponseCode.SYSTEM_ERROR, f"bad heartbeat body: {exc}") from None
         if not isinstance(data, dict) or not data.get("clientID"):
             raise Reject(ResponseCode.SYSTEM_ERROR, "heartbeat without clientID")
-        groups, sub_changed, changed = self.clients.heartbeat(data, conn)
+        language = req.language.name if req.language is not None else "OTHER"
+        groups, sub_changed, changed = self.clients.heartbeat(data, conn, language=language, version=req.version)
         for group in groups:  # Java creates every group's retry topic on its heartbeat
             self._ensure_topic(RETRY_GROUP_TOPIC_PREFIX + group)
         self._notify(changed)
@@ -269,7 +274,7 @@ class Consuming:
         if tc is None:
             tc = TopicConfig(name, 1, 1, RW)
             try:
-                self.topics.put(tc)  # bumps the data version and registers at once
+                self.topics.put_auto(tc)  # bounded (maxAutoCreatedTopics); bumps the data version, registers at once
             except ValueError as exc:
                 raise Reject(ResponseCode.SYSTEM_ERROR, str(exc)) from None
             log.info("created topic %s", name)

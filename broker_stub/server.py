@@ -1,9 +1,14 @@
-"""The broker process: reactor, registrar, stats ticker, orderly stop.
+"""The broker process: reactor, registrar, stats ticker, topics-file writer, orderly stop.
 
 An orderly stop first stops registering, then sends UNREGISTER_BROKER to
 every NameServer (so routes drop at once rather than after an expiry), then
-closes the listener, lets requests already read be answered and closes the
-connections; all bounded in time.
+closes the listener, lets requests already read be answered, writes the
+topic changes not yet on disk and closes the connections; all bounded in
+time.
+
+With ``listenPort=0`` the port the OS picked is written back into the
+config, as a Java broker does (BrokerController.startBasicService), so
+GET_BROKER_CONFIG and the registration show the real port.
 """
 
 from __future__ import annotations
@@ -18,12 +23,17 @@ from broker_stub.faults import Faults
 from broker_stub.processor import BrokerProcessor
 from broker_stub.registrar import Registrar
 from broker_stub.store import MessageStore
+from broker_stub.subgroups import SubscriptionGroups, groups_path
 from broker_stub.topics import TopicTable, default_topics
+from remoting.bodies import DataVersion, TopicConfig
+from remoting.ratelog import CLIP_ARGS
 from remoting.reactor import Reactor
 
 log = logging.getLogger("broker_stub")
+log.addFilter(CLIP_ARGS)  # no client value makes a long log line, whoever logs it
 
 SHUTDOWN_GRACE_SECONDS = 1.5
+FLUSH_GRACE_SECONDS = 3.0  # last topics-file write on an orderly stop
 BACKLOG = 1024
 TIMER_BUSY_SECONDS = 0.01  # how often held pulls and due retries are checked while there are any
 TIMER_IDLE_SECONDS = 0.1
@@ -42,21 +52,28 @@ class BrokerServer:
                 config.brokerClusterName, config.brokerName, config.defaultTopicQueueNums, config.autoCreateTopicEnable
             ),
             on_change=self._kick,
+            max_auto_created=config.maxAutoCreatedTopics,
         )
         # Read before serving, so a broken topics file is a start-up error, not a half-started broker.
         self.topics_file = topic_store.topics_path(config.storePathRootDir) if config.storePathRootDir else None
+        self.saver: topic_store.TopicSaver | None = None
         if self.topics_file:
             self.topics.restore(*topic_store.load(self.topics_file))
+            self.saver = topic_store.TopicSaver(self.topics_file, self._topics_snapshot)
             self.topics.on_change = self._topics_changed
+        self.subgroups = SubscriptionGroups(groups_path(config.storePathRootDir) if config.storePathRootDir else None)
 
     def stop(self) -> None:
         """Begin an orderly stop (safe to call more than once)."""
         self._stop_event.set()
 
+    def _topics_snapshot(self) -> tuple[list[TopicConfig], DataVersion]:
+        return self.topics.configs(), self.topics.data_version
+
     def _topics_changed(self) -> None:
-        """Save the table before the change is answered (an error here answers SYSTEM_ERROR), then register."""
-        assert self.topics_file is not None
-        topic_store.save(self.topics_file, self.topics.configs(), self.topics.data_version)
+        """Have the change written (off the loop; topic requests await it), and register now."""
+        assert self.saver is not None
+        self.saver.changed()
         self._kick()
 
     def _kick(self) -> None:
@@ -72,13 +89,22 @@ class BrokerServer:
             max_frame=config.frameMaxLength,
             max_connections=lambda: config.serverMaxConnections,
             idle_seconds=lambda: float(config.serverChannelMaxIdleTimeSeconds),
+            read_budget=config.serverTotalReadBufferBytes,
+            high_water_mark=config.writeBufferHighWaterMark,
+            low_water_mark=config.writeBufferLowWaterMark,
         )
         self.reactor = reactor
         _, port = reactor.listen(config.brokerIP1, config.listenPort, BACKLOG)
+        config.listenPort = port
+        if config.haListenPort <= 0:
+            # Java's BrokerStartup sets haListenPort = listenPort + 1 before binding (so a Java
+            # broker given port 0 would try HA port 1); the stub has no HA listener and derives
+            # it from the bound port, the address it registers as haServerAddr.
+            config.haListenPort = port + 1 if port < 65535 else port - 1
         self.addr = f"{config.brokerIP1}:{port}"
-        ha_addr = f"{config.brokerIP1}:{config.haListenPort or port + 1}"
+        ha_addr = f"{config.brokerIP1}:{config.haListenPort}"
         topics = self.topics
-        store = MessageStore(config.brokerIP1, port, config.maxMessagesPerQueue)
+        store = MessageStore(config.brokerIP1, port, config.maxMessagesPerQueue, max_bytes=config.maxStoreBytes)
         self.registrar = Registrar(config, topics, self.faults, broker_addr=self.addr, ha_addr=ha_addr)
         self.processor = BrokerProcessor(
             config,
@@ -90,12 +116,16 @@ class BrokerServer:
             kick=self._kick,
             registration_info=self.registrar.info,
             write_to=reactor.write_to,
+            topics_durable=self.saver.durable if self.saver is not None else None,
+            subgroups=self.subgroups,
         )
         reactor.processor = self.processor
         async with trio.open_nursery() as nursery:
             nursery.start_soon(reactor.run)
             nursery.start_soon(self._tick)
             nursery.start_soon(self._timers)
+            if self.saver is not None:
+                nursery.start_soon(self.saver.run)
             registering = trio.CancelScope()
             nursery.start_soon(self._register, registering)
             task_status.started(self.addr)
@@ -107,6 +137,12 @@ class BrokerServer:
             with trio.move_on_after(SHUTDOWN_GRACE_SECONDS):
                 while reactor.in_flight:
                     await trio.sleep(0.005)
+            if self.saver is not None:
+                with trio.move_on_after(FLUSH_GRACE_SECONDS):
+                    try:
+                        await self.saver.flush()
+                    except OSError:
+                        pass  # logged by the saver
             reactor.close_all("broker stopping")
             nursery.cancel_scope.cancel()
 

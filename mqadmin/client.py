@@ -26,7 +26,9 @@ from typing import Any, TypeVar
 import trio
 
 from broker_stub.faults import FAULT_CODE
+from namesrv.liveinfo import LIVE_TABLE_CODE
 from mqadmin import messages
+from namesrv.provisional import RESTORED_BROKERS_CODE
 from remoting import fastjson, properties
 from remoting import requests as rq
 from remoting.bodies import (
@@ -152,7 +154,14 @@ class QueueRead:
 
 
 def check_addr(addr: str) -> str:
-    """A ``host:port`` given by a user, or an :class:`AdminError` saying what is wrong."""
+    """A ``host:port`` given by a user, or an :class:`AdminError` saying what is wrong.
+
+    A port that is a number but not a TCP port gets its own message: "not a
+    host:port address" would send the user looking at the syntax instead.
+    """
+    host, sep, port = addr.strip().rpartition(":")
+    if sep and host and port.isdigit() and not 0 < int(port) < 65536:
+        raise AdminError(f"port out of range in {addr.strip()!r}: {int(port)} is not 1-65535")
     try:
         parse_addr(addr)
     except ValueError as exc:
@@ -380,6 +389,13 @@ class AdminClient:
     async def topic_lists_everywhere(self) -> list[PerServer]:
         return await self._all(rq.all_topics, "GET_ALL_TOPIC_LIST_FROM_NAMESERVER", lambda r: parse_topic_list(r.body)[0])
 
+    async def broker_live_tables_everywhere(self) -> list[PerServer]:
+        """Each NameServer's GET_BROKER_LIVE_TABLE (ours, code 9001): how long each broker has been silent.
+
+        A NameServer without it (Apache's) answers REQUEST_CODE_NOT_SUPPORTED, which is that server's error.
+        """
+        return await self._all(lambda: request(LIVE_TABLE_CODE), "GET_BROKER_LIVE_TABLE", lambda r: _live_rows(r.body))
+
     async def topic_list(self) -> list[str]:
         addr, resp = await self._any(rq.all_topics, "GET_ALL_TOPIC_LIST_FROM_NAMESERVER")
         return _parse(addr, lambda b: parse_topic_list(b)[0], resp.body)
@@ -396,6 +412,15 @@ class AdminClient:
         return await self._all(
             rq.get_namesrv_config, "GET_NAMESRV_CONFIG", lambda r: properties.loads(r.body.decode("utf-8", "replace"))
         )
+
+    async def restored_brokers_everywhere(self) -> list[PerServer]:
+        """Each NameServer's brokers restored by a warm restart and not registered since (code 9002, ours).
+
+        Value: a list of ``{clusterName, brokerName, brokerId, brokerAddr, expiresInMillis}``;
+        a NameServer without the code (a Java one) gives an error result.
+        """
+        return await self._all(lambda: request(RESTORED_BROKERS_CODE), "GET_RESTORED_BROKERS",
+                               lambda r: _restored_rows(r.body))
 
     async def masters_of_cluster(self, cluster: str, info: ClusterInfo | None = None) -> dict[str, str]:
         """Broker name -> master address for every broker group of ``cluster`` (CommandUtil)."""
@@ -761,11 +786,32 @@ class AdminClient:
         read.next_offset = read.start_offset + len(read.messages) if read.messages else pos
 
 
+def _live_rows(body: bytes) -> list[dict[str, Any]]:
+    """The ``brokers`` rows of a GET_BROKER_LIVE_TABLE body; ValueError if it is not that shape."""
+    obj = fastjson.loads(body)
+    rows = obj.get("brokers") if isinstance(obj, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ValueError("no brokers list in the live table")
+    for r in rows:
+        if not isinstance(r.get("brokerAddr"), str) or not all(
+                isinstance(r.get(k), int) for k in ("lastUpdateAgoMillis", "heartbeatTimeoutMillis")):
+            raise ValueError(f"malformed live table entry {r!r}"[:200])
+    return rows
+
+
 def _int_ext(addr: str, resp: RemotingCommand, key: str) -> int:
     try:
         return int((resp.ext_fields or {})[key])
     except (KeyError, ValueError):
         raise AdminError(f"{addr}: answer without a numeric {key}") from None
+
+
+def _restored_rows(body: bytes) -> list[dict[str, Any]]:
+    obj = fastjson.loads(body)
+    rows = obj.get("brokers") if isinstance(obj, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ValueError("no brokers list")
+    return rows
 
 
 def _read_addr(addrs: dict[int, str]) -> str | None:

@@ -1,9 +1,16 @@
 """`mqadmin fanout`: thousands of simulated producers on PySpark (or plain processes).
 
-Exit codes: 0 the run completed and the brokers' counts agree with the
-producers', 1 the run could not be set up or did not finish (one line on
-stderr), 3 it completed but the counts disagree or a scenario expectation
-failed, 130 interrupted. Every process the run started is stopped first.
+Exit codes are mqadmin's (README, "Exit status and errors"): 0 the run
+completed and the brokers' counts agree with the producers', 1 the run
+could not be set up or did not finish, or it completed but the counts
+disagree or a scenario expectation failed (one line on stderr), 2 a bad
+option value (checked before anything starts: output files, the master URL,
+option combinations), 130 interrupted. Every process the run started is
+stopped first.
+
+Order matters for a careless user: nothing is started (no cluster, no JVM,
+no temporary directory) before the options, the output paths and the
+optional extras have been checked.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from pathlib import Path
 
 import typer
 
+from mqadmin.cliutil import PLOT_INSTALL, PLOT_SUFFIXES, SPARK_INSTALL, check_output, has_module
 from mqadmin.render import make_console, out
 
 DirOpt = typer.Option(None, "--dir", help="State directory of the local cluster (default: a temporary one with --start).")
@@ -88,16 +96,30 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the JSON result instead of tables."),
         quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress or status lines."),
     ) -> None:
-        from mqadmin.fanout import FanoutError, runner
+        from mqadmin.fanout import FanoutError, FanoutUsageError, runner
         from mqadmin.fanout import report as reporting
 
+        check_output("--report", report)
+        check_output("--plot", plot, PLOT_SUFFIXES)
         if plot is not None and not reporting.plot_available():
-            raise _fail("--plot needs matplotlib (pip install 'rocketmq-namesrv-toolkit[plot]')", 2)
+            raise _fail(f"--plot needs matplotlib, which is not installed: {PLOT_INSTALL}")
+        if not no_spark and engine == "spark" and not has_module("pyspark"):
+            raise _fail(f"the Spark engine needs pyspark, which is not installed: {SPARK_INSTALL}, "
+                        "or use --engine multiprocessing")
         scenario_path = None
         if scenario is not None:
+            from mqadmin.scenario import schema
             from mqadmin.scenario_cli import resolve
 
             scenario_path = resolve(scenario)
+            try:
+                schema.load(scenario_path)  # an invalid file is a usage error, as for `scenario run`
+            except schema.ScenarioError as exc:
+                raise _fail(str(exc), 2) from None
+        if directory is not None and (start or scenario is not None):
+            from mqadmin.runner_cli import state_dir_option
+
+            state_dir_option(directory)
         opts = runner.FanoutOptions(
             producers=producers, topics=topics, rate=rate, duration=duration, messages_per_producer=messages,
             message_size=message_size, namesrv=namesrv, start=start, cluster_dir=directory, scenario=scenario_path,
@@ -106,6 +128,10 @@ def register(app: typer.Typer) -> None:
             ramp_up=ramp_up, start_delay=start_delay, kills=tuple(_kill(k) for k in kills or ()),
             create_topics=create_topics, queues=queues, spark_conf=_conf(conf or []), spark_timeout=spark_timeout,
         )
+        try:
+            opts.validate()
+        except FanoutUsageError as exc:
+            raise _fail(str(exc), 2) from None
         err = make_console(stderr=True)
         show = not quiet and not as_json
         status = (lambda line: err.print(f"[fanout] {line}", style="dim")) if show else (lambda line: None)
@@ -124,14 +150,21 @@ def register(app: typer.Typer) -> None:
         except FanoutError as exc:
             raise _fail(str(exc)) from None
         doc = reporting.to_json(result)
-        if report is not None:
-            report.write_text(json.dumps(doc, indent=2) + "\n")
-        if plot is not None:
-            reporting.plot(doc, plot)
         if as_json:
             sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         else:
             out.print(reporting.render(doc))
+        # Files last: the tables are on the screen whatever happens to them.
+        try:
+            if report is not None:
+                report.write_text(json.dumps(doc, indent=2) + "\n")
+            if plot is not None:
+                reporting.plot(doc, plot)
+        except OSError as exc:
+            raise _fail(f"cannot write {exc.filename or report or plot}: {exc.strerror or exc}") from None
         agreement = doc["agreement"]
-        if not (agreement["agree"] or agreement["explained"]) or any(v["passed"] is False for v in doc["scenario_verdicts"]):
-            raise typer.Exit(3)
+        if not (agreement["agree"] or agreement["explained"]):
+            raise _fail(f"the brokers' counts disagree with the producers': {agreement['note']}")
+        failed = [v["expectation"] for v in doc["scenario_verdicts"] if v["passed"] is False]
+        if failed:
+            raise _fail(f"{len(failed)} scenario expectation(s) failed: {'; '.join(failed)}")

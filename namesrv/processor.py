@@ -3,13 +3,15 @@
 No sockets here. The processor owns the route table, the KV config and the
 configuration; the server hands it decoded requests (with an opaque
 connection token) and writes back whatever it returns. Persistence is
-injected as two async callables, so an acknowledged write is on disk
-before its response exists. Remarks and codes follow Java 5.3.3.
+injected as an async callable, so an acknowledged write is on disk
+before its response exists. Remarks and codes follow Java 5.3.3. The KV and
+config handlers live in :mod:`namesrv.kv_requests` and
+:mod:`namesrv.config_requests`; header fields are read (and range-checked
+as Java's types) by :mod:`namesrv.headers`.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 import zlib
 from collections.abc import Awaitable, Callable, Generator, Hashable
@@ -17,29 +19,32 @@ from typing import Any, TypeVar
 
 import trio
 
-from namesrv.config import ConfigError, NamesrvConfig
+from namesrv import liveinfo, provisional
+from namesrv.config import NamesrvConfig
+from namesrv.config_policy import RuntimeState
+from namesrv.config_requests import ConfigRequests
+from namesrv.headers import (
+    BROKER_HEARTBEAT_NUMBERS,
+    BROKER_ID,
+    REGISTER_BROKER_NUMBERS,
+    BadHeader,
+    check_numbers,
+    flag,
+    number,
+    required,
+)
+from namesrv.kv_requests import KVRequests
 from namesrv.kvconfig import KVConfig
 from namesrv.register_scan import RawBody
 from namesrv.registration import run_to_end
+from namesrv.route_state import Restored
 from namesrv.routes import UNIT_TOPIC_FLAGS, RegisterOutcome, Registration, RouteOptions, RouteTable
-from remoting import fastjson, properties
-from remoting.bodies import (
-    BodyError,
-    DataVersion,
-    RegisterBody,
-    TopicRouteData,
-    encode_kv_table,
-    encode_topic_list,
-    parse_register_body,
-)
+from remoting import fastjson
+from remoting.bodies import BodyError, DataVersion, TopicRouteData, encode_topic_list
 from remoting.codec import encode, encode_success_json
-from remoting.codes import (
-    NAMESPACE_ORDER_TOPIC_CONFIG,
-    RequestCode,
-    ResponseCode,
-    Version,
-)
+from remoting.codes import NAMESPACE_ORDER_TOPIC_CONFIG, RequestCode, ResponseCode, Version
 from remoting.command import RemotingCommand, response_to
+from remoting.register_body import RegisterBody, RegisterLimits, parse_register_body
 
 log = logging.getLogger("namesrv")
 
@@ -48,10 +53,6 @@ _STANDARD_JSON_SINCE = int(Version.V4_9_4)  # a plain int: compared on every rou
 Persist = Callable[[str, bytes], Awaitable[None]]
 T = TypeVar("T")
 Handler = Callable[[RemotingCommand, Hashable], RemotingCommand]
-
-
-def _parse_register_body(body: bytes, compressed: bool, version: int) -> RegisterBody:
-    return parse_register_body(body, compressed=compressed, version=version)
 
 
 async def run_in_slices(steps: Generator[None, None, T]) -> T:
@@ -64,35 +65,11 @@ async def run_in_slices(steps: Generator[None, None, T]) -> T:
         await trio.lowlevel.checkpoint()
 
 
-class BadHeader(Exception):
-    """A header parameter with the wrong type; answered with SYSTEM_ERROR."""
+#: The handlers' short names for the header readers of namesrv.headers.
+_long, _flag, _required = number, flag, required
 
 
-def _long(req: RemotingCommand, key: str) -> int | None:
-    text = req.ext(key)
-    if text is None:
-        return None
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise BadHeader(f"{key} is not a number: {text!r}") from None
-
-
-def _flag(req: RemotingCommand, key: str) -> bool | None:
-    """Java's Boolean.parseBoolean, or None when the key is absent."""
-    text = req.ext(key)
-    return None if text is None else text.strip().lower() == "true"
-
-
-def _required(req: RemotingCommand, *keys: str) -> list[str]:
-    values = [req.ext(k) for k in keys]
-    missing = [k for k, v in zip(keys, values, strict=True) if not v]
-    if missing:
-        raise BadHeader(f"missing header field(s): {', '.join(missing)}")
-    return values  # type: ignore[return-value]
-
-
-class NameServerProcessor:
+class NameServerProcessor(KVRequests, ConfigRequests):
     def __init__(
         self,
         config: NamesrvConfig,
@@ -100,11 +77,13 @@ class NameServerProcessor:
         *,
         clock: Callable[[], float],
         persist: Persist,
+        connection_count: Callable[[], int] = lambda: 0,
     ) -> None:
         self.config = config
         self.kv = kv
         self.clock = clock  # seconds, monotonic
         self.persist = persist
+        self.connection_count = connection_count
         self.started_at = clock()
         self.table = RouteTable(RouteOptions())
         #: Held by whatever changes the table's brokers or topics. A large
@@ -113,8 +92,11 @@ class NameServerProcessor:
         #: request) waits and is applied after it, in arrival order; route
         #: queries never wait for it.
         self.table_lock = trio.Lock()
+        self.restored: Restored | None = None  # what a warm restart put in the table (set by the server)
         self.sync_options()
         self._handlers: dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]] = {
+            provisional.RESTORED_BROKERS_CODE: lambda req, conn: provisional.answer(
+                req, self.table, self.restored, self.now_ms()),
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
             RequestCode.REGISTER_BROKER: self.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
@@ -135,6 +117,7 @@ class NameServerProcessor:
             RequestCode.QUERY_DATA_VERSION: self.query_data_version,
             RequestCode.GET_BROKER_MEMBER_GROUP: self.member_group,
             RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
+            liveinfo.LIVE_TABLE_CODE: lambda req, conn: liveinfo.answer(req, self.table, self.now_ms()),
         }
         self._async_handlers: dict[int, Callable[[RemotingCommand], Awaitable[RemotingCommand]]] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
@@ -174,6 +157,14 @@ class NameServerProcessor:
         # Routes that need neither a readiness wait nor an order conf come
         # straight from the table's cache.
         self._plain_routes = not (self.config.needWaitForService or self.config.orderMessageEnable)
+        self.register_limits = RegisterLimits(
+            max_inflated_bytes=self.config.registerBodyMaxInflatedBytes,
+            max_topics=self.config.registerBodyMaxTopics,
+            max_depth=self.config.registerBodyMaxJsonDepth,
+        )
+
+    def runtime_state(self) -> RuntimeState:
+        return RuntimeState(connections=self.connection_count(), uptime_seconds=self.clock() - self.started_at)
 
     # ------------------------------------------------------------------
     # dispatch
@@ -208,54 +199,6 @@ class NameServerProcessor:
             log.exception("request %s failed", req.code)
             resp = response_to(req, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         return None if req.is_oneway else encode(resp)
-
-    # ------------------------------------------------------------------
-    # KV config
-
-    async def _kv_change(self, req: RemotingCommand, namespace: str, key: str, value: str | None) -> RemotingCommand:
-        before = self.kv.get(namespace, key)
-        had_namespace = namespace in self.kv.table
-        self.kv.put(namespace, key, value)
-        try:
-            await self.persist(self.kv.path, self.kv.snapshot())
-        except OSError as exc:
-            # Not on disk, so not acknowledged: memory must match the file
-            # (unless a later request changed the key again meanwhile).
-            if self.kv.get(namespace, key) == value:
-                self.kv.put(namespace, key, before)
-            if not had_namespace and not self.kv.table.get(namespace):
-                self.kv.table.pop(namespace, None)
-            log.error("cannot persist KV config to %s: %s", self.kv.path, exc)
-            return response_to(req, ResponseCode.SYSTEM_ERROR, f"cannot persist KV config: {exc}")
-        return response_to(req, ResponseCode.SUCCESS)
-
-    async def put_kv_config(self, req: RemotingCommand) -> RemotingCommand:
-        namespace, key = req.ext("namespace"), req.ext("key")
-        if namespace is None or key is None:
-            return response_to(req, ResponseCode.SYSTEM_ERROR, "namespace or key is null")
-        return await self._kv_change(req, namespace, key, req.ext("value"))
-
-    async def delete_kv_config(self, req: RemotingCommand) -> RemotingCommand:
-        namespace, key = req.ext("namespace"), req.ext("key")
-        if namespace is None or key is None:
-            return response_to(req, ResponseCode.SYSTEM_ERROR, "namespace or key is null")
-        return await self._kv_change(req, namespace, key, None)
-
-    def get_kv_config(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
-        namespace, key = req.ext("namespace"), req.ext("key")
-        value = self.kv.get(namespace or "", key or "")
-        if value is None:
-            return response_to(
-                req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace} Key: {key}", {}
-            )
-        return response_to(req, ResponseCode.SUCCESS, ext_fields={"value": value})
-
-    def kv_list(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
-        namespace = req.ext("namespace")
-        table = self.kv.namespace(namespace or "")
-        if table is None:
-            return response_to(req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}")
-        return response_to(req, ResponseCode.SUCCESS, body=encode_kv_table(table))
 
     # ------------------------------------------------------------------
     # brokers
@@ -293,6 +236,7 @@ class NameServerProcessor:
     def _registration(self, req: RemotingCommand) -> tuple[Registration, RawBody] | None:
         """The header as a Registration, and the body (None: its CRC does not match)."""
         name, addr, cluster = _required(req, "brokerName", "brokerAddr", "clusterName")
+        check_numbers(req, REGISTER_BROKER_NUMBERS)
         broker_id = _long(req, "brokerId")
         if broker_id is None:
             raise BadHeader("missing header field(s): brokerId")
@@ -300,7 +244,12 @@ class NameServerProcessor:
         crc = _long(req, "bodyCrc32") or 0
         if crc and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
             return None
-        raw = RawBody(body, bool(_flag(req, "compressed")), req.version, _parse_register_body)
+        limits = self.register_limits
+        raw = RawBody(
+            body, bool(_flag(req, "compressed")), req.version,
+            lambda b, c, v: self._load_register_body(b, c, v, name),
+            max_inflated=limits.max_inflated_bytes, max_topics=limits.max_topics,
+        )
         reg = Registration(
             cluster=cluster,
             addr=addr,
@@ -319,15 +268,26 @@ class NameServerProcessor:
         ext = {}
         if outcome.ha_server_addr is not None or outcome.master_addr is not None:
             ext = {"haServerAddr": outcome.ha_server_addr, "masterAddr": outcome.master_addr}
-        resp_body = b""
-        if self.config.returnOrderTopicConfigToBroker:
-            orders = self.kv.namespace(NAMESPACE_ORDER_TOPIC_CONFIG)
-            if orders is not None:
-                resp_body = encode_kv_table(orders)
+        resp_body = self.order_conf_body() if self.config.returnOrderTopicConfigToBroker else b""
         return response_to(req, ResponseCode.SUCCESS, ext_fields=ext, body=resp_body)
+
+    def _load_register_body(self, body: bytes, compressed: bool, version: int, name: str) -> RegisterBody:
+        """Parse under the configured limits; a broker may map only its own queues.
+
+        A static-topic mapping info names the broker hosting the queues
+        (``bname``); one naming another broker would overwrite that broker's
+        mapping in every route of the topic.
+        """
+        parsed = parse_register_body(body, compressed=compressed, version=version, limits=self.register_limits)
+        for topic, info in parsed.mapping_infos.items():
+            bname = info.get("bname")
+            if bname is not None and bname != name:
+                raise BodyError(f"mapping info of topic {topic[:60]!r} names broker {bname[:60]!r}, not {name[:60]!r}")
+        return parsed
 
     def unregister_broker(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         name, addr, cluster = _required(req, "brokerName", "brokerAddr", "clusterName")
+        check_numbers(req, BROKER_ID)
         removed = self.table.unregister_broker(cluster, addr, name)
         if removed is not None:
             log.info("broker %s %s (%s) unregistered", name, addr, cluster)
@@ -335,13 +295,19 @@ class NameServerProcessor:
 
     def broker_heartbeat(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         _, addr, cluster = _required(req, "brokerName", "brokerAddr", "clusterName")
+        check_numbers(req, BROKER_HEARTBEAT_NUMBERS)
         self.table.heartbeat(cluster, addr, self.now_ms())
         return response_to(req, ResponseCode.SUCCESS)
 
     def query_data_version(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         _, addr, cluster = _required(req, "brokerName", "brokerAddr", "clusterName")
+        check_numbers(req, BROKER_ID)
         sent = DataVersion.decode(req.body) if req.body else DataVersion()
         changed, stored = self.table.query_data_version(cluster, addr, sent, self.now_ms())
+        if not changed and self.restored is not None and self.restored.is_provisional(self.table, (cluster, addr)):
+            # A restored entry has no connection: "changed" makes the broker
+            # register on its own one (cheap: the body digest is known).
+            changed = True
         return response_to(
             req,
             ResponseCode.SUCCESS,
@@ -476,43 +442,4 @@ class NameServerProcessor:
                     for q in route.queue_datas
                 ],
             )
-        return response_to(req, ResponseCode.SUCCESS)
-
-    # ------------------------------------------------------------------
-    # configuration
-
-    def get_config(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
-        text = self.config.render()
-        return response_to(req, ResponseCode.SUCCESS, body=text.encode() if text.strip() else b"")
-
-    async def update_config(self, req: RemotingCommand) -> RemotingCommand:
-        if not req.body:
-            return response_to(req, ResponseCode.SUCCESS)
-        try:
-            props = properties.loads(req.body.decode("utf-8"))
-        except (UnicodeDecodeError, properties.PropertiesError):
-            return response_to(req, ResponseCode.SYSTEM_ERROR, "string2Properties error")
-        protected = self.config.protected_keys()
-        refused = sorted(k for k in props if k in protected or NamesrvConfig.is_path_key(k))
-        if refused:
-            log.warning("refused config update of protected key(s) %s", ", ".join(refused))
-            return response_to(req, ResponseCode.NO_PERMISSION, "Can not update config in black list.")
-        updated = copy.deepcopy(self.config)
-        try:
-            updated.apply(updated.parse_values(props))
-            updated.validate()
-        except ConfigError as exc:
-            return response_to(req, ResponseCode.SYSTEM_ERROR, f"invalid config value: {exc}")
-        for key, value in props.items():
-            if key in updated.extra:
-                updated.extra[key] = value
-        try:
-            await self.persist(updated.configStorePath, updated.render().encode())
-        except OSError as exc:
-            log.error("cannot persist config to %s: %s", updated.configStorePath, exc)
-            return response_to(req, ResponseCode.SYSTEM_ERROR, f"cannot persist config: {exc}")
-        self.config.apply({k: getattr(updated, k) for k in NamesrvConfig.keys()})
-        self.config.extra = updated.extra
-        self.sync_options()
-        log.info("config updated: %s", ", ".join(f"{k}={v}" for k, v in props.items()))
         return response_to(req, ResponseCode.SUCCESS)

@@ -82,12 +82,16 @@ class RouteTable(RegistrationMixin):
         self._route_cache: tuple[dict[str, bytes], dict[str, bytes]] = ({}, {})
         self._shared_bodies: tuple[dict[tuple, bytes], dict[tuple, bytes]] = ({}, {})
         self._cluster_info: bytes | None = None
+        #: Bumped whenever an answer may change (every cache invalidation):
+        #: the route snapshot writer compares it to know whether to write.
+        self.generation = 0
 
     # ------------------------------------------------------------------
     # cache maintenance
 
     def invalidate_all(self) -> None:
         """Forget every encoded answer; called when broker membership changes."""
+        self.generation += 1
         for d in self._route_cache:
             d.clear()
         for d in self._shared_bodies:
@@ -95,11 +99,13 @@ class RouteTable(RegistrationMixin):
         self._cluster_info = None
 
     def _invalidate_topic(self, topic: str) -> None:
+        self.generation += 1
         self._route_cache[0].pop(topic, None)
         self._route_cache[1].pop(topic, None)
 
     def _invalidate_topics(self, topics: dict[str, Any] | list[str]) -> None:
         """Forget the encoded answers of many topics (only the cached ones cost)."""
+        self.generation += 1
         keys = topics.keys() if isinstance(topics, dict) else set(topics)
         for cache in self._route_cache:
             for topic in cache.keys() & keys:
@@ -155,6 +161,15 @@ class RouteTable(RegistrationMixin):
             self.mappings.pop(topic, None)
         self._note_removal(name)
 
+    def _drop_mappings(self, name: str) -> None:
+        """Forget the static-topic mappings a departed broker registered."""
+        for topic in [t for t, by_broker in self.mappings.items() if name in by_broker]:
+            by_broker = self.mappings[topic]
+            del by_broker[name]
+            if not by_broker:
+                del self.mappings[topic]
+            self._invalidate_topic(topic)
+
     def _set_live(self, key: tuple[str, str], info: LiveBroker) -> None:
         self._mutations += 1
         old = self.live.get(key)
@@ -203,6 +218,7 @@ class RouteTable(RegistrationMixin):
                 if not members:
                     del self.clusters[cluster]
             self._remove_broker_queues(name)
+            self._drop_mappings(name)
             self.invalidate_all()
         elif broker.enable_acting_master and min(broker.addrs) > MASTER_ID:
             for topic, qmap in self.topic_queues.items():
@@ -234,6 +250,10 @@ class RouteTable(RegistrationMixin):
             if r is not None:
                 removed.append(r)
         return removed
+
+    def live_brokers(self) -> list[LiveBroker]:
+        """Every registered broker's liveness record (a copy of the list; entries are the table's own)."""
+        return list(self.live.values())
 
     def heartbeat(self, cluster: str, addr: str, now: float) -> bool:
         info = self.live.get((cluster, addr))

@@ -187,7 +187,7 @@ def test_cli_start_run_writes_report_and_plot(tmp_path: Path) -> None:
 )
 def test_cli_bad_options_give_one_line(args: list[str], message: str) -> None:
     proc = subprocess.run([*MQADMIN, "fanout", "-n", dead_addr(), *args], check=False, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # a bad option value (README: exit status)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith("mqadmin fanout: ")
 

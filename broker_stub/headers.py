@@ -1,0 +1,85 @@
+"""Java's types of the numeric header fields the broker reads, checked before a handler runs.
+
+A Java broker decodes every request header into typed fields
+(``Integer.parseInt`` / ``Long.parseLong``), so a value beyond int32 or
+int64 never reaches its processors: the request is answered SYSTEM_ERROR
+with the NumberFormatException's text. The stub reads headers lazily as
+text, and an out-of-range number used to get as far as ``struct.pack``
+(a traceback in the log, a SYSTEM_ERROR with Python's words). Here every
+such field is checked, by code, against its Java type, and refused with a
+remark naming the field, its value and the range.
+
+Malformed text (not a number at all) keeps the stub's old leniency: the
+handler's default applies, as before.
+
+The send codes (10, 310, 320) are checked inline by :mod:`broker_stub.sending`
+(the hot path), with :func:`out_of_range` for the remark.
+"""
+
+from __future__ import annotations
+
+from broker_stub.common import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, Reject
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+
+INT = (INT32_MIN, INT32_MAX)
+LONG = (INT64_MIN, INT64_MAX)
+#: A field's name and its (lowest, highest) value.
+Field = tuple[str, tuple[int, int]]
+
+#: Request code -> its numeric header fields with their Java types (the *RequestHeader classes of 5.3.3).
+NUMERIC_FIELDS: dict[int, tuple[Field, ...]] = {
+    RequestCode.PULL_MESSAGE: (
+        ("queueId", INT), ("queueOffset", LONG), ("maxMsgNums", INT), ("sysFlag", INT), ("commitOffset", LONG),
+        ("suspendTimeoutMillis", LONG), ("subVersion", LONG), ("maxMsgBytes", INT), ("requestSource", INT),
+    ),
+    RequestCode.QUERY_CONSUMER_OFFSET: (("queueId", INT),),
+    RequestCode.UPDATE_CONSUMER_OFFSET: (("queueId", INT), ("commitOffset", LONG)),
+    RequestCode.UPDATE_AND_CREATE_TOPIC: (
+        ("readQueueNums", INT), ("writeQueueNums", INT), ("perm", INT), ("topicSysFlag", INT),
+    ),
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: (("queueId", INT), ("timestamp", LONG)),
+    RequestCode.GET_MAX_OFFSET: (("queueId", INT),),
+    RequestCode.GET_MIN_OFFSET: (("queueId", INT),),
+    RequestCode.GET_EARLIEST_MSG_STORETIME: (("queueId", INT),),
+    RequestCode.VIEW_MESSAGE_BY_ID: (("offset", LONG),),
+    RequestCode.CONSUMER_SEND_MSG_BACK: (("offset", LONG), ("delayLevel", INT), ("maxReconsumeTimes", INT)),
+}
+
+#: SEND_MESSAGE_V2's one-letter keys, for remarks that name the field both ways.
+V2_NAMES = {"d": "defaultTopicQueueNums", "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag",
+            "j": "reconsumeTimes", "l": "maxReconsumeTimes"}
+
+
+def out_of_range(key: str, text: str, bounds: tuple[int, int]) -> Reject:
+    """The refusal of one field; ``key`` may be a SEND_MESSAGE_V2 letter."""
+    name = f"{V2_NAMES[key]} ({key})" if key in V2_NAMES else key
+    kind = "int" if bounds == INT else "long"
+    shown = text if len(text) <= 40 else text[:40] + "..."
+    return Reject(
+        ResponseCode.SYSTEM_ERROR,
+        f"header field {name}={shown} is out of range for a Java {kind} ({bounds[0]}..{bounds[1]})",
+    )
+
+
+def check_fields(req: RemotingCommand, fields: tuple[Field, ...]) -> None:
+    """Refuse ``req`` (Reject) if a numeric field is out of its Java type's range."""
+    ext = req.ext_fields
+    if not ext:
+        return
+    for key, bounds in fields:
+        text = ext.get(key)
+        if text is None or len(text) < 10:  # up to 9 characters always fits an int
+            continue
+        if not in_range(text, bounds):
+            raise out_of_range(key, text, bounds)
+
+
+def in_range(text: str, bounds: tuple[int, int]) -> bool:
+    """False only for a number beyond ``bounds`` (malformed text is the handler's business)."""
+    try:
+        value = int(text)
+    except ValueError:
+        # Python refuses to parse thousands of digits; such a number is out of range anyway
+        return not text.strip().lstrip("+-").isdigit()
+    return bounds[0] <= value <= bounds[1]
