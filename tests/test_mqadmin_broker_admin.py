@@ -192,7 +192,7 @@ def test_update_topic_perm(live: Live) -> None:
 
 
 def test_consumers_producers_stats_and_progress(live: Live) -> None:
-    with online(live) as client:
+    with online(live):
         conns = live.json("consumerConnection", "-g", GROUP)
         (conn,) = conns["connections"]
         assert (conn["clientId"], conn["language"], conn["version"], conn["versionDesc"]) == (
