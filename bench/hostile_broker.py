@@ -176,6 +176,26 @@ def admin_numbers(server: Server) -> Outcome:
 
 
 # --------------------------------------------------------------------------
+# deferred work: a send-back that cannot be stored when its delay is up
+
+
+def send_back_unstorable(server: Server) -> Outcome:
+    """The suspect: CONSUMER_SEND_MSG_BACK whose retry put fails 1 s later, on the broker's timer
+    (a %RETRY% topic over 127 bytes, or properties over 32767 bytes once RETRY_TOPIC is added)."""
+    answers = []
+    with Client(server.addr) as c:
+        for group, props in (("G" * 130, ""), ("CG", "KEYS\x01" + "k" * 32_600 + "\x02")):
+            sent = c.call(send_v2("SendBackTopic", b"x", i=f"UNIQ_KEY\x01{UNIQ}\x02{props}"))
+            phys = int((sent.ext("msgId") or "0")[-16:], 16)
+            answers.append(c.call(request(RequestCode.CONSUMER_SEND_MSG_BACK,
+                                          {"group": group, "offset": phys, "delayLevel": 1, "originMsgId": UNIQ,
+                                           "originTopic": "SendBackTopic", "maxReconsumeTimes": 16})))
+        time.sleep(2.0)  # delay level 1 is 1 s: the deferred puts are due
+    return Outcome("; ".join(answer_text(a) for a in answers),
+                   {"refused when asked": all(a.code != ResponseCode.SUCCESS for a in answers)})
+
+
+# --------------------------------------------------------------------------
 # item 10
 
 
@@ -225,6 +245,8 @@ def cases(s: Server, store: Path) -> list[Case]:
              lambda: numbers_beyond_java(s)),
         Case("7x-malformed-numbers", 7, "header numbers that are no numbers (abc, 1e3, x, '')", s,
              lambda: malformed_numbers(s)),
+        Case("x-send-back-unstorable", 2, "CONSUMER_SEND_MSG_BACK whose deferred retry cannot be stored", s,
+             lambda: send_back_unstorable(s)),
         Case("7x-admin-222-numbers", 7, "INVOKE_BROKER_TO_RESET_OFFSET timestamp/offset 2^63, queueId 2^31", s,
              lambda: admin_numbers(s)),
     ]

@@ -153,6 +153,45 @@ def json_bomb(server: Server, code: int, shape: bytes) -> Outcome:
     return out
 
 
+def mapping_entries(server: Server, entries: int = 1_000_000) -> Outcome:
+    """The suspect: one static-topic mapping whose currIdMap has 1,000,000 entries (12 MB)."""
+    ids = b",".join(b'"%d":%d' % (i, i) for i in range(entries))
+    mapping = b'{"bname":"map-x","topic":"MapT","totalQueues":1,"currIdMap":{' + ids + b"}}"
+    body = (b'{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":1,"timestamp":1},'
+            b'"topicConfigTable":{"TBW102":{"perm":7},"MapT":{"perm":6}},"topicQueueMappingInfoMap":{"MapT":'
+            + mapping + b"}}}")
+    out = refused_quickly(server, request(RequestCode.REGISTER_BROKER, broker_ext("map-x", "127.0.0.1:13911"), body),
+                          ResponseCode.SYSTEM_ERROR, "currIdMap")
+    out.figures["body_bytes"] = len(body)
+    out.rss_limited = True
+    return out
+
+
+def many_brokers(server: Server, count: int = 100_000) -> Outcome:
+    """The suspect: one connection registers 100,000 brokers of distinct names (pipelined)."""
+    topics = [TopicConfig("ManyTopic", 1, 1, 6)]
+    frames = [encode(register(f"many-{i:06d}", f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}:10911", topics))
+              for i in range(count)]
+    codes: dict[int, int] = {}
+    with Client(server.addr, timeout=60) as c:
+        start = time.monotonic()
+        for i in range(0, count, 1000):
+            c.send(b"".join(frames[i : i + 1000]))
+            for _ in range(min(1000, count - i)):
+                code = c.read(60).code
+                codes[code] = codes.get(code, 0) + 1
+        took = time.monotonic() - start
+        peak = server.rss.peak
+        info = c.call(rq.cluster_info(), 60)
+    time.sleep(0.5)  # the connection closed: its brokers leave
+    return Outcome(
+        f"answers by code {codes} in {took:.1f} s; cluster info {len(info.body)} B; RSS after close "
+        f"{server.rss.latest / 1e6:.0f} MB",
+        {}, {"registered": codes.get(0, 0), "rss_peak_mb": round(peak / 1e6, 1),
+             "cluster_info_bytes": len(info.body)}, rss_limited=True,
+    )
+
+
 def java_100k_uncompressed(server: Server) -> Outcome:
     """Not an attack: a 100,000-topic Java broker with compressedRegister=false (its default).
 
@@ -223,6 +262,7 @@ def pipelining(server: Server, requests: int = 300, hold: float = 5.0) -> Outcom
         resp = register_many(broker, "pipe-a", "127.0.0.1:40911", [f"BenchTopic-{i:07d}" for i in range(100_000)])
         answer = broker.call(rq.all_topics(), 30)
         server.rss.reset_peak()
+        began = time.monotonic()
         attacker = socket.create_connection(server.addr, timeout=5)
         attacker.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
         try:
@@ -239,6 +279,7 @@ def pipelining(server: Server, requests: int = 300, hold: float = 5.0) -> Outcom
         {"answer_bytes": len(answer.body), "rss_peak_while_held_mb": round(peak / 1e6, 1),
          "rss_after_close_mb": round(after / 1e6, 1)},
         rss_limited=True,
+        window_start=began,
     )
 
 
@@ -248,6 +289,7 @@ def all_topics_past_frame(server: Server) -> Outcome:
     with Client(server.addr, timeout=120) as a, Client(server.addr, timeout=120) as b:
         register_many(a, "wide-a", "127.0.0.1:50911", [f"A{pad}{i:07d}" for i in range(110_000)])
         register_many(b, "wide-b", "127.0.0.1:50921", [f"B{pad}{i:07d}" for i in range(110_000)])
+        server.rss.reset_peak()
         with Client(server.addr, timeout=30) as c:
             start = time.monotonic()
             resp = c.call(rq.all_topics(), 30)
@@ -258,6 +300,7 @@ def all_topics_past_frame(server: Server) -> Outcome:
         {"answer fits the 16 MiB frame limit": size <= 16 * MIB},
         {"answer_frame_bytes": size, "answer_ms": round(took * 1000, 1)},
         rss_limited=True,
+        window_start=start,
     )
 
 
@@ -381,13 +424,17 @@ def cases(s: Server) -> list[Case]:
              lambda: json_bomb(s, RequestCode.QUERY_DATA_VERSION, b"{},")),
         Case("3x-json-bomb-registertopic-strings", 3, "15 MB REGISTER_TOPIC_IN_NAMESRV body of 5,000,000 strings", s,
              lambda: json_bomb(s, RequestCode.REGISTER_TOPIC_IN_NAMESRV, b'"",')),
+        Case("3x-mapping-currIdMap-1M", 3, "12 MB REGISTER_BROKER: one mapping with a 1,000,000-entry currIdMap", s,
+             lambda: mapping_entries(s)),
+        Case("4x-many-brokers", 4, "one connection registers 100,000 brokers of distinct names", s,
+             lambda: many_brokers(s)),
         Case("4-kv-9mib-values", 4, "two 9 MiB PUT_KV_CONFIG into ORDER_TOPIC_CONFIG, then REGISTER_BROKER", s,
              lambda: kv_big_values(s)),
         Case("4-slow-frames", 4, "200 connections x 16 MiB frame, 64 KiB per 50 ms, 8 s", s, lambda: slow_frames(s)),
         Case("4-pipelining-no-read", 4, "300 pipelined GET_ALL_TOPIC_LIST (100,000 topics), never read, 5 s", s,
              lambda: pipelining(s)),
         Case("4x-all-topics-past-frame", 4, "GET_ALL_TOPIC_LIST over 220,000 topics of 118 chars (> 16 MiB)", s,
-             lambda: all_topics_past_frame(s), stall_applies=False),
+             lambda: all_topics_past_frame(s)),
         Case("6-route-poisoning", 6, "mapping nested 990 deep from a stranger, who then leaves", s,
              lambda: route_poisoning(s)),
         Case("7-data-version-counter", 7, "dataVersion.counter 99999999999999999999999, then QUERY_DATA_VERSION", s,

@@ -82,6 +82,8 @@ class NamesrvConfig:
     serverTotalReadBufferBytes: int = DEFAULT_TOTAL_READ_BUFFER  # all partial frames together
     # extensions: bounds on what one request may cost
     registerBodyMaxInflatedBytes: int = 16 * 1024 * 1024  # a compressed register body inflates to at most this
+    # a plain (JSON) register body is at most this; parsing it holds the loop ~20 ms per MB
+    registerBodyMaxBytes: int = 16 * 1024 * 1024
     registerBodyMaxTopics: int = 200_000  # topics in one REGISTER_BROKER
     registerBodyMaxJsonDepth: int = 32  # nesting of the kept parts of a register body (mapping infos)
     kvKeyMaxBytes: int = 1024  # UTF-8 bytes of a KV namespace or key
@@ -174,6 +176,7 @@ _MIB = 1024 * 1024
 BOUNDS: dict[str, tuple[int, int]] = {
     "waitSecondsForService": (0, MAX_WAIT_SECONDS_FOR_SERVICE),
     "registerBodyMaxInflatedBytes": (_MIB, 1024 * _MIB),
+    "registerBodyMaxBytes": (64 * 1024, 1024 * _MIB),
     "registerBodyMaxTopics": (1, 10_000_000),
     "registerBodyMaxJsonDepth": (4, 256),
     "kvKeyMaxBytes": (16, _MIB),

@@ -46,6 +46,7 @@ LIVE_KEYS = frozenset(
         "brokerChannelExpiredTime",
         "serverMaxConnections",
         "registerBodyMaxInflatedBytes",
+        "registerBodyMaxBytes",
         "registerBodyMaxTopics",
         "registerBodyMaxJsonDepth",
         "kvKeyMaxBytes",

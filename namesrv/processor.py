@@ -32,7 +32,7 @@ from namesrv.headers import (
     number,
     required,
 )
-from namesrv.kv_requests import KVRequests
+from namesrv.kv_requests import ANSWER_HEADROOM, KVRequests
 from namesrv.kvconfig import KVConfig
 from namesrv.routes import UNIT_TOPIC_FLAGS, Registration, RouteOptions, RouteTable
 from remoting import fastjson
@@ -40,6 +40,7 @@ from remoting.bodies import BodyError, DataVersion, TopicRouteData, encode_topic
 from remoting.codec import encode, encode_success_json
 from remoting.codes import NAMESPACE_ORDER_TOPIC_CONFIG, RequestCode, ResponseCode, Version
 from remoting.command import RemotingCommand, response_to
+from remoting.ratelog import RateLimitedLog, clip
 from remoting.register_body import RegisterBody, RegisterLimits, parse_register_body
 
 log = logging.getLogger("namesrv")
@@ -69,6 +70,7 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         self.persist = persist
         self.connection_count = connection_count
         self.started_at = clock()
+        self.warn = RateLimitedLog(log)  # flushed by the server's housekeeping
         self.table = RouteTable(RouteOptions())
         self.sync_options()
         self._handlers: dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]] = {
@@ -141,8 +143,7 @@ class NameServerProcessor(KVRequests, ConfigRequests):
             except (BadHeader, BodyError) as exc:
                 resp = response_to(req, ResponseCode.SYSTEM_ERROR, str(exc))
             except Exception as exc:  # a handler bug must not take the server down
-                log.exception("request %s failed", req.code)
-                resp = response_to(req, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+                resp = response_to(req, ResponseCode.SYSTEM_ERROR, self._failed(req, exc))
         if resp is None or req.flag & 2:  # oneway: never answered
             return None
         return resp if type(resp) is bytes else encode(resp)
@@ -154,9 +155,16 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         except (BadHeader, BodyError) as exc:
             resp = response_to(req, ResponseCode.SYSTEM_ERROR, str(exc))
         except Exception as exc:
-            log.exception("request %s failed", req.code)
-            resp = response_to(req, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            resp = response_to(req, ResponseCode.SYSTEM_ERROR, self._failed(req, exc))
         return None if req.is_oneway else encode(resp)
+
+    def _failed(self, req: RemotingCommand, exc: Exception) -> str:
+        """A handler bug: one short, rate-limited log line (the traceback at DEBUG), and the remark."""
+        what = f"{type(exc).__name__}: {clip(exc)}"
+        self.warn.warning("failed", "{count} more requests failed in their handlers in the last {seconds} s",
+                          "request code %s failed: %s", req.code, what)
+        log.debug("request code %s failed", req.code, exc_info=exc)
+        return what
 
     # ------------------------------------------------------------------
     # brokers
@@ -208,6 +216,11 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         (``bname``); one naming another broker would overwrite that broker's
         mapping in every route of the topic.
         """
+        if not compressed and len(body) > self.config.registerBodyMaxBytes:
+            raise BodyError(
+                f"register body of {len(body)} bytes is larger than registerBodyMaxBytes"
+                f" ({self.config.registerBodyMaxBytes}); a broker with this many topics can set compressedRegister=true"
+            )
         parsed = parse_register_body(body, compressed=compressed, version=version, limits=self.register_limits)
         for topic, info in parsed.mapping_infos.items():
             bname = info.get("bname")
@@ -232,7 +245,7 @@ class NameServerProcessor(KVRequests, ConfigRequests):
     def query_data_version(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         _, addr, cluster = _required(req, "brokerName", "brokerAddr", "clusterName")
         check_numbers(req, BROKER_ID)
-        sent = DataVersion.decode(req.body) if req.body else DataVersion()
+        sent = DataVersion.from_obj(fastjson.loads_small(req.body)) if req.body else DataVersion()
         changed, stored = self.table.query_data_version(cluster, addr, sent, self.now_ms())
         return response_to(
             req,
@@ -327,17 +340,37 @@ class NameServerProcessor(KVRequests, ConfigRequests):
     def all_topics(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         if not self.config.enableAllTopicList:
             return response_to(req, ResponseCode.SYSTEM_ERROR, "disable")
-        return response_to(req, ResponseCode.SUCCESS, body=encode_topic_list(self.table.all_topics()))
+        return self._topic_list(req, self.table.all_topics())
 
     def topics_by_cluster(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         if not self.config.enableTopicList:
             return response_to(req, ResponseCode.SYSTEM_ERROR, "disable")
-        topics = self.table.topics_by_cluster(req.ext("cluster") or "")
-        return response_to(req, ResponseCode.SUCCESS, body=encode_topic_list(topics))
+        return self._topic_list(req, self.table.topics_by_cluster(req.ext("cluster") or ""))
 
     def system_topics(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         topics, addr = self.table.system_topics()
-        return response_to(req, ResponseCode.SUCCESS, body=encode_topic_list(topics, addr))
+        return self._topic_list(req, topics, addr)
+
+    def _topic_list(self, req: RemotingCommand, topics: list[str], addr: str | None = None) -> RemotingCommand:
+        """A TopicList answer, or SYSTEM_ERROR when it would not fit a frame.
+
+        Java builds the list whatever its size, and a client reading a frame over its limit
+        closes the connection; with 220,000 topics of 118 characters the list is 26 MB. A
+        list that cannot fit is refused before it is built (its size is at least the names
+        and their quotes and commas); one that might not is built and measured.
+        """
+        limit = self.config.frameMaxLength - ANSWER_HEADROOM
+        least = sum(map(len, topics)) + 3 * len(topics)
+        body = encode_topic_list(topics, addr) if least <= limit else None
+        if body is None or len(body) > limit:
+            size = f"{len(body)} bytes" if body is not None else f"at least {least} bytes"
+            return response_to(
+                req,
+                ResponseCode.SYSTEM_ERROR,
+                f"the topic list ({len(topics)} topics, {size}) does not fit a frame of {self.config.frameMaxLength}"
+                " bytes; ask per cluster (GET_TOPICS_BY_CLUSTER)",
+            )
+        return response_to(req, ResponseCode.SUCCESS, body=body)
 
     def unit_topics(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         if not self.config.enableTopicList:
@@ -348,7 +381,7 @@ class NameServerProcessor(KVRequests, ConfigRequests):
             RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: "unit_sub_ununit",
         }[RequestCode(req.code)]
         want, exclude = UNIT_TOPIC_FLAGS[kind]
-        return response_to(req, ResponseCode.SUCCESS, body=encode_topic_list(self.table.unit_topics(want, exclude)))
+        return self._topic_list(req, self.table.unit_topics(want, exclude))
 
     def delete_topic(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         topic = req.ext("topic")
@@ -360,7 +393,7 @@ class NameServerProcessor(KVRequests, ConfigRequests):
     def register_topic(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         topic = req.ext("topic")
         if topic is not None and req.body:
-            route = TopicRouteData.decode(req.body)
+            route = TopicRouteData.from_obj(fastjson.loads_small(req.body))
             self.table.register_topic(
                 topic,
                 [

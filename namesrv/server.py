@@ -90,6 +90,7 @@ class NameServer:
         table = self.processor.table
         while True:
             await trio.sleep(self.config.scanNotActiveBrokerInterval / 1000.0)
+            self.processor.warn.flush()
             for removed in table.scan_not_active(self.processor.now_ms()):
                 log.warning(
                     "broker %s %s (%s) expired: no heartbeat within its timeout",
