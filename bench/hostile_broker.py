@@ -184,8 +184,12 @@ def send_back_unstorable(server: Server) -> Outcome:
     (a %RETRY% topic over 127 bytes, or properties over 32767 bytes once RETRY_TOPIC is added)."""
     answers = []
     with Client(server.addr) as c:
-        for group, props in (("G" * 130, ""), ("CG", "KEYS\x01" + "k" * 32_600 + "\x02")):
+        c.call(request(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "SendBackTopic", "readQueueNums": 1,
+                                                             "writeQueueNums": 1, "perm": 6}))
+        for group, props in (("G" * 130, ""), ("CG", "KEYS\x01" + "k" * 32_680 + "\x02")):
             sent = c.call(send_v2("SendBackTopic", b"x", i=f"UNIQ_KEY\x01{UNIQ}\x02{props}"))
+            if sent.code != ResponseCode.SUCCESS:
+                return Outcome(f"the message to send back was not stored: {answer_text(sent)}", {"message stored": False})
             phys = int((sent.ext("msgId") or "0")[-16:], 16)
             answers.append(c.call(request(RequestCode.CONSUMER_SEND_MSG_BACK,
                                           {"group": group, "offset": phys, "delayLevel": 1, "originMsgId": UNIQ,

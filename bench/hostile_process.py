@@ -53,8 +53,7 @@ def restart_keeps_kv_path(server: Server) -> Outcome:
     """After the injection attempts: restart, then a KV write must go to the configured file."""
     proc = server.proc
     assert isinstance(proc, NamesrvProcess)
-    status = proc.terminate()
-    proc.start()
+    status = server.restart()
     attacker = Path("/tmp/hostile-attacker-kv.json")
     with Client(server.addr) as c:
         put = c.call(rq.put_kv("hostile", "afterRestart", "v1"))

@@ -47,6 +47,8 @@ LIVE_KEYS = frozenset(
         "serverMaxConnections",
         "registerBodyMaxInflatedBytes",
         "registerBodyMaxBytes",
+        "maxBrokers",
+        "maxBrokersPerConnection",
         "registerBodyMaxTopics",
         "registerBodyMaxJsonDepth",
         "kvKeyMaxBytes",

@@ -75,11 +75,15 @@ class NameServer:
             nursery.cancel_scope.cancel()
 
     def _connection_closed(self, conn_id: int, peer: str, reason: str) -> None:
-        for removed in self.processor.table.connection_closed(conn_id):
+        self.processor.connection_closed(conn_id)
+        gone = self.processor.table.connection_closed(conn_id)
+        for removed in gone[:3]:
             log.warning(
                 "broker %s %s (%s) removed: its connection %s closed (%s)",
                 removed.name, removed.addr, removed.cluster, peer, reason,
             )
+        if len(gone) > 3:  # one line for the rest: a connection may hold up to maxBrokersPerConnection
+            log.warning("%d more brokers removed: their connection %s closed (%s)", len(gone) - 3, peer, reason)
 
     def stop(self) -> None:
         """Begin a graceful stop (safe to call more than once)."""
