@@ -377,6 +377,9 @@ class Outcome:
     #: When the attack proper began, if the case first set something up (a big topic table):
     #: the stall is measured from here.
     window_start: float | None = None
+    #: When the attack proper ended, if the case then tore something down (closing a broker's
+    #: connection drops its topics: a cost of its own, reported as a figure).
+    window_end: float | None = None
 
 
 @dataclass
@@ -419,7 +422,7 @@ def _run_once(case: Case) -> dict[str, Any]:
         outcome = Outcome(f"attack failed: {type(exc).__name__}: {exc}"[:300], {"attack completed": False})
     time.sleep(0.05)  # a few probes after the last answer: a stall the attack left behind shows too
     t1 = time.monotonic()
-    stall = server.probe.window(outcome.window_start or t0, t1)
+    stall = server.probe.window(outcome.window_start or t0, outcome.window_end or t1)
     peak_mb = server.rss.peak / 1e6
     alive = server.alive
     fresh_ok, fresh_s = server.fresh_client() if alive else (False, 0.0)
