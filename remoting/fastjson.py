@@ -38,6 +38,8 @@ def _quote_bare_key(match: re.Match[str]) -> str:
 #: here): orjson builds an empty object in ~60 ns, an array in ~170-300 ns, an object member
 #: ~45 ns (a distinct key ~250 ns), an integer or string ~5-15 ns.
 _ARRAY_WEIGHT, _OBJECT_WEIGHT, _MEMBER_WEIGHT = 20, 5, 3
+#: No byte costs more units than this: a body of n bytes cannot pass n * MAX_UNITS_PER_BYTE.
+MAX_UNITS_PER_BYTE = _ARRAY_WEIGHT
 #: The bound for bodies a server reads that are small by nature (a data version, a route, a
 #: heartbeat, a lock request, a subscription group): about 35-50 ms of parsing at worst here,
 #: and room for a heartbeat of some 10,000 subscriptions.
@@ -86,7 +88,7 @@ def loads(
     """
     items = 0
     bounds = [b for b in (max_items, max_legacy_items) if b is not None]
-    if bounds and len(data) * _ARRAY_WEIGHT > min(bounds):  # a smaller body cannot reach a bound
+    if bounds and len(data) * MAX_UNITS_PER_BYTE > min(bounds):  # a smaller body cannot reach a bound
         items = json_items(data, stop_above=max_items)
         if max_items is not None and items > max_items:
             raise BodyError(f"JSON body of about {items} items is more than the limit of {max_items}")

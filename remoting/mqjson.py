@@ -225,7 +225,7 @@ def loads(data: bytes | str, *, max_items: int | None = None, max_normalize_byte
     a body before parsing, and a body that is not standard JSON is only rewritten when it is
     within ``max_normalize_bytes``. Clients reading their server's answers pass none.
     """
-    if max_items is not None and len(data) * 20 > max_items:
+    if max_items is not None and len(data) * fastjson.MAX_UNITS_PER_BYTE > max_items:
         items = fastjson.json_items(data, stop_above=max_items)
         if items > max_items:
             raise MqJsonError(f"JSON body of about {items} items is more than the limit of {max_items}")
