@@ -52,10 +52,10 @@ def wanted(case_id: str, only: list[str]) -> bool:
     return not only or any(case_id.startswith(prefix) for prefix in only)
 
 
-def run(workdir: Path, only: list[str], kv_rounds: int) -> list[dict[str, Any]]:
+def run(workdir: Path, only: list[str], kv_rounds: int, settings: dict[str, str]) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
     store = workdir / "broker-files"
-    with servers([lambda: Server.namesrv(workdir / "namesrv"),
+    with servers([lambda: Server.namesrv(workdir / "namesrv", **settings),
                   lambda: Server.broker(workdir / "broker", brokerName="hostile-broker")]) as (ns, broker):
         for server in (ns, broker):
             base = server.measure_baseline()
@@ -95,13 +95,18 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated case-id prefixes (default: all)")
     parser.add_argument("--kv-rounds", type=int, default=50, help="kill -9 rounds during KV writes (default 50)")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a key of the main NameServer's config (e.g. registerBodyMaxBytes=2097152)")
     args = parser.parse_args()
     if args.kv_rounds < 1:
         parser.error("--kv-rounds must be positive")
+    if any("=" not in item for item in args.set):
+        parser.error("--set takes KEY=VALUE")
+    settings = dict(item.split("=", 1) for item in args.set)
     only = [p.strip() for p in args.only.split(",") if p.strip()]
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="hostile-check-") as tmp:
-        results = run(Path(tmp), only, args.kv_rounds)
+        results = run(Path(tmp), only, args.kv_rounds, settings)
     took = time.monotonic() - began
     print("\n" + summary(results))
     failed = [r["case"] for r in results if not r["pass"]]
@@ -110,6 +115,7 @@ def main() -> int:
     doc = {
         "command": "bench/hostile_check.py " + " ".join(sys.argv[1:]),
         "machine": {"cpus": psutil.cpu_count(), "python": platform.python_version(), "load": os.getloadavg()},
+        "namesrv_settings": settings,
         "seconds": round(took, 1),
         "passed": len(results) - len(failed),
         "failed": failed,

@@ -178,10 +178,16 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         if broker_id is None:
             raise BadHeader("missing header field(s): brokerId")
         body = req.body
+        compressed = bool(_flag(req, "compressed"))
+        body_limit = self.config.registerBodyMaxBytes
+        if body_limit and not compressed and len(body) > body_limit:  # before any pass over the body
+            raise BodyError(
+                f"register body of {len(body)} bytes is larger than registerBodyMaxBytes ({body_limit});"
+                " a broker with this many topics can set compressedRegister=true"
+            )
         crc = _long(req, "bodyCrc32") or 0
         if crc and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
             return response_to(req, ResponseCode.SYSTEM_ERROR, "crc32 not match")
-        compressed = bool(_flag(req, "compressed"))
         version = req.version
         digest = None
         if body:
@@ -249,12 +255,6 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         (``bname``); one naming another broker would overwrite that broker's
         mapping in every route of the topic.
         """
-        body_limit = self.config.registerBodyMaxBytes
-        if body_limit and not compressed and len(body) > body_limit:
-            raise BodyError(
-                f"register body of {len(body)} bytes is larger than registerBodyMaxBytes ({body_limit});"
-                " a broker with this many topics can set compressedRegister=true"
-            )
         parsed = parse_register_body(body, compressed=compressed, version=version, limits=self.register_limits)
         for topic, info in parsed.mapping_infos.items():
             bname = info.get("bname")
