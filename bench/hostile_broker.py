@@ -13,6 +13,7 @@ from pathlib import Path
 
 from hostile_harness import MIB, Case, Client, Outcome, Server, answer_text
 from hostile_namesrv import deep_frame, escaped_quotes
+
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand, request
 

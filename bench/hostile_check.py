@@ -38,18 +38,22 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-import psutil  # noqa: E402
-
-import hostile_broker  # noqa: E402
-import hostile_namesrv  # noqa: E402
-import hostile_process  # noqa: E402
-from hostile_harness import Case, Server, run_case, servers  # noqa: E402
+import hostile_broker
+import hostile_namesrv
+import hostile_process
+import psutil
+from hostile_harness import Case, Server, run_case, servers
 
 RESULTS = HERE / "results" / "hostile_check.json"
 
 
 def wanted(case_id: str, only: list[str]) -> bool:
     return not only or any(case_id.startswith(prefix) for prefix in only)
+
+
+def _wants_prefix(group: str, only: list[str]) -> bool:
+    """Whether any case of a group (ids starting with ``group``) is wanted."""
+    return not only or any(group.startswith(p) or p.startswith(group) for p in only)
 
 
 def run(workdir: Path, only: list[str], kv_rounds: int, settings: dict[str, str]) -> list[dict[str, Any]]:
@@ -68,8 +72,7 @@ def run(workdir: Path, only: list[str], kv_rounds: int, settings: dict[str, str]
                                             storePathRootDir=store, maxAutoCreatedTopics=4000)]) as (broker,):
             broker.measure_baseline(1.0)
             results += [run_case(c) for c in hostile_broker.file_cases(broker, store)]
-    if any(wanted(x, only) for x in ("5-", "8-", "9-refusals", "kv-")):
-        results += hostile_process.run_all(workdir / "process", kv_rounds)
+    results += hostile_process.run_all(workdir / "process", kv_rounds, lambda prefix: _wants_prefix(prefix, only))
     return results
 
 

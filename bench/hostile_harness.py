@@ -41,12 +41,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from remoting import requests as rq  # noqa: E402
-from remoting.codec import FrameDecoder, encode  # noqa: E402
-from remoting.codes import RequestCode  # noqa: E402
-from remoting.command import RemotingCommand, request  # noqa: E402
-from tests.broker_procs import BrokerProcess  # noqa: E402
-from tests.procs import NamesrvProcess  # noqa: E402
+from remoting import requests as rq
+from remoting.codec import FrameDecoder, encode
+from remoting.codes import RequestCode
+from remoting.command import RemotingCommand, request
+from tests.broker_procs import BrokerProcess
+from tests.procs import NamesrvProcess
 
 MIB = 1024 * 1024
 #: The issue's bounds for PASS.

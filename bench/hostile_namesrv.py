@@ -15,9 +15,10 @@ import time
 import zlib
 
 from hostile_harness import MIB, Case, Client, Outcome, Server, answer_text, frame
+
 from remoting import requests as rq
-from remoting.codec import encode
 from remoting.bodies import DataVersion, TopicConfig, TopicRouteData
+from remoting.codec import encode
 from remoting.codes import NAMESPACE_ORDER_TOPIC_CONFIG, RequestCode, ResponseCode
 from remoting.command import request
 
