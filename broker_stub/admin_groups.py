@@ -33,7 +33,8 @@ from remoting.admin_bodies import encode_reset_offsets, subscription_group_confi
 from remoting.codec import encode
 from remoting.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, request, response_to
-from remoting.mqjson import MessageQueue, MqJsonError, dumps, loads
+from remoting.fastjson import SMALL_BODY_ITEMS
+from remoting.mqjson import SERVER_NORMALIZE_MAX_BYTES, MessageQueue, MqJsonError, dumps, loads
 
 log = logging.getLogger("broker_stub")
 
@@ -85,7 +86,7 @@ class GroupAdmin:
 
     def update_group(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         try:
-            cfg = subscription_group_config(loads(req.body) if req.body else None)
+            cfg = subscription_group_config(_server_loads(req.body) if req.body else None)
         except MqJsonError as exc:
             raise Reject(ResponseCode.SYSTEM_ERROR, f"bad SubscriptionGroupConfig: {exc}") from None
         try:
@@ -121,7 +122,7 @@ class GroupAdmin:
         timestamp = ext_int(req, "timestamp", 0)
         force = (req.ext("isForce") or "true").strip().lower() != "false"
         queue_id = ext_int(req, "queueId", -1)
-        explicit = ext_int(req, "offset", -1) if req.ext("offset") not in (None, "", "null") else -1
+        explicit = ext_int(req, "offset", -1)
         if not self.config.is_master:
             raise Reject(ResponseCode.SYSTEM_ERROR, "Can not reset offset in slave broker")
         tc = self.topics.get(topic)
@@ -182,10 +183,15 @@ class GroupAdmin:
         return sent
 
 
+def _server_loads(body: bytes) -> object:
+    """A body a peer sent, parsed within the bounds of a small body (no stall on a hostile one)."""
+    return loads(body, max_items=SMALL_BODY_ITEMS, max_normalize_bytes=SERVER_NORMALIZE_MAX_BYTES)
+
+
 def _client_id(req: RemotingCommand) -> str:
     """The clientID of a heartbeat body ("" when it has none: the heartbeat itself refuses that)."""
     try:
-        data = loads(req.body) if req.body else {}
+        data = _server_loads(req.body) if req.body else {}
     except MqJsonError:
         return ""
     return str(data.get("clientID") or "") if isinstance(data, dict) else ""

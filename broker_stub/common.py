@@ -28,7 +28,7 @@ class Reject(Exception):
 
 
 def ext_int(req: RemotingCommand, key: str, default: int) -> int:
-    """A header number; a missing or malformed value keeps the default (out-of-range values
+    """A header number; a missing value keeps the default (malformed or out-of-range values
     never get here: :mod:`broker_stub.headers` refuses them before the handler runs)."""
     fields = req.ext_fields
     text = fields.get(key) if fields else None

@@ -9,11 +9,12 @@ text, and an out-of-range number used to get as far as ``struct.pack``
 such field is checked, by code, against its Java type, and refused with a
 remark naming the field, its value and the range.
 
-Malformed text (not a number at all) keeps the stub's old leniency: the
-handler's default applies, as before.
+Text that is no number at all (``abc``, ``1e3``, an empty string) is
+refused the same way, as Java's ``Integer.parseInt`` throws on it; a field
+that is absent keeps the handler's default.
 
 The send codes (10, 310, 320) are checked inline by :mod:`broker_stub.sending`
-(the hot path), with :func:`out_of_range` for the remark.
+(the hot path), with :func:`number_error` for the remark.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from broker_stub.common import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, Reject
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from remoting.javatypes import JavaRangeError, NotANumber, parse_int
 
 INT = (INT32_MIN, INT32_MAX)
 LONG = (INT64_MIN, INT64_MAX)
@@ -44,6 +46,8 @@ NUMERIC_FIELDS: dict[int, tuple[Field, ...]] = {
     RequestCode.GET_EARLIEST_MSG_STORETIME: (("queueId", INT),),
     RequestCode.VIEW_MESSAGE_BY_ID: (("offset", LONG),),
     RequestCode.CONSUMER_SEND_MSG_BACK: (("offset", LONG), ("delayLevel", INT), ("maxReconsumeTimes", INT)),
+    # ResetOffsetRequestHeader; the other admin codes (200-208, 315, 351) have no numeric field
+    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: (("queueId", INT), ("offset", LONG), ("timestamp", LONG)),
 }
 
 #: SEND_MESSAGE_V2's one-letter keys, for remarks that name the field both ways.
@@ -51,35 +55,49 @@ V2_NAMES = {"d": "defaultTopicQueueNums", "e": "queueId", "f": "sysFlag", "g": "
             "j": "reconsumeTimes", "l": "maxReconsumeTimes"}
 
 
+def _name(key: str) -> str:
+    return f"{V2_NAMES[key]} ({key})" if key in V2_NAMES else key
+
+
 def out_of_range(key: str, text: str, bounds: tuple[int, int]) -> Reject:
     """The refusal of one field; ``key`` may be a SEND_MESSAGE_V2 letter."""
-    name = f"{V2_NAMES[key]} ({key})" if key in V2_NAMES else key
     kind = "int" if bounds == INT else "long"
-    shown = text if len(text) <= 40 else text[:40] + "..."
     return Reject(
         ResponseCode.SYSTEM_ERROR,
-        f"header field {name}={shown} is out of range for a Java {kind} ({bounds[0]}..{bounds[1]})",
+        f"header field {_name(key)}={_shown(text)} is out of range for a Java {kind} ({bounds[0]}..{bounds[1]})",
     )
 
 
+def not_a_number(key: str, text: str, bounds: tuple[int, int]) -> Reject:
+    kind = "int" if bounds == INT else "long"
+    return Reject(ResponseCode.SYSTEM_ERROR, f"header field {_name(key)}={_shown(text)!r} is not a number (a Java {kind})")
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+def number_error(key: str, text: str, bounds: tuple[int, int]) -> Reject | None:
+    """Why ``text`` is not a value of the field's Java type (None: it is one)."""
+    if len(text) < 10 and text.isdigit() and text.isascii():
+        return None  # up to 9 digits always fit an int: the usual case, no parsing
+    try:
+        parse_int(text, 32 if bounds == INT else 64, key)
+    except NotANumber:
+        return not_a_number(key, text, bounds)
+    except JavaRangeError:
+        return out_of_range(key, text, bounds)
+    return None
+
+
 def check_fields(req: RemotingCommand, fields: tuple[Field, ...]) -> None:
-    """Refuse ``req`` (Reject) if a numeric field is out of its Java type's range."""
+    """Refuse ``req`` (Reject) if a numeric field is no number or out of its Java type's range."""
     ext = req.ext_fields
     if not ext:
         return
     for key, bounds in fields:
         text = ext.get(key)
-        if text is None or len(text) < 10:  # up to 9 characters always fits an int
-            continue
-        if not in_range(text, bounds):
-            raise out_of_range(key, text, bounds)
-
-
-def in_range(text: str, bounds: tuple[int, int]) -> bool:
-    """False only for a number beyond ``bounds`` (malformed text is the handler's business)."""
-    try:
-        value = int(text)
-    except ValueError:
-        # Python refuses to parse thousands of digits; such a number is out of range anyway
-        return not text.strip().lstrip("+-").isdigit()
-    return bounds[0] <= value <= bounds[1]
+        if text is not None:
+            error = number_error(key, text, bounds)
+            if error is not None:
+                raise error

@@ -40,6 +40,7 @@ from remoting.bodies import DataVersion, TopicConfig, encode_kv_table
 from remoting.codec import encode
 from remoting.codes import DEFAULT_TOPIC, PERM_READ, PERM_WRITE, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
+from remoting.ratelog import RateLimitedLog, clip
 
 log = logging.getLogger("broker_stub")
 
@@ -92,6 +93,7 @@ class BrokerProcessor:
         self.rates = Rates()
         self.days = DayTotals()
         self.clock = clock
+        self.warn = RateLimitedLog(log)  # flushed by tick()
         self.topics_durable = topics_durable
         self._durable_codes = TOPIC_CHANGE_CODES if topics_durable is not None else frozenset()
         self.async_codes: frozenset[int] | _AsyncCodes = self._durable_codes
@@ -142,8 +144,11 @@ class BrokerProcessor:
         except Reject as rej:
             resp = response_to(req, rej.code, rej.remark)
         except Exception as exc:  # a handler bug must not take the connection down
-            log.exception("request code %s failed", req.code)
-            resp = response_to(req, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            what = f"{type(exc).__name__}: {clip(exc)}"
+            self.warn.warning("failed", "{count} more requests failed in their handlers in the last {seconds} s",
+                              "request code %s failed: %s", req.code, what)
+            log.debug("request code %s failed", req.code, exc_info=exc)  # the traceback, when debugging
+            resp = response_to(req, ResponseCode.SYSTEM_ERROR, what)
         if resp is None or req.flag & 2:  # held, or oneway
             return None
         return resp if type(resp) is bytes else encode(resp)  # type: ignore[arg-type]
@@ -175,6 +180,7 @@ class BrokerProcessor:
         self.rates.sample(self.clock(), store.put_total, store.get_total)
         self.days.update(store.put_total, store.get_total)
         self.admin.tick()
+        self.warn.flush()
 
     def timers(self) -> None:
         """Often (every few ms while anything waits): held pulls that timed out, retries that are due."""

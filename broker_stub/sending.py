@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from broker_stub.common import FAQ_APPLY_TOPIC, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, Reject, UniqIds
 from broker_stub.config import BrokerConfig
 from broker_stub.faults import Faults
-from broker_stub.headers import INT, LONG, in_range, out_of_range
+from broker_stub.headers import INT, LONG, number_error
 from broker_stub.properties_form import batch_properties, batch_tail, cluster_pair, single_properties, stored_tag
 from broker_stub.store import MessageStore, StoreFullError, ipv4_bytes
 from broker_stub.topics import OFFSET_MOVED_EVENT, SCHEDULE_TOPIC, SELF_TEST_TOPIC, TopicLimitError, TopicTable
@@ -83,7 +83,7 @@ def decode_batch(body: bytes) -> list[tuple[int, bytes, str]]:
 
 
 def _num(text: str | None, default: int) -> int:
-    """A header number; missing or malformed keeps the default (range checks come after)."""
+    """A header number; missing keeps the default (malformed or out-of-range text was refused before)."""
     if text is None:
         return default
     try:
@@ -118,11 +118,14 @@ def check_topic_name(topic: str) -> None:
 
 
 def _check_send_numbers(get: Callable[[str], str | None], keys: tuple[str, ...]) -> None:
-    """Find the send header field beyond its Java type and refuse the request naming it."""
+    """Find the send header field that is no number or beyond its Java type, and refuse the
+    request naming it (an absent one keeps its default)."""
     for key, bounds in zip(keys, (INT, INT, INT, LONG, INT, INT, INT)):
         text = get(key)
-        if text is not None and not in_range(text, bounds):
-            raise out_of_range(key, text, bounds)
+        if text is not None:
+            error = number_error(key, text, bounds)
+            if error is not None:
+                raise error
 
 
 class Sender:
@@ -207,8 +210,8 @@ class Sender:
             and INT32_MIN <= sys_flag <= INT32_MAX
             and INT32_MIN <= reconsume <= INT32_MAX
             and INT64_MIN <= born_ts <= INT64_MAX
-            and (default_nums_text is None or len(default_nums_text) < 10)  # up to 9 characters fit an int
-            and (max_reconsume_text is None or len(max_reconsume_text) < 10)
+            and (default_nums_text is None or (len(default_nums_text) < 10 and default_nums_text.isdigit()))
+            and (max_reconsume_text is None or (len(max_reconsume_text) < 10 and max_reconsume_text.isdigit()))
         ):
             _check_send_numbers(get, (k_default_nums, k_queue, k_sys_flag, k_born, k_flag, k_reconsume, k_max_reconsume))
         topic = get(k_topic) or ""

@@ -26,7 +26,7 @@ from broker_stub.store import MessageStore
 from broker_stub.subgroups import SubscriptionGroups, groups_path
 from broker_stub.topics import TopicTable, default_topics
 from remoting.bodies import DataVersion, TopicConfig
-from remoting.ratelog import CLIP_ARGS
+from remoting.ratelog import CLIP_ARGS, clip
 from remoting.reactor import Reactor
 
 log = logging.getLogger("broker_stub")
@@ -164,7 +164,11 @@ class BrokerServer:
         assert self.processor is not None
         consuming = self.processor.consuming
         while True:
-            self.processor.timers()
+            try:
+                self.processor.timers()
+            except Exception as exc:  # this task ending would end the broker: log it, go on
+                self.processor.warn.warning("timers", "timers failed {count} more times in the last {seconds} s",
+                                            "timers failed: %s: %s", type(exc).__name__, clip(exc))
             busy = consuming.hold.count or len(consuming.delays)
             await trio.sleep(TIMER_BUSY_SECONDS if busy else TIMER_IDLE_SECONDS)
 

@@ -33,6 +33,9 @@ _HEAD_AND_BODY_LEN = struct.Struct(">iiiiiqqiq4siq4siiqi")  # the same + bodyLen
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 HOSTS_ARE_IPV6 = 0x30  # sys flag bits: born host / store host are IPv6
+#: The stored record's layout holds a topic's length in a byte and the properties' in a short.
+STORED_TOPIC_MAX_BYTES = 127
+STORED_PROPERTIES_MAX_BYTES = 32767
 #: Bytes a held message costs beside its record: the record's object header, its slots in the
 #: queue's four lists, its store-time and physical-offset ints and its tag string (measured).
 MESSAGE_OVERHEAD = 200
@@ -221,13 +224,13 @@ class MessageStore:
         topic_part = self._topic_parts.get(topic)
         if topic_part is None:
             topic_b = topic.encode()
-            if len(topic_b) > 127:
+            if len(topic_b) > STORED_TOPIC_MAX_BYTES:
                 raise ValueError("topic too long for the stored-message layout")
             if len(self._topic_parts) > 10_000:
                 self._topic_parts.clear()
             topic_part = self._topic_parts[topic] = bytes((len(topic_b),)) + topic_b
         props = properties.encode()
-        if len(props) > 32767:
+        if len(props) > STORED_PROPERTIES_MAX_BYTES:
             raise ValueError("properties too long for the stored-message layout")
         body_len = len(body)
         total = 90 + body_len + len(topic_part) + len(props)  # 88 (head + body length) + 2 (properties length)

@@ -82,6 +82,10 @@ class NamesrvConfig:
     serverTotalReadBufferBytes: int = DEFAULT_TOTAL_READ_BUFFER  # all partial frames together
     # extensions: bounds on what one request may cost
     registerBodyMaxInflatedBytes: int = 16 * 1024 * 1024  # a compressed register body inflates to at most this
+    # a plain (JSON) register body is at most this (0: frameMaxLength); parsing holds the loop ~20 ms per MB
+    registerBodyMaxBytes: int = 0
+    maxBrokers: int = 10_000  # live brokers in the route table
+    maxBrokersPerConnection: int = 128  # live brokers registered over one connection (a Java broker uses one)
     registerBodyMaxTopics: int = 200_000  # topics in one REGISTER_BROKER
     registerBodyMaxJsonDepth: int = 32  # nesting of the kept parts of a register body (mapping infos)
     kvKeyMaxBytes: int = 1024  # UTF-8 bytes of a KV namespace or key
@@ -186,6 +190,9 @@ _MIB = 1024 * 1024
 BOUNDS: dict[str, tuple[int, int]] = {
     "waitSecondsForService": (0, MAX_WAIT_SECONDS_FOR_SERVICE),
     "registerBodyMaxInflatedBytes": (_MIB, 1024 * _MIB),
+    "registerBodyMaxBytes": (0, 1024 * _MIB),
+    "maxBrokers": (1, 10_000_000),
+    "maxBrokersPerConnection": (1, 10_000_000),
     "registerBodyMaxTopics": (1, 10_000_000),
     "registerBodyMaxJsonDepth": (4, 256),
     "kvKeyMaxBytes": (16, _MIB),

@@ -90,6 +90,7 @@ class NameServer:
             nursery.cancel_scope.cancel()
 
     def _connection_closed(self, conn_id: int, peer: str, reason: str) -> None:
+        self.processor.connection_closed(conn_id)
         if self.processor.table_lock.locked() and self._nursery is not None:
             # A registration (or other change) is under way: the close is
             # applied after it, so a close that arrived later wins.
@@ -102,11 +103,14 @@ class NameServer:
             self._drop_brokers_of(conn_id, peer, reason)
 
     def _drop_brokers_of(self, conn_id: int, peer: str, reason: str) -> None:
-        for removed in self.processor.table.connection_closed(conn_id):
+        gone = self.processor.table.connection_closed(conn_id)
+        for removed in gone[:3]:
             log.warning(
                 "broker %s %s (%s) removed: its connection %s closed (%s)",
                 removed.name, removed.addr, removed.cluster, peer, reason,
             )
+        if len(gone) > 3:  # one line for the rest: a connection may hold up to maxBrokersPerConnection
+            log.warning("%d more brokers removed: their connection %s closed (%s)", len(gone) - 3, peer, reason)
 
     async def _final_snapshot(self) -> None:
         try:
@@ -123,6 +127,7 @@ class NameServer:
         table = self.processor.table
         while True:
             await trio.sleep(self.config.scanNotActiveBrokerInterval / 1000.0)
+            self.processor.warn.flush()
             async with self.processor.table_lock:
                 expired = table.scan_not_active(self.processor.now_ms())
             for removed in expired:

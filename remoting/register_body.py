@@ -12,7 +12,13 @@ bounded amount of work or memory, or that a later encoder could choke on:
 - numbers must fit the Java type of their field (``int``/``long``);
 - mapping infos must have TopicQueueMappingInfo's shape, nested at most
   ``max_depth`` deep, and are rebuilt from their known fields only (Java
-  deserialises them into that class, which drops anything else).
+  deserialises them into that class, which drops anything else);
+- JSON is counted before it is parsed (:func:`remoting.fastjson.json_items`):
+  a body cannot hold more objects than its topics need nor more arrays than
+  a register body ever has, so no JSON body costs more to parse than a
+  legitimate registration of the same size (a 16 MB body of 5,000,000
+  empty arrays took 1.7 s and 500 MB; 1,000,000 ``{}`` topics 0.55 s); the
+  compressed form's JSON items share one budget.
 
 The three forms: JSON ``RegisterBrokerBody`` (3.0.11+), a bare
 ``TopicConfigSerializeWrapper`` (older brokers) and the compressed binary
@@ -58,6 +64,14 @@ class RegisterLimits:
     max_topics: int = 200_000
     max_depth: int = 32
     max_filter_servers: int = 64
+    #: currIdMap entries of all mapping infos together (a static topic maps its queues: a
+    #: real broker has a handful of such topics with tens of queues each).
+    max_mapping_entries: int = 65_536
+
+    @property
+    def max_json_objects(self) -> int:
+        """JSON objects a body may hold: a topic config and its attributes per topic, and room."""
+        return 2 * self.max_topics + 65_536
 
 
 DEFAULT_REGISTER_LIMITS = RegisterLimits()
@@ -65,6 +79,14 @@ DEFAULT_REGISTER_LIMITS = RegisterLimits()
 MAX_FILTER_SERVER_LENGTH = 256
 #: Output produced per inflate step, so the size bound is checked as we go.
 _INFLATE_STEP = 1024 * 1024
+#: Topic items read before the declared count is checked against the size seen so far.
+_PROJECT_AFTER = 1024
+#: Arrays a register body may hold: one (filterServerList) in any real one; 65,536 take
+#: ~20 ms to build, where 5,000,000 took 1.7 s.
+MAX_JSON_ARRAYS = 65_536
+#: fastjson.json_items units all JSON items of a compressed body may take together (the data
+#: version, the filter-server list, the mapping infos): ~70-100 ms of parsing at worst.
+COMPRESSED_JSON_BUDGET = 2_000_000
 
 
 @dataclass(slots=True)
@@ -169,7 +191,42 @@ def _mapping_infos(value: Any, limits: RegisterLimits) -> dict[str, dict[str, An
     mappings = _obj(value, "topicQueueMappingInfoMap")
     if len(mappings) > limits.max_topics:
         raise BodyError(f"topicQueueMappingInfoMap has {len(mappings)} entries, more than {limits.max_topics}")
+    _check_mapping_entries(mappings.values(), limits)
     return {str(k): mapping_info(str(k), v, limits) for k, v in mappings.items()}
+
+
+def _check_mapping_entries(raw_infos: Iterable[Any], limits: RegisterLimits) -> None:
+    """Refuse before converting when the currIdMaps together are larger than the bound."""
+    total = sum(len(ids) for info in raw_infos if isinstance(info, dict) and isinstance(ids := info.get("currIdMap"), dict))
+    if total > limits.max_mapping_entries:
+        raise BodyError(f"mapping infos hold {total} currIdMap entries, more than {limits.max_mapping_entries}")
+
+
+def _check_json_shape(body: bytes, limits: RegisterLimits) -> None:
+    """Count arrays and objects before parsing: what no register body has is refused at once."""
+    arrays = body.count(b"[")
+    if arrays > MAX_JSON_ARRAYS:
+        raise BodyError(f"register body holds {arrays} JSON arrays, more than {MAX_JSON_ARRAYS}")
+    objects = body.count(b"{")
+    if objects > limits.max_json_objects:
+        raise BodyError(
+            f"register body holds {objects} JSON objects, more than {limits.max_json_objects}"
+            f" (2 per topic of registerBodyMaxTopics {limits.max_topics}, and 65536)"
+        )
+
+
+class _JsonBudget:
+    """One budget for all JSON items of a compressed body, checked before each is parsed."""
+
+    def __init__(self, units: int) -> None:
+        self.left = units
+
+    def loads(self, data: bytes, what: str) -> Any:
+        cost = fastjson.json_items(data, stop_above=self.left)
+        if cost > self.left:
+            raise BodyError(f"compressed register body: {what} takes the JSON items past the limit")
+        self.left -= cost
+        return fastjson.loads(data, max_legacy_items=fastjson.LEGACY_MAX_ITEMS)
 
 
 def _wrapper_to_body(wrapper: Any, filter_servers: list[str], limits: RegisterLimits) -> RegisterBody:
@@ -266,15 +323,26 @@ def inflate(body: bytes, limit: int) -> bytes:
 
 def _parse_compressed(body: bytes, version: int, limits: RegisterLimits) -> RegisterBody:
     reader = _InflatingReader(body, limits.max_inflated_bytes)
-    data_version = DataVersion.decode(reader.item())
+    budget = _JsonBudget(COMPRESSED_JSON_BUDGET)
+    data_version = DataVersion.from_obj(budget.loads(reader.item(), "the data version"))
     count = reader.int32()
     if count < 0:
         raise BodyError("negative topic count")
     _check_topic_count(count, limits)
     topics: dict[str, tuple[int, int, int, int]] = {}
-    for _ in range(count):
+    read_bytes = 0
+    for i in range(count):
+        if i == _PROJECT_AFTER and read_bytes // i * count > limits.max_inflated_bytes:
+            # The declared count at the size seen so far cannot fit: a bomb, refused now
+            # rather than after inflating up to the limit (~75 ms for 16 MiB here).
+            raise BodyError(
+                f"compressed register body inflates past the size limit ({limits.max_inflated_bytes} bytes):"
+                f" {count} topics of about {read_bytes // i} bytes"
+            )
+        item = reader.item()
+        read_bytes += len(item)
         try:
-            parts = reader.item().decode("utf-8").split(" ", 5)
+            parts = item.decode("utf-8").split(" ", 5)
         except UnicodeDecodeError:
             raise BodyError("topic config is not UTF-8") from None
         if len(parts) < 5:
@@ -285,17 +353,22 @@ def _parse_compressed(body: bytes, version: int, limits: RegisterLimits) -> Regi
             _int(parts[3], "perm"),
             0,  # the compact form does not carry topicSysFlag
         )
-    filter_servers = _filter_list(fastjson.loads(reader.item()), limits)
+    filter_servers = _filter_list(budget.loads(reader.item(), "filterServerList"), limits)
     mappings: dict[str, dict[str, Any]] = {}
     if version >= Version.V5_0_0:
         count = reader.int32()
         if count > limits.max_topics:
             raise BodyError(f"register body has {count} mapping infos, more than {limits.max_topics}")
+        entries = 0
         for _ in range(max(count, 0)):
-            raw = fastjson.loads(reader.item())
+            raw = budget.loads(reader.item(), "a mapping info")
             topic = raw.get("topic") if isinstance(raw, dict) else None
             if not isinstance(topic, str):
                 raise BodyError("mapping info without a topic")
+            ids = raw.get("currIdMap")
+            entries += len(ids) if isinstance(ids, dict) else 0
+            if entries > limits.max_mapping_entries:
+                raise BodyError(f"mapping infos hold more than {limits.max_mapping_entries} currIdMap entries")
             mappings[topic] = mapping_info(topic, raw, limits)
     reader.finish()
     return RegisterBody(data_version, topics, filter_servers, mappings)
@@ -313,7 +386,8 @@ def parse_register_body(
         return RegisterBody(DataVersion(), {})
     if compressed:
         return _parse_compressed(body, version, limits)
-    obj = fastjson.loads(body)
+    _check_json_shape(body, limits)
+    obj = fastjson.loads(body, max_legacy_items=fastjson.LEGACY_MAX_ITEMS)
     if not isinstance(obj, dict):
         raise BodyError("register body is not a JSON object")
     if version < Version.V3_0_11:
