@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run stop test bench clean
+.PHONY: run stop test bench fuzz clean
 
 # Core install (trio, typer, rich, ...): enough to run a cluster.
 $(VENV)/.installed: pyproject.toml
@@ -30,6 +30,10 @@ test: $(VENV)/.installed-test
 
 bench: $(VENV)/.installed-test
 	$(PY) bench/namesrv_bench.py
+
+# The wire fuzzer's long mode: up to 1,000,000 frames or 10 minutes per server, both servers side by side.
+fuzz: $(VENV)/.installed-test
+	$(PY) -m tests.fuzz --frames 1000000 --seconds 600 --seed $${SEED:-$$(date +%s)}
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis

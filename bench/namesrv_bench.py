@@ -3,13 +3,29 @@
 
 4 clusters x 8 brokers, 10,000 topics per cluster (every broker of a
 cluster serves all of its cluster's topics: 40,000 topics, 320,000
-queue-data entries), brokers re-registering in the background, clients
-querying random topics over 1, 16 and 64 connections. The server runs as
-a real ``mqnamesrv`` process pinned to CPU 0; this load generator is pinned
-to CPU 1 and reports its own CPU use, so it can be seen not to be the
-bottleneck. Everything stays on 127.0.0.1 and every loop is bounded.
+queue-data entries), clients querying random topics over 1, 16 and 64
+connections. The server runs as a real ``mqnamesrv`` process pinned to
+CPU 0; the C load generator is pinned to CPU 1 and reports its own CPU
+use, so it can be seen not to be the bottleneck. Everything stays on
+127.0.0.1 and every loop is bounded in time.
 
-Prints the figures and writes them to bench/results/namesrv.json.
+Phases (``--phases``, comma-separated; the 32 brokers always register first):
+
+* ``inproc``: registration CPU time inside the processor, no sockets, and
+  the longest stretch between two yields to the reactor
+  (``bench/namesrv_inproc.py``: steady where wall-clock figures are not);
+* ``queries``: route queries while every broker re-sends its unchanged
+  registration every ``--rereg-period`` seconds (issue 2's table);
+* ``churn``: route queries at ``--churn-connections`` while the 32 brokers
+  re-register every ``--churn-period`` seconds in each ``--churn-modes``
+  mode: ``none`` (no registrations, the reference), ``same`` (the very
+  same body), ``version`` (a new data version, identical topic table) and
+  ``one-topic`` (a new data version and one topic changed); with
+  registrations/s achieved and their latency as the brokers see it;
+* ``big``: a 100,000-topic broker registering (compressed, then JSON; first
+  registration and a new data version) while 16 connections query routes.
+
+Prints the figures and writes them as JSON (``--out``).
 """
 
 from __future__ import annotations
@@ -26,13 +42,15 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from remoting import requests as rq
-from remoting.bodies import DataVersion, TopicConfig
+from remoting.bodies import DataVersion, TopicConfig, encode_register_body
 from remoting.codec import FrameDecoder, encode
 from remoting.codes import RequestCode
 from remoting.command import request
@@ -40,6 +58,12 @@ from remoting.command import request
 SERVER_CPU = 0
 CLIENT_CPU = 1
 BOOT = re.compile(rb"address ([\d.]+):(\d+)")
+PHASES = ("inproc", "queries", "churn", "big")
+CHURN_MODES = ("none", "same", "version", "one-topic")
+#: Data-version counters start here so that bumping one never changes the body's length.
+COUNTER_BASE = 10**12
+#: Topics per broker whose readQueueNums the one-topic mode toggles in turn.
+TOGGLED_TOPICS = 512
 
 
 def pin(cpu: int) -> None:
@@ -86,6 +110,13 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
 class BlockingConn:
     """A plain blocking connection for registrations (run from one thread)."""
 
@@ -112,18 +143,50 @@ def topic_configs(cluster: int, count: int) -> list[TopicConfig]:
     return [TopicConfig(f"topic-{cluster}-{i:06d}", 8, 8, 6) for i in range(count)]
 
 
-def register_frame(cluster: int, broker: int, configs: list[TopicConfig], counter: int, **kw: object) -> bytes:
-    return encode(
-        rq.register_broker(
-            cluster=f"cluster-{cluster}",
-            broker_name=f"broker-{cluster}-{broker}",
-            broker_addr=f"127.0.0.{10 + cluster}:{10911 + broker * 10}",
-            broker_id=0,
-            topics=configs,
-            data_version=DataVersion(counter, 1_700_000_000_000 + counter),
-            **kw,  # type: ignore[arg-type]
-        )
-    )
+class BrokerBody:
+    """One broker's registration, patched in place (a bench-side encode would cost 10+ ms).
+
+    ``frame(change)`` bumps the data version (same length: counters start at
+    COUNTER_BASE) and, with ``change``, toggles one topic's readQueueNums
+    between 8 and 9, a different topic each time.
+    """
+
+    def __init__(self, cluster: int, broker: int, configs: list[TopicConfig]) -> None:
+        self.cluster, self.broker = cluster, broker
+        self.counter = COUNTER_BASE
+        self.body = bytearray(encode_register_body(configs, DataVersion(self.counter, 1_700_000_000_000)))
+        self.counter_at = self.body.index(b'"counter":%d' % self.counter) + len(b'"counter":')
+        step = max(1, len(configs) // TOGGLED_TOPICS)
+        self.toggles = []
+        for tc in configs[::step][:TOGGLED_TOPICS]:
+            at = self.body.index(b'"%s":{' % tc.topic_name.encode())
+            self.toggles.append(self.body.index(b'"readQueueNums":', at) + len(b'"readQueueNums":'))
+        self.turn = 0
+        self.current = self._frame()
+
+    def _frame(self) -> bytes:
+        body = bytes(self.body)
+        ext = {
+            "brokerName": f"broker-{self.cluster}-{self.broker}",
+            "brokerAddr": f"127.0.0.{10 + self.cluster}:{10911 + self.broker * 10}",
+            "clusterName": f"cluster-{self.cluster}",
+            "haServerAddr": f"127.0.0.{10 + self.cluster}:{10912 + self.broker * 10}",
+            "brokerId": 0,
+            "compressed": False,
+            "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF,
+            "enableActingMaster": False,
+        }
+        return encode(request(RequestCode.REGISTER_BROKER, ext, body))
+
+    def frame(self, change: bool) -> bytes:
+        self.counter += 1
+        self.body[self.counter_at : self.counter_at + 13] = b"%d" % self.counter
+        if change:
+            at = self.toggles[self.turn % len(self.toggles)]
+            self.body[at] = ord("9") if self.body[at] == ord("8") else ord("8")
+            self.turn += 1
+        self.current = self._frame()
+        return self.current
 
 
 def build_loadgen(workdir: Path) -> Path:
@@ -134,11 +197,15 @@ def build_loadgen(workdir: Path) -> Path:
     return exe
 
 
-def query_load(loadgen: Path, frames_file: Path, addr: str, conns: int, duration: float, depth: int = 1) -> dict[str, float]:
-    """Closed-loop random route queries from the C generator pinned to CPU 1."""
+def loadgen_cmd(loadgen: Path, frames_file: Path, addr: str, conns: int, duration: float) -> list[str]:
     host, port = addr.rsplit(":", 1)
+    return [str(loadgen), host, port, str(conns), str(duration), "1", str(frames_file)]
+
+
+def query_load(loadgen: Path, frames_file: Path, addr: str, conns: int, duration: float) -> dict[str, float]:
+    """Closed-loop random route queries from the C generator pinned to CPU 1."""
     out = subprocess.run(
-        [str(loadgen), host, port, str(conns), str(duration), str(depth), str(frames_file)],
+        loadgen_cmd(loadgen, frames_file, addr, conns, duration),
         capture_output=True, text=True, timeout=duration + 60, preexec_fn=lambda: pin(CLIENT_CPU),
     )
     if out.returncode != 0:
@@ -147,60 +214,132 @@ def query_load(loadgen: Path, frames_file: Path, addr: str, conns: int, duration
 
 
 class Reregistrar(threading.Thread):
-    """Brokers re-sending their full registration on a period, like real brokers."""
+    """The brokers re-registering in turn, each every ``period`` seconds, on a fixed schedule.
 
-    def __init__(self, conns: list[BlockingConn], frames: list[bytes], period: float) -> None:
+    Late registrations are sent at once (not skipped), so "registrations/s
+    achieved" falls below 32/s when the server cannot keep up.
+    """
+
+    def __init__(self, conns: list[BlockingConn], brokers: list[BrokerBody], period: float, mode: str) -> None:
         super().__init__(daemon=True)
-        self.conns, self.frames, self.period = conns, frames, period
+        self.conns, self.brokers, self.period, self.mode = conns, brokers, period, mode
         self.stop = threading.Event()
         self.latencies: list[float] = []
+        self.error: str | None = None
 
     def run(self) -> None:
         gap = self.period / len(self.conns)
+        due = time.perf_counter()
         i = 0
-        while not self.stop.wait(gap):
-            took, code = self.conns[i].call(self.frames[i])
+        while not self.stop.is_set():
+            wait = due - time.perf_counter()
+            if wait > 0 and self.stop.wait(wait):
+                break
+            broker = self.brokers[i]
+            frame = broker.current if self.mode == "same" else broker.frame(self.mode == "one-topic")
+            took, code = self.conns[i].call(frame)
             if code != 0:
-                raise RuntimeError(f"re-registration failed with code {code}")
+                self.error = f"re-registration failed with code {code}"
+                return
             self.latencies.append(took)
+            due += gap
             i = (i + 1) % len(self.conns)
+
+
+def queries_with(
+    pid: int, run_load: Callable[[], dict[str, float]], conns: list[BlockingConn], brokers: list[BrokerBody], period: float, mode: str
+) -> dict[str, object]:
+    """One query phase with the brokers re-registering in ``mode`` (none: not at all)."""
+    rereg = Reregistrar(conns, brokers, period, mode) if mode != "none" else None
+    if rereg is not None:
+        rereg.start()
+    cpu0 = cpu_seconds(pid)
+    t0 = time.perf_counter()
+    try:
+        res: dict[str, object] = dict(run_load())
+    finally:
+        elapsed = time.perf_counter() - t0
+        if rereg is not None:
+            rereg.stop.set()
+            rereg.join()
+    res["server_cpu_pct"] = 100 * (cpu_seconds(pid) - cpu0) / elapsed
+    if rereg is not None:
+        if rereg.error:
+            raise SystemExit(rereg.error)
+        lat = [x * 1000 for x in rereg.latencies]
+        res.update(
+            registrations=len(lat),
+            registrations_per_s=len(lat) / elapsed,
+            reg_p50_ms=pct(lat, 50),
+            reg_p99_ms=pct(lat, 99),
+            reg_max_ms=max(lat, default=0.0),
+        )
+    return res
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--phases", default=",".join(PHASES), help=f"comma-separated, of: {', '.join(PHASES)}")
     ap.add_argument("--clusters", type=int, default=4)
     ap.add_argument("--brokers", type=int, default=8, help="brokers per cluster")
     ap.add_argument("--topics", type=int, default=10_000, help="topics per cluster")
     ap.add_argument("--duration", type=float, default=10.0, help="seconds per query phase")
-    ap.add_argument("--connections", default="1,16,64")
-    ap.add_argument("--rereg-period", type=float, default=3.0, help="seconds between a broker's re-registrations")
+    ap.add_argument("--connections", default="1,16,64", help="queries phase")
+    ap.add_argument("--rereg-period", type=float, default=3.0, help="queries phase: seconds between a broker's re-registrations")
+    ap.add_argument("--churn-connections", default="16,64")
+    ap.add_argument("--churn-period", type=float, default=1.0, help="churn: seconds between a broker's re-registrations")
+    ap.add_argument("--churn-modes", default=",".join(CHURN_MODES), help=f"comma-separated, of: {', '.join(CHURN_MODES)}")
     ap.add_argument("--big-topics", type=int, default=100_000)
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "namesrv.json"))
+    ap.add_argument("--out", help="JSON results (default bench/results/namesrv.json, or namesrv-PHASES.json for a subset)")
     args = ap.parse_args()
+    phases = [p for p in args.phases.split(",") if p]
+    modes = [m for m in args.churn_modes.split(",") if m]
+    bad = [p for p in phases if p not in PHASES] + [m for m in modes if m not in CHURN_MODES]
+    if bad or not (0 < args.duration <= 600) or args.churn_period <= 0 or args.rereg_period <= 0:
+        ap.error(f"bad phase, mode or duration: {', '.join(bad) or args.duration}")
+    out_path = Path(args.out) if args.out else ROOT / "bench" / "results" / (
+        "namesrv.json" if set(phases) == set(PHASES) else f"namesrv-{'-'.join(phases)}.json")
 
     pin(CLIENT_CPU)
     results: dict[str, object] = {
         "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
         "shape": f"{args.clusters} clusters x {args.brokers} brokers, {args.topics} topics per cluster",
+        "load_average_before": os.getloadavg()[0],
     }
+    if "inproc" in phases:
+        from bench.namesrv_inproc import measure
+
+        results["inproc"] = inproc = measure(args.topics, args.brokers, args.big_topics)
+        print("in-process registration CPU ms:", json.dumps(inproc, indent=2))
+        phases = [p for p in phases if p != "inproc"]
+        if not phases:
+            write_results(out_path, results)
+            return
     with tempfile.TemporaryDirectory(prefix="namesrv-bench-") as tmp:
         loadgen = build_loadgen(Path(tmp))
         proc, addr = start_server(Path(tmp), frame_max=64 * 1024 * 1024)
         try:
-            results.update(run(args, proc.pid, addr, loadgen, Path(tmp)))
+            results.update(run(args, phases, modes, proc.pid, addr, loadgen, Path(tmp)))
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
                 proc.kill()
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nwritten to {args.out}")
+    results["load_average_after"] = os.getloadavg()[0]
+    write_results(out_path, results)
 
 
-def run(args: argparse.Namespace, pid: int, addr: str, loadgen: Path, workdir: Path) -> dict[str, object]:
+def write_results(path: Path, results: dict[str, object]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwritten to {path}")
+
+
+def run(
+    args: argparse.Namespace, phases: list[str], modes: list[str], pid: int, addr: str, loadgen: Path, workdir: Path
+) -> dict[str, object]:
     out: dict[str, object] = {}
     configs = [topic_configs(c, args.topics) for c in range(args.clusters)]
     all_topics = [tc.topic_name for cs in configs for tc in cs]
@@ -209,110 +348,136 @@ def run(args: argparse.Namespace, pid: int, addr: str, loadgen: Path, workdir: P
         b"".join(encode(request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": t}, opaque=1)) for t in all_topics)
     )
 
-    # -- registration of the 32 brokers ---------------------------------
+    # -- registration of the 32 brokers, then one of each kind per broker --
     conns: list[BlockingConn] = []
-    frames: list[bytes] = []
+    brokers: list[BrokerBody] = []
     first: list[float] = []
     for c in range(args.clusters):
         for b in range(args.brokers):
             conn = BlockingConn(addr)
-            frame = register_frame(c, b, configs[c], counter=1)
+            broker = BrokerBody(c, b, configs[c])
+            took, code = conn.call(broker.current)
+            assert code == 0, code
+            first.append(took * 1000)
+            conns.append(conn)
+            brokers.append(broker)
+    kinds = {"unchanged": "same", "new_version": "version", "one_topic_changed": "one-topic"}
+    timings: dict[str, list[float]] = {}
+    for label, mode in kinds.items():
+        timings[label] = []
+        for conn, broker in zip(conns, brokers):
+            frame = broker.current if mode == "same" else broker.frame(mode == "one-topic")
             took, code = conn.call(frame)
             assert code == 0, code
-            first.append(took)
-            conns.append(conn)
-            frames.append(frame)
-    changed = []
-    for i in range(0, len(conns), max(1, args.brokers)):
-        c, b = divmod(i, args.brokers)
-        took, code = conns[i].call(register_frame(c, b, configs[c], counter=2))
-        assert code == 0
-        changed.append(took)
-    same = [conns[i].call(frames[i])[0] for i in range(len(conns))]
-    # Re-register the ones bumped to counter 2 with their counter-1 frame once,
-    # so the periodic frames below are what the table holds.
-    for i in range(0, len(conns), max(1, args.brokers)):
-        conns[i].call(frames[i])
-    body_kb = (len(frames[0]) - 8) / 1024
-    out["register_10k"] = {
+            timings[label].append(took * 1000)
+    reg: dict[str, object] = {
         "topics": args.topics,
-        "frame_kb": round(body_kb, 1),
-        "first_ms_median": sorted(first)[len(first) // 2] * 1000,
-        "first_ms_max": max(first) * 1000,
-        "changed_version_ms_max": max(changed) * 1000,
-        "unchanged_ms_max": max(same) * 1000,
+        "frame_kb": round(len(brokers[0].current) / 1024, 1),
+        "first_ms_median": pct(first, 50),
+        "first_ms_max": max(first),
     }
+    for label, values in timings.items():
+        reg[f"{label}_ms_median"] = pct(values, 50)
+        reg[f"{label}_ms_max"] = max(values)
+    out["register_10k"] = reg
     out["rss_mb_after_topics"] = rss_mb(pid)
     print(f"registered {len(conns)} brokers, {len(all_topics)} topics; RSS {out['rss_mb_after_topics']:.1f} MB")
-    print(json.dumps(out["register_10k"], indent=2))
+    print("registration, client-observed ms (median / max of 32):")
+    for key in ("first", *timings):
+        print(f"  {key:18s} {reg[f'{key}_ms_median']:7.2f} / {reg[f'{key}_ms_max']:7.2f}")
 
-    # -- route queries with background re-registration --------------------
-    queries = []
-    for n in [int(x) for x in args.connections.split(",")]:
-        rereg = Reregistrar(conns, frames, args.rereg_period)
-        rereg.start()
-        cpu0 = cpu_seconds(pid)
-        t0 = time.perf_counter()
-        res = query_load(loadgen, frames_file, addr, n, args.duration)
-        server_cpu = 100 * (cpu_seconds(pid) - cpu0) / (time.perf_counter() - t0)
-        rereg.stop.set()
-        rereg.join()
-        res["server_cpu_pct"] = server_cpu
-        res["reregistrations"] = len(rereg.latencies)
-        res["rereg_ms_max"] = max(rereg.latencies, default=0) * 1000
-        queries.append(res)
-        print(
-            f"{n:3d} conns: {res['qps']:9.0f} q/s  p50 {res['p50_ms']:.3f} ms  p99 {res['p99_ms']:.3f} ms  "
-            f"max {res['max_ms']:.1f} ms  errors {res['errors']}  server CPU {server_cpu:.0f}%  "
-            f"client CPU {res['client_cpu_pct']:.0f}%  re-registrations {res['reregistrations']}"
-        )
-    out["route_queries"] = queries
-    out["rss_mb_after_queries"] = rss_mb(pid)
+    def load(n: int) -> Callable[[], dict[str, float]]:
+        return lambda: query_load(loadgen, frames_file, addr, n, args.duration)
 
-    # -- one broker with 100,000 topics -----------------------------------
-    big = [TopicConfig(f"big-{i:06d}", 8, 8, 6) for i in range(args.big_topics)]
-    big_out: dict[str, object] = {}
-    for label, kw in [] if not args.big_topics else (("compressed_v407", {"compressed": True, "version": 407}), ("json_raised_frame_limit", {})):
-        conn = BlockingConn(addr)
-        frame = encode(
-            rq.register_broker(
-                cluster="cluster-big", broker_name=f"broker-big-{label}", broker_addr=f"127.0.1.1:{10911 + len(big_out)}",
-                broker_id=0, topics=big, data_version=DataVersion(1, 1), **kw,  # type: ignore[arg-type]
+    if "queries" in phases:
+        queries = []
+        for n in [int(x) for x in args.connections.split(",")]:
+            res = queries_with(pid, load(n), conns, brokers, args.rereg_period, "same")
+            queries.append(res)
+            print(
+                f"{n:3d} conns: {res['qps']:9.0f} q/s  p50 {res['p50_ms']:.3f} ms  p99 {res['p99_ms']:.3f} ms  "
+                f"max {res['max_ms']:.1f} ms  errors {res['errors']}  server CPU {res['server_cpu_pct']:.0f}%  "
+                f"client CPU {res['client_cpu_pct']:.0f}%  re-registrations {res['registrations']}"
             )
-        )
-        stall: dict[str, float] = {}
-        done = threading.Event()
+        out["route_queries"] = queries
+        out["rss_mb_after_queries"] = rss_mb(pid)
 
-        def probe(done: threading.Event = done, stall: dict[str, float] = stall) -> None:
-            probe_conn = BlockingConn(addr)
-            worst = 0.0
-            frame_q = encode(request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": all_topics[0]}))
-            while not done.is_set():
-                took, _ = probe_conn.call(frame_q)
-                worst = max(worst, took)
-            stall["max_query_ms"] = worst * 1000
-            probe_conn.sock.close()
+    if "churn" in phases:
+        churn = []
+        for mode in modes:
+            for n in [int(x) for x in args.churn_connections.split(",")]:
+                res = queries_with(pid, load(n), conns, brokers, args.churn_period, mode)
+                res["mode"] = mode
+                churn.append(res)
+        out["churn"] = {"period_s": args.churn_period, "brokers": len(conns), "phases": churn}
+        out["rss_mb_after_churn"] = rss_mb(pid)
+        print_churn(churn, args.churn_period, len(conns), args.topics)
 
-        t = threading.Thread(target=probe)
-        t.start()
-        time.sleep(0.2)
-        took, code = conn.call(frame)
-        time.sleep(0.1)
-        done.set()
-        t.join()
-        assert code == 0, code
-        big_out[label] = {
-            "topics": args.big_topics,
-            "frame_mb": round(len(frame) / 1024 / 1024, 2),
-            "register_ms": took * 1000,
-            "max_route_query_ms_meanwhile": stall["max_query_ms"],
-        }
-        print(f"100k-topic broker ({label}): {json.dumps(big_out[label])}")
-        conns.append(conn)
-    out["register_100k"] = big_out
+    if "big" in phases:
+        out["register_100k"] = big_phase(args, pid, addr, loadgen, frames_file, conns)
     out["rss_mb_final"] = rss_mb(pid)
     for conn in conns:
         conn.sock.close()
+    return out
+
+
+def print_churn(rows: list[dict[str, object]], period: float, brokers: int, topics: int) -> None:
+    print(f"\nchurn: {brokers} brokers x {topics:,} topics, each re-registering every {period:g} s")
+    head = ("mode", "conns", "q/s", "p50 ms", "p99 ms", "max ms", "reg/s", "reg p50", "reg p99", "reg max", "srv CPU", "gen CPU")
+    print("  ".join(f"{h:>9s}" for h in head))
+    for r in rows:
+        cells = [
+            str(r["mode"]), str(r["connections"]), f"{r['qps']:,.0f}", f"{r['p50_ms']:.3f}", f"{r['p99_ms']:.3f}",
+            f"{r['max_ms']:.1f}", f"{r.get('registrations_per_s', 0):.1f}", f"{r.get('reg_p50_ms', 0):.1f}",
+            f"{r.get('reg_p99_ms', 0):.1f}", f"{r.get('reg_max_ms', 0):.1f}", f"{r['server_cpu_pct']:.0f}%",
+            f"{r['client_cpu_pct']:.0f}%",
+        ]
+        print("  ".join(f"{c:>9s}" for c in cells))
+
+
+def big_phase(
+    args: argparse.Namespace, pid: int, addr: str, loadgen: Path, frames_file: Path, conns: list[BlockingConn]
+) -> dict[str, object]:
+    """A 100,000-topic broker registering (first, then a new data version) under 16 connections of queries."""
+    big = [TopicConfig(f"big-{i:06d}", 8, 8, 6) for i in range(args.big_topics)]
+    out: dict[str, object] = {}
+    window = 3.0
+    for n, (label, kw) in enumerate((("compressed_v407", {"compressed": True, "version": 407}), ("json", {}))):
+        conn = BlockingConn(addr)
+        conns.append(conn)
+        for step, counter in (("first", 1), ("new_version", 2)):
+            frame = encode(
+                rq.register_broker(
+                    cluster="cluster-big", broker_name=f"broker-big-{label}", broker_addr=f"127.0.1.1:{10911 + n}",
+                    broker_id=0, topics=big, data_version=DataVersion(counter, 1), **kw,  # type: ignore[arg-type]
+                )
+            )
+            gen = subprocess.Popen(
+                loadgen_cmd(loadgen, frames_file, addr, 16, window),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: pin(CLIENT_CPU),
+            )
+            try:
+                time.sleep(window / 3)
+                took, code = conn.call(frame)
+                stdout, stderr = gen.communicate(timeout=window + 60)
+            finally:
+                if gen.poll() is None:
+                    gen.kill()
+                    gen.wait()
+            if gen.returncode != 0 or code != 0:
+                raise SystemExit(f"big registration failed: code {code}, load generator: {stderr.strip()}")
+            q = json.loads(stdout)
+            res = {
+                "topics": args.big_topics,
+                "frame_mb": round(len(frame) / 1024 / 1024, 2),
+                "register_ms": took * 1000,
+                "queries_meanwhile": {k: q[k] for k in ("connections", "qps", "p99_ms", "max_ms", "errors")},
+            }
+            out[f"{label}_{step}"] = res
+            print(
+                f"{args.big_topics:,}-topic broker ({label}, {step}): {res['frame_mb']} MB registered in {took * 1000:.0f} ms; "
+                f"16 conns of queries meanwhile: {q['qps']:,.0f} q/s, p99 {q['p99_ms']:.2f} ms, max {q['max_ms']:.1f} ms"
+            )
     return out
 
 

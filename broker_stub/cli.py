@@ -11,6 +11,7 @@ import typer
 
 from broker_stub.config import BrokerConfig, ConfigError, load_file
 from broker_stub.server import BrokerServer
+from broker_stub.subgroups import SubscriptionGroupError
 from broker_stub.topic_store import TopicStoreError
 from remoting.climain import first_of, run_app
 
@@ -81,7 +82,7 @@ async def _serve(server: BrokerServer) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Console-script entry point: one clear line and a non-zero exit on failure."""
-    return run_app(app, "mqbroker-stub", argv, (ConfigError, StartupError, TopicStoreError))
+    return run_app(app, "mqbroker-stub", argv, (ConfigError, StartupError, TopicStoreError, SubscriptionGroupError))
 
 
 def entry() -> None:

@@ -77,6 +77,8 @@ class Client:
     conn: Hashable
     producer_groups: set[str] = field(default_factory=set)
     consumer_groups: set[str] = field(default_factory=set)
+    language: str = "JAVA"  # of its latest heartbeat's header: what connection lists report
+    version: int = 0
 
 
 class ClientTable:
@@ -91,12 +93,15 @@ class ClientTable:
     # ------------------------------------------------------------------
     # heartbeats
 
-    def heartbeat(self, data: dict[str, Any], conn: Hashable) -> tuple[list[str], bool, set[str]]:
+    def heartbeat(
+        self, data: dict[str, Any], conn: Hashable, *, language: str = "JAVA", version: int = 0
+    ) -> tuple[list[str], bool, set[str]]:
         """Apply one HeartbeatData; returns (consumer groups in it, subscriptions changed,
         groups whose membership changed: joined or left by this client)."""
         client_id = str(data["clientID"])
         client = self.clients.pop(client_id, None) or Client(conn)
         client.conn = conn  # a reconnected client: only its newest connection counts
+        client.language, client.version = language, version
         client.producer_groups = {
             str(p["groupName"]) for p in _list(data.get("producerDataSet")) if isinstance(p, dict) and p.get("groupName")
         }
@@ -196,6 +201,13 @@ class ClientTable:
 
     def groups_of_topic(self, topic: str) -> set[str]:
         return {name for name, g in self.groups.items() if topic in g.subscriptions}
+
+    def group(self, name: str) -> ConsumerGroup | None:
+        return self.groups.get(name)
+
+    def producers_of(self, group: str) -> list[tuple[str, Client]]:
+        """(client id, client) of every live producer that heartbeated ``group`` (ProducerManager's table)."""
+        return [(cid, c) for cid, c in self.clients.items() if group in c.producer_groups]
 
     # ------------------------------------------------------------------
     # orderly consumption: queue locks (RebalanceLockManager)

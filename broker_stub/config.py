@@ -16,6 +16,7 @@ from typing import Any
 
 from broker_stub.delays import DEFAULT_DELAY_LEVELS, parse_levels
 from remoting import properties
+from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
 from remoting.transport import parse_addr
 
 
@@ -39,6 +40,9 @@ RUNTIME_KEYS = frozenset(
         "traceOn",
     }
 )
+
+
+MIN_STORE_BYTES = 1024 * 1024
 
 
 @dataclass
@@ -73,9 +77,18 @@ class BrokerConfig:
     flushConsumerOffsetInterval: int = 5000  # ms between writes of config/consumerOffset.json
     # extensions
     maxMessagesPerQueue: int = 10000  # in-memory queue bound; the oldest message is dropped
+    # Bytes the in-memory store may hold (records plus an estimate of their index entries and
+    # of each queue's bookkeeping); beyond it the oldest messages of all queues go first.
+    # 128 MiB keeps a stub under ~300 MB RSS whatever is sent to it.
+    maxStoreBytes: int = 128 * 1024 * 1024
+    maxAutoCreatedTopics: int = 1024  # topics the broker creates on its own (sends, retry/DLQ topics)
     maxMessageSize: int = 4 * 1024 * 1024  # Java's maxMessageSize (4 MiB)
     frameMaxLength: int = 16 * 1024 * 1024
-    serverMaxConnections: int = 10000
+    # default min(10000, RLIMIT_NOFILE soft limit - 128)
+    serverMaxConnections: int = field(default_factory=default_max_connections)
+    serverTotalReadBufferBytes: int = DEFAULT_TOTAL_READ_BUFFER  # all partial frames together
+    writeBufferHighWaterMark: int = 0  # Java's keys; 0 = Netty's default (64 KiB / 32 KiB)
+    writeBufferLowWaterMark: int = 0
     maxHeldPulls: int = 10000  # long-polling pulls held at once; beyond, answered at once
     persistMessages: bool = True  # with storePathRootDir: messages also go to per-queue files, read back on start
 
@@ -136,6 +149,10 @@ class BrokerConfig:
         ):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key} must be positive, got {getattr(self, key)}")
+        if self.maxStoreBytes < MIN_STORE_BYTES:
+            raise ConfigError(f"maxStoreBytes must be at least {MIN_STORE_BYTES} (1 MiB), got {self.maxStoreBytes}")
+        if self.maxAutoCreatedTopics < 0:
+            raise ConfigError(f"maxAutoCreatedTopics must be >= 0 (0: none), got {self.maxAutoCreatedTopics}")
         for addr in self.namesrv_list():
             try:
                 parse_addr(addr)
@@ -145,6 +162,14 @@ class BrokerConfig:
             parse_levels(self.messageDelayLevel)
         except ValueError as exc:
             raise ConfigError(f"messageDelayLevel: {exc}") from None
+        if self.serverTotalReadBufferBytes < 1024 * 1024:
+            raise ConfigError(
+                f"serverTotalReadBufferBytes must be at least 1048576, got {self.serverTotalReadBufferBytes}"
+            )
+        try:
+            water_marks(self.writeBufferHighWaterMark, self.writeBufferLowWaterMark)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if not self.brokerIP1.strip() or ":" in self.brokerIP1:
             raise ConfigError(f"brokerIP1 must be an IPv4 address or host name, got {self.brokerIP1!r}")
 

@@ -41,13 +41,14 @@ from broker_stub.pulls import (
     PullHold,
     read_queue,
 )
-from broker_stub.store import MessageStore, parse_record
+from broker_stub.store import STORED_PROPERTIES_MAX_BYTES, STORED_TOPIC_MAX_BYTES, MessageStore, parse_record
 from broker_stub.topics import TopicTable
 from remoting import fastjson
 from remoting.bodies import BodyError, TopicConfig
 from remoting.codec import encode
 from remoting.codes import PERM_READ, PERM_WRITE, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, request, response_to
+from remoting.ratelog import clip
 
 log = logging.getLogger("broker_stub")
 
@@ -87,6 +88,8 @@ class Consuming:
         #: consumers back to it; once gone, the slave answers pulls itself (Java's minBrokerIdInGroup).
         self.master_alive: Callable[[], bool] = lambda: True
         self.offsets_changed = 0  # bumped on every offset change (the offsets file is rewritten when it moved)
+        #: (group, topic, records found): the broker's GROUP_GET stats (set by the admin module)
+        self.on_pulled: Callable[[str, str, list[bytes]], None] = lambda group, topic, records: None
 
     def handlers(self) -> dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | None]]:
         return {
@@ -138,6 +141,8 @@ class Consuming:
                 self._set_offset(group, topic, queue_id, commit)
         max_nums = ext_int(req, "maxMsgNums", 32)
         read = read_queue(self.store, topic, queue_id, offset, max_nums, sub.tags, is_master=config.is_master)
+        if read.records:
+            self.on_pulled(group, topic, read.records)
         code = read.code
         if not config.is_master and code != ResponseCode.SUCCESS and self.master_alive():
             code = ResponseCode.PULL_RETRY_IMMEDIATELY  # a slave sends the consumer back to its live master
@@ -189,19 +194,31 @@ class Consuming:
         return len(due)
 
     def _answer_held(self, entry: HeldPull, *, expired: bool) -> None:
+        """Answer one held pull. It runs outside any request's handling (a timer, or another
+        client's send), so nothing may escape: a failure is this pull's SYSTEM_ERROR, one
+        log line, and the timer or the sender carries on."""
         try:
-            resp = self._pull(entry.request, entry.conn, allow_suspend=False)
-        except Reject as rej:
-            resp = response_to(entry.request, rej.code, rej.remark)
-        assert resp is not None
-        # what arrived does not match the subscription: keep waiting, as Java does
-        if (
-            not expired
-            and resp.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY)
-            and self.hold.hold(entry.conn, entry.request, entry.topic, entry.queue_id, entry.offset, entry.deadline)
-        ):
-            return
-        self.write_to(entry.conn, encode(resp))
+            try:
+                resp = self._pull(entry.request, entry.conn, allow_suspend=False)
+            except Reject as rej:
+                resp = response_to(entry.request, rej.code, rej.remark)
+            assert resp is not None
+            # what arrived does not match the subscription: keep waiting, as Java does
+            if (
+                not expired
+                and resp.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY)
+                and self.hold.hold(entry.conn, entry.request, entry.topic, entry.queue_id, entry.offset, entry.deadline)
+            ):
+                return
+            answer = encode(resp)
+        except Exception as exc:
+            what = f"{type(exc).__name__}: {clip(exc)}"
+            log.warning("held pull of %s on %s failed: %s", entry.topic, entry.queue_id, what)
+            try:
+                answer = encode(response_to(entry.request, ResponseCode.SYSTEM_ERROR, what))
+            except Exception:
+                return  # not even an error can be encoded: the consumer's pull times out
+        self.write_to(entry.conn, answer)
 
     def connection_closed(self, conn: Hashable) -> None:
         self.hold.drop_connection(conn)
@@ -263,12 +280,13 @@ class Consuming:
 
     def heart_beat(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         try:
-            data = fastjson.loads(req.body) if req.body else {}
+            data = fastjson.loads_small(req.body) if req.body else {}
         except BodyError as exc:
             raise Reject(ResponseCode.SYSTEM_ERROR, f"bad heartbeat body: {exc}") from None
         if not isinstance(data, dict) or not data.get("clientID"):
             raise Reject(ResponseCode.SYSTEM_ERROR, "heartbeat without clientID")
-        groups, sub_changed, changed = self.clients.heartbeat(data, conn)
+        language = req.language.name if req.language is not None else "OTHER"
+        groups, sub_changed, changed = self.clients.heartbeat(data, conn, language=language, version=req.version)
         for group in groups:  # Java creates every group's retry topic on its heartbeat
             self._ensure_topic(RETRY_GROUP_TOPIC_PREFIX + group)
         self._notify(changed)
@@ -281,7 +299,7 @@ class Consuming:
         if tc is None:
             tc = TopicConfig(name, 1, 1, RW)
             try:
-                self.topics.put(tc)  # bumps the data version and registers at once
+                self.topics.put_auto(tc)  # bounded (maxAutoCreatedTopics); bumps the data version, registers at once
             except ValueError as exc:
                 raise Reject(ResponseCode.SYSTEM_ERROR, str(exc)) from None
             log.info("created topic %s", name)
@@ -352,13 +370,21 @@ class Consuming:
             max_times = ext_int(req, "maxReconsumeTimes", max_times)
         to_dlq = msg.reconsume_times >= max_times or delay_level < 0
         new_topic = (DLQ_GROUP_TOPIC_PREFIX if to_dlq else RETRY_GROUP_TOPIC_PREFIX) + group
+        if not props.get("ORIGIN_MESSAGE_ID"):
+            props["ORIGIN_MESSAGE_ID"] = req.ext("originMsgId") or self.store.msg_id(msg.phys)
+        props_text = format_properties(props)
+        # Checked now, as Java's put would refuse it (MESSAGE_ILLEGAL / PROPERTIES_SIZE_EXCEEDED):
+        # a deferred put that cannot be stored would otherwise fail later, on the timer.
+        if len(new_topic.encode()) > STORED_TOPIC_MAX_BYTES or len(props_text.encode()) > STORED_PROPERTIES_MAX_BYTES:
+            raise Reject(
+                ResponseCode.SYSTEM_ERROR,
+                f"send back failed: MESSAGE_ILLEGAL (topic {clip(new_topic, 60)} or properties too long to store)",
+            )
         tc = self._ensure_topic(new_topic)
         if not tc.perm & PERM_WRITE:
             raise Reject(ResponseCode.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden")
-        if not props.get("ORIGIN_MESSAGE_ID"):
-            props["ORIGIN_MESSAGE_ID"] = req.ext("originMsgId") or self.store.msg_id(msg.phys)
         args = (
-            new_topic, self._random.randrange(max(1, tc.write_queue_nums)), msg.body, msg.flag, format_properties(props),
+            new_topic, self._random.randrange(max(1, tc.write_queue_nums)), msg.body, msg.flag, props_text,
             msg.sys_flag, msg.born_timestamp, msg.born_ip, msg.born_port, msg.reconsume_times + 1,
         )
         if to_dlq:
@@ -370,7 +396,7 @@ class Consuming:
 
 def _json_body(req: RemotingCommand) -> dict[str, Any]:
     try:
-        body = fastjson.loads(req.body) if req.body else {}
+        body = fastjson.loads_small(req.body) if req.body else {}
     except BodyError as exc:
         raise Reject(ResponseCode.SYSTEM_ERROR, f"bad request body: {exc}") from None
     if not isinstance(body, dict):

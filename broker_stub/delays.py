@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 from collections.abc import Callable
 from typing import Any
+
+from remoting.ratelog import clip
+
+log = logging.getLogger("broker_stub")
 
 #: Java's MessageStoreConfig.messageDelayLevel default.
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -57,12 +62,19 @@ class DelayQueue:
         heapq.heappush(self._heap, (self.clock() + self.seconds(level), next(self._seq), action, args))
 
     def run_due(self) -> int:
-        """Run every action whose time has come; returns how many ran."""
+        """Run every action whose time has come; returns how many ran.
+
+        They run on the broker's timer, outside any request: one that fails is logged in one
+        line and the rest still run (an exception here would stop the timer task, and the broker).
+        """
         now = self.clock()
         ran = 0
         while self._heap and self._heap[0][0] <= now:
             _, _, action, args = heapq.heappop(self._heap)
-            action(*args)
+            try:
+                action(*args)
+            except Exception as exc:
+                log.warning("a deferred put failed: %s: %s", type(exc).__name__, clip(exc))
             ran += 1
         return ran
 

@@ -9,7 +9,7 @@ switchboard state as a JSON body, or INVALID_PARAMETER (29) with a remark.
 action         other ext keys               effect
 =============  ===========================  =====================================================
 ``latency``    ``millis`` (int >= 0)        every send (10/310/320) is answered that much later
-``reject``     ``code`` (int), ``remark``   every send is answered with that response code
+``reject``     ``code``, ``remark``         every send is answered with that int16 response code
 ``hang``       –                            no request except 9000 is answered until ``resume``;
                                             connections stay open, requests wait (unread)
 ``resume``     –                            ends ``hang``; the waiting requests are answered
@@ -33,6 +33,9 @@ import trio
 from remoting import fastjson
 
 FAULT_CODE = 9000
+#: Response codes travel in 16 bits in a ROCKETMQ binary header (RemotingCommand.code is
+#: written as a short), so a reject code outside this range could not be answered to such a client.
+RESPONSE_CODE_MIN, RESPONSE_CODE_MAX = -(2**15), 2**15 - 1
 ACTIONS = ("latency", "reject", "hang", "resume", "partition", "heal", "clear", "status")
 
 
@@ -64,7 +67,9 @@ class Faults:
         if action == "latency":
             self.send_latency_ms = _int(ext, "millis", 0, 600_000)
         elif action == "reject":
-            self.reject_code = _int(ext, "code", -(2**31), 2**31 - 1)
+            self.reject_code = _int(
+                ext, "code", RESPONSE_CODE_MIN, RESPONSE_CODE_MAX, "a response code fits in 16 bits"
+            )
             self.reject_remark = ext.get("remark") or f"[BROKER_STUB_FAULT] send rejected with code {self.reject_code}"
         elif action == "hang":
             if not self.hung:
@@ -103,12 +108,13 @@ class Faults:
         return fastjson.dumps_fast(self.state())
 
 
-def _int(ext: dict[str, str], key: str, lo: int, hi: int) -> int:
+def _int(ext: dict[str, str], key: str, lo: int, hi: int, why: str = "") -> int:
     text = ext.get(key)
     try:
         value = int(text) if text is not None else None
     except ValueError:
         value = None
     if value is None or not lo <= value <= hi:
-        raise FaultError(f"{key} must be an integer in [{lo}, {hi}], got {text!r}")
+        reason = f" ({why})" if why else ""
+        raise FaultError(f"{key} must be an integer in [{lo}, {hi}]{reason}, got {text!r}")
     return value

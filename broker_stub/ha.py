@@ -1,7 +1,7 @@
 """Master and slave roles beyond registration: what a master serves its slaves, what a slave runs.
 
 A master answers replication requests (:mod:`broker_stub.replication`,
-code 9001) and GET_ALL_CONSUMER_OFFSET (43), which its slaves use to copy
+code 9010) and GET_ALL_CONSUMER_OFFSET (43), which its slaves use to copy
 its messages and its consumers' offsets. A slave runs the replicator and
 the periodic sync (:mod:`broker_stub.slave_sync`) against the master
 address its registration taught it, and tells the consumer handlers

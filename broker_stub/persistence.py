@@ -31,7 +31,7 @@ from broker_stub import offset_store
 from broker_stub.config import BrokerConfig
 from broker_stub.consuming import Consuming
 from broker_stub.queue_files import QueueFiles
-from broker_stub.store import MessageStore
+from broker_stub.store import MessageStore, StoreFullError
 from broker_stub.topic_store import TopicStoreError
 
 log = logging.getLogger("broker_stub")
@@ -57,6 +57,7 @@ class Persistence:
         self.offsets_file = offset_store.offsets_path(config.storePathRootDir)
         self._saved_version = -1
         self.restored_messages = 0
+        self.skipped_messages = 0  # read back but too big for the byte budget (maxStoreBytes)
         self.restored_offsets = 0
         self._held: deque[tuple[int, Hashable, bytes]] = deque()  # (append seq, connection, answer)
         self._write_to: Callable[[Hashable, bytes], bool] = lambda conn, data: False
@@ -85,9 +86,14 @@ class Persistence:
         if self.files is not None:
             store = self.store
             for topic, queue_id, record in self.files.replay():
-                self.restored_messages += store.append_stored(topic, queue_id, record, journal=False)
+                try:
+                    self.restored_messages += store.append_stored(topic, queue_id, record, journal=False)
+                except StoreFullError:  # a record bigger than maxStoreBytes allows now: left on disk only
+                    self.skipped_messages += 1
             self.files.start()
             store.journal = self.files
+        if self.skipped_messages:
+            log.warning("%d messages read back do not fit in maxStoreBytes: not kept", self.skipped_messages)
         if self.restored_messages or self.restored_offsets:
             log.info("read back %d messages and %d consumer offsets from %s", self.restored_messages,
                      self.restored_offsets, self.config.storePathRootDir)

@@ -3,144 +3,64 @@
 No sockets here. The server's reactor hands in decoded requests with an
 opaque connection id and writes back whatever :meth:`handle` returns
 (encoded bytes, or None: oneway, or a pull held for later, whose answer goes
-out through ``write_to``). This module serves producers (sends) and
-admin tools; consumers are served by :mod:`broker_stub.consuming`; the
-topic table, the message store and the fault switchboard are injected so
-each stays one small module.
+out through ``write_to``). This module serves admin tools; producers are
+served by :mod:`broker_stub.sending`, consumers by
+:mod:`broker_stub.consuming`; the topic table, the message store and the
+fault switchboard are injected so each stays one small module. Numeric
+header fields are checked against their Java types first
+(:mod:`broker_stub.headers`).
 
-Everything is answered synchronously except while a fault asks for delay
-(send latency, hang): then :attr:`async_codes` reports the affected codes
-and the reactor routes them through :meth:`handle_async`.
-
-The send path is the hot path (the benchmark wants 20,000 sends/s on one
-core): it reads header fields by their wire names without copying the
-header, finds the few properties it needs without parsing all of them,
-and builds the usual JSON success answer from a byte template instead of
-a command object (byte-identical to the generic encoding; a test checks).
+Everything is answered synchronously except topic changes when topics are
+kept on disk (answered once the topics file holding them is durable), and
+requests a fault delays (send latency, hang): :attr:`async_codes` reports
+those codes and the reactor routes them through :meth:`handle_async`.
 """
 
 from __future__ import annotations
 
 import logging
-import random
-import re
-import struct
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 
 import trio
 
-from broker_stub.common import (
-    FAQ_APPLY_TOPIC,
-    NAME_VALUE_SEPARATOR,
-    PROPERTY_SEPARATOR,
-    Reject,
-    ext_bool,
-    ext_int,
-    find_property,
-)
+from broker_stub.admin import BrokerAdmin
+from broker_stub.common import Reject, ext_bool, ext_int
 from broker_stub.config import RUNTIME_KEYS, BrokerConfig, ConfigError
 from broker_stub.consuming import Consuming
 from broker_stub.faults import FAULT_CODE, FaultError, Faults
+from broker_stub.headers import NUMERIC_FIELDS, check_fields
 from broker_stub.runtime import DayTotals, Rates, runtime_table
-from broker_stub.store import MessageStore, ipv4_bytes
-from broker_stub.topics import (
-    OFFSET_MOVED_EVENT,
-    SCHEDULE_TOPIC,
-    SELF_TEST_TOPIC,
-    TopicTable,
-)
+from broker_stub.sending import SEND_CODES, Sender, check_topic_name, send_ok_frame
+from broker_stub.store import MessageStore
+from broker_stub.subgroups import SubscriptionGroups
+from broker_stub.topics import MAX_QUEUE_NUMS, TopicTable
 from remoting import properties
 from remoting.bodies import DataVersion, TopicConfig, encode_kv_table
 from remoting.codec import encode
-from remoting.codes import (
-    CURRENT_VERSION,
-    DEFAULT_TOPIC,
-    PERM_INHERIT,
-    PERM_READ,
-    PERM_WRITE,
-    RequestCode,
-    ResponseCode,
-    SerializeType,
-)
+from remoting.codes import DEFAULT_TOPIC, PERM_READ, PERM_WRITE, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
+from remoting.ratelog import RateLimitedLog, clip
 
 log = logging.getLogger("broker_stub")
 
-SEND_MESSAGE = int(RequestCode.SEND_MESSAGE)
-SEND_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
-NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT})
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-TOPIC_MAX_LENGTH = 127
-#: Text that goes into a JSON string unchanged (printable ASCII without '"' and '\').
-JSON_PLAIN = re.compile(r'[ !#-\[\]-~]*\Z')
-CLUSTER_PROPERTY = "CLUSTER"
-
-#: Header keys of a send, in this order: SEND_MESSAGE's full names, SEND_MESSAGE_V2's letters.
-SEND_FIELDS = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
-               "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch")
-SEND_FIELDS_V2 = tuple("abcdefghijklm")
-
-_FRAME_PREFIX = struct.Struct(">II")
-
-
-
-def decode_batch(body: bytes) -> list[tuple[int, bytes, str]]:
-    """SEND_BATCH_MESSAGE body -> [(flag, body, properties)] (MessageDecoder.encodeMessage layout)."""
-    out: list[tuple[int, bytes, str]] = []
-    pos = 0
-    try:
-        while pos < len(body):
-            total, _magic, _crc, flag, body_len = struct.unpack_from(">iiiii", body, pos)
-            start = pos + 20
-            msg_body = body[start : start + body_len]
-            (props_len,) = struct.unpack_from(">h", body, start + body_len)
-            props_start = start + body_len + 2
-            props = body[props_start : props_start + props_len].decode("utf-8")
-            if total <= 0 or len(msg_body) != body_len or props_start + props_len > len(body):
-                raise ValueError("truncated message")
-            out.append((flag, msg_body, props))
-            pos += total
-    except (struct.error, ValueError, UnicodeDecodeError) as exc:
-        raise Reject(ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body at byte {pos}: {exc}") from None
-    if not out:
-        raise Reject(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
-    return out
-
-
-def _num(text: str | None, default: int) -> int:
-    """Java's per-field parse of a header value: missing or malformed keeps the default."""
-    if text is None:
-        return default
-    try:
-        return int(text)
-    except ValueError:
-        return default
-
-
-def send_ok_frame(opaque: int, msg_id: str, queue_id: int, queue_offset: int, region: str, trace_on: str,
-                  transaction_id: str | None) -> bytes:
-    """The JSON SUCCESS answer of a send, as ``encode(response_to(...))`` would write it."""
-    tx = f',"transactionId":"{transaction_id}"' if transaction_id else ""
-    header = (
-        f'{{"code":0,"extFields":{{"msgId":"{msg_id}","queueId":"{queue_id}","queueOffset":"{queue_offset}",'
-        f'"MSG_REGION":"{region}","TRACE_ON":"{trace_on}"{tx}}},"flag":1,"language":"JAVA","opaque":{opaque},'
-        f'"serializeTypeCurrentRPC":"JSON","version":{CURRENT_VERSION}}}'
-    ).encode()
-    return _FRAME_PREFIX.pack(4 + len(header), len(header)) + header
+__all__ = ["BrokerProcessor", "send_ok_frame"]
+#: Requests that change the topic table: answered only once the change is on disk (when kept there).
+TOPIC_CHANGE_CODES = frozenset({RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_BROKER})
 
 
 class _AsyncCodes:
     """The codes that must await while a delaying fault is on (the reactor asks per request;
-    otherwise :attr:`BrokerProcessor.async_codes` is an empty frozenset, a C-level check)."""
+    otherwise :attr:`BrokerProcessor.async_codes` is a frozenset, a C-level check)."""
 
-    def __init__(self, faults: Faults) -> None:
+    def __init__(self, faults: Faults, durable_codes: frozenset[int]) -> None:
         self.faults = faults
+        self.durable_codes = durable_codes
 
     def __contains__(self, code: object) -> bool:
         if self.faults.hung:
             return code != FAULT_CODE
-        return bool(self.faults.send_latency_ms) and code in SEND_CODES
+        return (bool(self.faults.send_latency_ms) and code in SEND_CODES) or code in self.durable_codes
 
 
 class BrokerProcessor:
@@ -157,6 +77,8 @@ class BrokerProcessor:
         registration_info: Callable[[], dict[str, str]] = dict,
         write_to: Callable[[Hashable, bytes], bool] = lambda conn, data: False,
         clock: Callable[[], float] = time.monotonic,
+        topics_durable: Callable[[], Awaitable[None]] | None = None,
+        subgroups: SubscriptionGroups | None = None,
     ) -> None:
         self.config = config
         self.topics = topics
@@ -171,24 +93,26 @@ class BrokerProcessor:
         self.rates = Rates()
         self.days = DayTotals()
         self.clock = clock
-        self.async_codes: frozenset[int] | _AsyncCodes = frozenset()
-        #: True while stored messages wait too long for the disk (broker_stub.queue_files): refuse sends.
-        self.store_busy: Callable[[], bool] = lambda: False
-        #: With messages on disk: send a stored message's answer once it is written (broker_stub.persistence).
-        self.hold_answer: Callable[[Hashable, bytes], None] | None = None
+        self.warn = RateLimitedLog(log)  # flushed by tick()
+        self.topics_durable = topics_durable
+        self._durable_codes = TOPIC_CHANGE_CODES if topics_durable is not None else frozenset()
+        self.async_codes: frozenset[int] | _AsyncCodes = self._durable_codes
+        self.sending = Sender(config, topics, store, faults, broker_addr=broker_addr, peer_of=peer_of)
+        self.send_message = self.sending.send_message
+        self.put_message = self.sending.put_message
         self.consuming = Consuming(
             config, topics, store, broker_addr=broker_addr, put_message=self.put_message, write_to=write_to, clock=clock
         )
-        self._queue_pick = random.Random()
-        self._born: dict[Hashable, tuple[bytes, int]] = {}
-        # the CLUSTER property a Java broker adds to every message it stores
-        self._cluster_pair = f"{CLUSTER_PROPERTY}{NAME_VALUE_SEPARATOR}{config.brokerClusterName}{PROPERTY_SEPARATOR}"
-        self._region_plain = bool(JSON_PLAIN.match(config.regionId))  # regionId is fixed at start
+        self.sending.consuming = self.consuming
+        self.admin = BrokerAdmin(config, topics, store, self.consuming, subgroups or SubscriptionGroups(),
+                                 peer_of=peer_of, write_to=write_to, clock=clock)
+        self.sending.on_put = self.admin.stats.put
         self._handlers: dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]] = {
             RequestCode.SEND_MESSAGE: self.send_message,
             RequestCode.SEND_MESSAGE_V2: self.send_message,
             RequestCode.SEND_BATCH_MESSAGE: self.send_message,
             **self.consuming.handlers(),
+            **self.admin.handlers(),  # after consuming's: it wraps HEART_BEAT
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.all_topic_config,
@@ -217,25 +141,41 @@ class BrokerProcessor:
             if handler is None:
                 resp = response_to(req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {req.code} not supported")
             else:
+                numeric = NUMERIC_FIELDS.get(req.code)
+                if numeric is not None:
+                    check_fields(req, numeric)
                 resp = handler(req, conn)
         except Reject as rej:
             resp = response_to(req, rej.code, rej.remark)
         except Exception as exc:  # a handler bug must not take the connection down
-            log.exception("request code %s failed", req.code)
-            resp = response_to(req, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            what = f"{type(exc).__name__}: {clip(exc)}"
+            self.warn.warning("failed", "{count} more requests failed in their handlers in the last {seconds} s",
+                              "request code %s failed: %s", req.code, what)
+            log.debug("request code %s failed", req.code, exc_info=exc)  # the traceback, when debugging
+            resp = response_to(req, ResponseCode.SYSTEM_ERROR, what)
         if resp is None or req.flag & 2:  # held, or oneway
             return None
         return resp if type(resp) is bytes else encode(resp)  # type: ignore[arg-type]
 
     async def handle_async(self, req: RemotingCommand, conn: Hashable) -> bytes | None:
-        """Same as :meth:`handle`, after the delay the active faults ask for."""
+        """Same as :meth:`handle`, after the delay the active faults ask for; a topic change
+        is answered once the topics file holding it is durable."""
         await self.faults.wait_resumed()
         if req.code in SEND_CODES and self.faults.send_latency_ms:
             await trio.sleep(self.faults.send_latency_ms / 1000.0)
-        return self.handle(req, conn)
+        version = self.topics.data_version  # replaced by every change
+        answer = self.handle(req, conn)
+        durable = self.topics_durable
+        if durable is not None and req.code in self._durable_codes and self.topics.data_version is not version:
+            try:
+                await durable()
+            except OSError as exc:
+                remark = f"the topic change is not on disk: {exc.strerror or exc}"
+                return None if req.flag & 2 else encode(response_to(req, ResponseCode.SYSTEM_ERROR, remark))
+        return answer
 
     def connection_closed(self, conn: Hashable) -> None:
-        self._born.pop(conn, None)
+        self.sending.connection_closed(conn)
         self.consuming.connection_closed(conn)
 
     def tick(self) -> None:
@@ -243,6 +183,8 @@ class BrokerProcessor:
         store = self.store
         self.rates.sample(self.clock(), store.put_total, store.get_total)
         self.days.update(store.put_total, store.get_total)
+        self.admin.tick()
+        self.warn.flush()
 
     def timers(self) -> None:
         """Often (every few ms while anything waits): held pulls that timed out, retries that are due."""
@@ -252,166 +194,16 @@ class BrokerProcessor:
         self.consuming.delays.run_due()
 
     # ------------------------------------------------------------------
-    # sending
-
-    def _check_topic_name(self, topic: str) -> None:
-        if not topic.strip():
-            raise Reject(ResponseCode.SYSTEM_ERROR, "The specified topic is blank.")
-        if len(topic) > TOPIC_MAX_LENGTH:
-            raise Reject(ResponseCode.SYSTEM_ERROR, "The specified topic is longer than topic max length.")
-        if not TOPIC_PATTERN.match(topic):
-            raise Reject(
-                ResponseCode.SYSTEM_ERROR,
-                f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
-            )
-
-    def _new_topic_for_send(self, topic: str, default_topic: str | None, client_queue_nums: int) -> TopicConfig:
-        """A topic not in the table: validated, then auto-created from the default topic (TBW102) when allowed."""
-        self._check_topic_name(topic)
-        if topic in NOT_ALLOWED_SEND_TOPICS:
-            raise Reject(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
-        default = self.topics.get(default_topic) if default_topic else None
-        if default is not None and self.config.autoCreateTopicEnable and default.perm & PERM_INHERIT:
-            nums = max(1, min(client_queue_nums if client_queue_nums > 0 else default.write_queue_nums, default.write_queue_nums))
-            tc = TopicConfig(topic, nums, nums, default.perm & ~PERM_INHERIT)
-            try:
-                self.topics.put(tc)  # bumps the DataVersion and kicks the registrar
-            except ValueError as exc:
-                raise Reject(ResponseCode.SYSTEM_ERROR, str(exc)) from None
-            log.info("auto-created topic %s from %s (%d queues)", topic, default_topic, nums)
-            return tc
-        raise Reject(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{FAQ_APPLY_TOPIC}")
-
-    def send_message(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand | bytes | None:
-        faults = self.faults
-        if faults.reject_code is not None:
-            return response_to(req, faults.reject_code, faults.reject_remark)
-        config = self.config
-        if config.brokerId != 0:
-            raise Reject(ResponseCode.SERVICE_NOT_AVAILABLE, f"the broker[{self.broker_addr}] is a slave, sending is forbidden")
-        if not config.brokerPermission & PERM_WRITE:
-            raise Reject(ResponseCode.NO_PERMISSION, f"the broker[{self.broker_addr}] sending message is forbidden")
-        if self.store_busy():
-            raise Reject(ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while")
-        get = (req.ext_fields or {}).get
-        (_k_group, k_topic, k_default, k_default_nums, k_queue, k_sys_flag, k_born, k_flag, k_props, k_reconsume,
-         _k_unit, _k_max_reconsume, _k_batch) = SEND_FIELDS if req.code == SEND_MESSAGE else SEND_FIELDS_V2
-        topic = get(k_topic) or ""
-        tc = self.topics.get(topic)
-        if tc is None:
-            tc = self._new_topic_for_send(topic, get(k_default), _num(get(k_default_nums), 4))
-        elif topic in NOT_ALLOWED_SEND_TOPICS:
-            raise Reject(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
-        if not tc.perm & PERM_WRITE:
-            raise Reject(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
-        try:  # the usual case: every number present and well-formed (one try instead of five calls)
-            queue_id = int(get(k_queue))  # type: ignore[arg-type]
-            flag = int(get(k_flag))  # type: ignore[arg-type]
-            born_ts = int(get(k_born))  # type: ignore[arg-type]
-            sys_flag = int(get(k_sys_flag))  # type: ignore[arg-type]
-            reconsume = int(get(k_reconsume))  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            queue_id = _num(get(k_queue), -1)
-            flag = _num(get(k_flag), 0)
-            born_ts = _num(get(k_born), 0)
-            sys_flag = _num(get(k_sys_flag), 0)
-            reconsume = _num(get(k_reconsume), 0)
-        if queue_id >= tc.read_queue_nums and queue_id >= tc.write_queue_nums:
-            raise Reject(
-                ResponseCode.SYSTEM_ERROR,
-                f"request queueId[{queue_id}] is illegal, {tc} Producer: {self.peer_of(conn)}",
-            )
-        if queue_id < 0:
-            queue_id = self._queue_pick.randrange(max(1, tc.write_queue_nums))
-        header_props = get(k_props) or ""
-        body = req.body
-        if req.code == RequestCode.SEND_BATCH_MESSAGE:
-            parts = decode_batch(body)
-            size = sum(len(p[1]) for p in parts)
-        else:
-            parts = [(flag, body, header_props)]
-            size = len(body)
-        if size > config.maxMessageSize:
-            raise Reject(ResponseCode.MESSAGE_ILLEGAL, f"the message body size over max value, MAX: {config.maxMessageSize}")
-        born = self._born.get(conn) or self._born_host(conn)
-        if not born_ts:
-            born_ts = int(time.time() * 1000)
-        cluster_pair = self._cluster_pair
-        put = self.put_message
-        ids: list[str] = []
-        first_offset = -1
-        for flag, msg_body, props_text in parts:
-            if cluster_pair not in props_text:
-                props_text = f"{props_text}{cluster_pair}"
-            try:
-                offset, phys = put(topic, queue_id, msg_body, flag, props_text, sys_flag, born_ts, born[0], born[1], reconsume)
-            except ValueError as exc:
-                raise Reject(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
-            if first_offset < 0:
-                first_offset = offset
-            ids.append(self.store.msg_id(phys))
-        msg_id = ids[0] if len(ids) == 1 else ",".join(ids)
-        transaction_id = find_property(header_props, "UNIQ_KEY") if header_props else None
-        region = config.regionId
-        trace = "true" if config.traceOn else "false"
-        if (
-            req.serialize_type is SerializeType.JSON
-            and self._region_plain
-            and (transaction_id is None or JSON_PLAIN.match(transaction_id))
-        ):
-            frame = send_ok_frame(req.opaque, msg_id, queue_id, first_offset, region, trace, transaction_id)
-            return self._answer_stored(req, conn, frame)
-        ext: dict[str, object] = {
-            "msgId": msg_id,
-            "queueId": queue_id,
-            "queueOffset": first_offset,
-            "MSG_REGION": region,
-            "TRACE_ON": trace,
-        }
-        if transaction_id:
-            ext["transactionId"] = transaction_id
-        return self._answer_stored(req, conn, response_to(req, ResponseCode.SUCCESS, ext_fields=ext))
-
-    def _answer_stored(self, req: RemotingCommand, conn: Hashable, answer: RemotingCommand | bytes) -> RemotingCommand | bytes | None:
-        """The answer now, or (messages on disk) None and the answer once the message is written."""
-        hold = self.hold_answer
-        if hold is None or req.flag & 2:
-            return answer
-        hold(conn, answer if type(answer) is bytes else encode(answer))  # type: ignore[arg-type]
-        return None
-
-    def put_message(
-        self, topic: str, queue_id: int, body: bytes, flag: int, props_text: str, sys_flag: int, born_ts: int,
-        born_ip: bytes, born_port: int, reconsume: int,
-    ) -> tuple[int, int]:
-        """Store one message and wake the pulls held on its queue; returns (queue offset, physical offset)."""
-        result = self.store.put(
-            topic, queue_id, body, flag, props_text, sys_flag, born_ts, born_ip, born_port, reconsume,
-            find_property(props_text, "TAGS"),
-        )
-        if self.consuming.hold.count:
-            self.consuming.arrived(topic, queue_id)
-        return result
-
-    def _born_host(self, conn: Hashable) -> tuple[bytes, int]:
-        peer = self.peer_of(conn) or "127.0.0.1:0"
-        host, _, port = peer.rpartition(":")
-        born = ipv4_bytes(host if host and ":" not in host else "127.0.0.1"), int(port) if port.isdigit() else 0
-        if self.peer_of(conn) is not None:
-            self._born[conn] = born
-        return born
-
-    # ------------------------------------------------------------------
     # admin
 
     def update_and_create_topic(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         topic = req.ext("topic") or ""
-        self._check_topic_name(topic)
+        check_topic_name(topic)
         if topic == DEFAULT_TOPIC and self.topics.get(DEFAULT_TOPIC) is not None:
             raise Reject(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with AUTO_CREATE_TOPIC_KEY_TOPIC.")
         read, write = ext_int(req, "readQueueNums", 16), ext_int(req, "writeQueueNums", 16)
         perm = ext_int(req, "perm", PERM_READ | PERM_WRITE)
-        if not (1 <= read <= 1024 and 1 <= write <= 1024 and 0 <= perm <= 15):
+        if not (1 <= read <= MAX_QUEUE_NUMS and 1 <= write <= MAX_QUEUE_NUMS and 0 <= perm <= 15):
             raise Reject(ResponseCode.SYSTEM_ERROR, f"invalid queue numbers or perm: read={read} write={write} perm={perm}")
         tc = TopicConfig(
             topic,
@@ -437,6 +229,7 @@ class BrokerProcessor:
             offsets = self.consuming.offsets
             for key in [k for k in offsets if k[1] == topic]:
                 del offsets[key]
+            self.admin.topic_deleted(topic)
             log.info("topic %s deleted", topic)
         return response_to(req, ResponseCode.SUCCESS)
 
@@ -475,9 +268,9 @@ class BrokerProcessor:
         return response_to(req, ResponseCode.SUCCESS, body=encode_kv_table(self.runtime_table()))
 
     def runtime_table(self) -> dict[str, str]:
-        """The keys mqadmin clusterList (4.9.x and 5.x) reads, plus the stub's identity."""
+        """Java 5.3.3's runtime keys (see :mod:`broker_stub.runtime` for the few of ours)."""
         store = self.store
-        table = runtime_table(
+        return runtime_table(
             boot_ms=self.boot_ms,
             now_ms=int(time.time() * 1000),
             rates=self.rates,
@@ -488,19 +281,10 @@ class BrokerProcessor:
             commit_offset=store.commit_offset,
             is_master=self.config.is_master,
             held_pulls=self.consuming.hold.count,
+            store_root=self.config.storePathRootDir or ".",
+            minute_puts=self.admin.stats.minute_puts(int(self.clock() * 1000)),
+            master_addr=self.registration_info().get("masterAddr"),
         )
-        # extensions: who this stub is and what registration told it
-        table.update(
-            {
-                "brokerAddr": self.broker_addr,
-                "brokerName": self.config.brokerName,
-                "brokerId": str(self.config.brokerId),
-                "brokerPermission": str(self.config.brokerPermission),
-                "topicCount": str(len(self.topics)),
-            }
-        )
-        table.update(self.registration_info())
-        return table
 
     def update_broker_config(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         try:
@@ -543,7 +327,7 @@ class BrokerProcessor:
             raise Reject(ResponseCode.INVALID_PARAMETER, str(exc)) from None
         log.warning("fault switchboard: %s", self.faults.state())
         delaying = self.faults.hung or self.faults.send_latency_ms
-        self.async_codes = _AsyncCodes(self.faults) if delaying else frozenset()
+        self.async_codes = _AsyncCodes(self.faults, self._durable_codes) if delaying else self._durable_codes
         self.kick()  # a healed partition registers at once
         return response_to(req, ResponseCode.SUCCESS, body=self.faults.state_body())
 

@@ -2,8 +2,8 @@
 
 A Java slave connects to its master's HA port and receives the commit log
 byte for byte. The stub has no commit log, so a slave asks its master with
-a request of our own, code **9001** (no Apache RocketMQ request uses it),
-over the master's ordinary port: the body lists the slave's queues and the
+a request of our own, code **9010** (no Apache RocketMQ request uses it;
+9000-9002 are the stub's other own codes), over the master's ordinary port: the body lists the slave's queues and the
 offset each one has reached; the answer is the records that follow, in
 the stored-message layout, at most ``MAX_REPLICA_BYTES`` per answer
 (``more`` says when a next request would find more). The slave keeps them
@@ -30,8 +30,8 @@ from collections.abc import Callable, Hashable
 
 import trio
 
-from broker_stub.common import Reject
-from broker_stub.store import MessageStore, parse_record
+from broker_stub.common import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, Reject
+from broker_stub.store import MessageStore, StoreFullError, parse_record
 from remoting import fastjson
 from remoting.bodies import BodyError
 from remoting.codes import ResponseCode
@@ -40,7 +40,7 @@ from remoting.transport import RemotingError, RemotingTimeout, connect
 
 log = logging.getLogger("broker_stub")
 
-REPLICATE_CODE = 9001
+REPLICATE_CODE = 9010
 MAX_REPLICA_BYTES = 1024 * 1024
 MAX_REPLICA_RECORDS = 4096
 IDLE_POLL = 0.05  # s between requests while the slave is caught up
@@ -62,6 +62,10 @@ def serve_replicate(store: MessageStore, req: RemotingCommand, conn: Hashable) -
         have = {(str(t), int(q)): int(n) for t, q, n in (doc.get("offsets") or [])}
     except (BodyError, ValueError, TypeError, AttributeError) as exc:
         raise Reject(ResponseCode.INVALID_PARAMETER, f"bad replication request: {exc}") from None
+    for (topic, queue_id), offset in have.items():  # a queue id is a Java int, an offset a long
+        if not (INT32_MIN <= queue_id <= INT32_MAX and INT64_MIN <= offset <= INT64_MAX):
+            raise Reject(ResponseCode.INVALID_PARAMETER,
+                         f"bad replication request: queue {topic}:{queue_id} offset {offset} is out of range")
     parts: list[bytes] = []
     size = 0
     count = 0
@@ -136,7 +140,12 @@ class Replicator:
         unknown: set[str] = set()
         for record in split_records(body):
             msg = parse_record(record)
-            if self.store.append_stored(msg.topic, msg.queue_id, record):
+            try:
+                stored = self.store.append_stored(msg.topic, msg.queue_id, record)
+            except StoreFullError as exc:  # bigger than this slave's maxStoreBytes allows: skip it
+                log.warning("replication: a record of %s:%d not kept: %s", msg.topic, msg.queue_id, exc)
+                continue
+            if stored:
                 kept += 1
                 touched.add((msg.topic, msg.queue_id))
                 if not self.known_topic(msg.topic):

@@ -1,11 +1,16 @@
-"""The broker process: reactor, registrar, stats ticker, orderly stop.
+"""The broker process: reactor, registrar, stats ticker, topics-file writer, orderly stop.
 
 An orderly stop first stops registering, then sends UNREGISTER_BROKER to
 every NameServer (so routes drop at once rather than after an expiry), then
 closes the listener, lets requests already read be answered (with messages
-on disk: written, synced and their held answers sent) and closes the
-connections; all bounded in time. Persistence (broker_stub.persistence) and
-the master/slave roles (broker_stub.ha) hook in here.
+on disk: written, synced and their held answers sent), writes the topic
+changes not yet on disk and closes the connections; all bounded in time.
+Persistence (broker_stub.persistence) and the master/slave roles
+(broker_stub.ha) hook in here.
+
+With ``listenPort=0`` the port the OS picked is written back into the
+config, as a Java broker does (BrokerController.startBasicService), so
+GET_BROKER_CONFIG and the registration show the real port.
 """
 
 from __future__ import annotations
@@ -22,12 +27,17 @@ from broker_stub.persistence import Persistence, load_offsets
 from broker_stub.processor import BrokerProcessor
 from broker_stub.registrar import Registrar
 from broker_stub.store import MessageStore
+from broker_stub.subgroups import SubscriptionGroups, groups_path
 from broker_stub.topics import TopicTable, default_topics
+from remoting.bodies import DataVersion, TopicConfig
+from remoting.ratelog import CLIP_ARGS, clip
 from remoting.reactor import Reactor
 
 log = logging.getLogger("broker_stub")
+log.addFilter(CLIP_ARGS)  # no client value makes a long log line, whoever logs it
 
 SHUTDOWN_GRACE_SECONDS = 1.5
+FLUSH_GRACE_SECONDS = 3.0  # last topics-file write on an orderly stop
 BACKLOG = 1024
 TIMER_BUSY_SECONDS = 0.01  # how often held pulls and due retries are checked while there are any
 TIMER_IDLE_SECONDS = 0.1
@@ -46,12 +56,16 @@ class BrokerServer:
                 config.brokerClusterName, config.brokerName, config.defaultTopicQueueNums, config.autoCreateTopicEnable
             ),
             on_change=self._kick,
+            max_auto_created=config.maxAutoCreatedTopics,
         )
         # Read before serving, so a broken topics file is a start-up error, not a half-started broker.
         self.topics_file = topic_store.topics_path(config.storePathRootDir) if config.storePathRootDir else None
+        self.saver: topic_store.TopicSaver | None = None
         if self.topics_file:
             self.topics.restore(*topic_store.load(self.topics_file))
+            self.saver = topic_store.TopicSaver(self.topics_file, self._topics_snapshot)
             self.topics.on_change = self._topics_changed
+        self.subgroups = SubscriptionGroups(groups_path(config.storePathRootDir) if config.storePathRootDir else None)
         self.saved_offsets = load_offsets(config)  # consumerOffset.json, read before serving as well
         self.persistence: Persistence | None = None
 
@@ -59,10 +73,13 @@ class BrokerServer:
         """Begin an orderly stop (safe to call more than once)."""
         self._stop_event.set()
 
+    def _topics_snapshot(self) -> tuple[list[TopicConfig], DataVersion]:
+        return self.topics.configs(), self.topics.data_version
+
     def _topics_changed(self) -> None:
-        """Save the table before the change is answered (an error here answers SYSTEM_ERROR), then register."""
-        assert self.topics_file is not None
-        topic_store.save(self.topics_file, self.topics.configs(), self.topics.data_version)
+        """Have the change written (off the loop; topic requests await it), and register now."""
+        assert self.saver is not None
+        self.saver.changed()
         self._kick()
 
     def _kick(self) -> None:
@@ -78,13 +95,22 @@ class BrokerServer:
             max_frame=config.frameMaxLength,
             max_connections=lambda: config.serverMaxConnections,
             idle_seconds=lambda: float(config.serverChannelMaxIdleTimeSeconds),
+            read_budget=config.serverTotalReadBufferBytes,
+            high_water_mark=config.writeBufferHighWaterMark,
+            low_water_mark=config.writeBufferLowWaterMark,
         )
         self.reactor = reactor
         _, port = reactor.listen(config.brokerIP1, config.listenPort, BACKLOG)
+        config.listenPort = port
+        if config.haListenPort <= 0:
+            # Java's BrokerStartup sets haListenPort = listenPort + 1 before binding (so a Java
+            # broker given port 0 would try HA port 1); the stub has no HA listener and derives
+            # it from the bound port, the address it registers as haServerAddr.
+            config.haListenPort = port + 1 if port < 65535 else port - 1
         self.addr = f"{config.brokerIP1}:{port}"
-        ha_addr = f"{config.brokerIP1}:{config.haListenPort or port + 1}"
+        ha_addr = f"{config.brokerIP1}:{config.haListenPort}"
         topics = self.topics
-        store = MessageStore(config.brokerIP1, port, config.maxMessagesPerQueue)
+        store = MessageStore(config.brokerIP1, port, config.maxMessagesPerQueue, max_bytes=config.maxStoreBytes)
         self.registrar = Registrar(config, topics, self.faults, broker_addr=self.addr, ha_addr=ha_addr)
         self.processor = BrokerProcessor(
             config,
@@ -96,15 +122,17 @@ class BrokerServer:
             kick=self._kick,
             registration_info=self.registrar.info,
             write_to=reactor.write_to,
+            topics_durable=self.saver.durable if self.saver is not None else None,
+            subgroups=self.subgroups,
         )
         reactor.processor = self.processor
         # messages and offsets read back from storePathRootDir (None: memory only), then written as they come
         self.persistence = persistence = Persistence.open(config, store, self.processor.consuming, self.saved_offsets)
         if persistence is not None:
-            self.processor.store_busy = lambda: persistence.busy
+            self.processor.sending.store_busy = lambda: persistence.busy
             if persistence.files is not None:
                 persistence.hold_answers(reactor.write_to)
-                self.processor.hold_answer = persistence.hold_answer
+                self.processor.sending.hold_answer = persistence.hold_answer
         registrar = self.registrar
         ha = HighAvailability(self.processor, store, topics, is_master=config.is_master,
                               master_addr=lambda: registrar.master_addr)
@@ -115,6 +143,8 @@ class BrokerServer:
             nursery.start_soon(ha.run)
             if persistence is not None:
                 nursery.start_soon(persistence.run)
+            if self.saver is not None:
+                nursery.start_soon(self.saver.run)
             registering = trio.CancelScope()
             nursery.start_soon(self._register, registering)
             task_status.started(self.addr)
@@ -128,6 +158,12 @@ class BrokerServer:
                     await trio.sleep(0.005)
             if persistence is not None:  # written and synced, held answers sent, before connections close
                 await persistence.close()
+            if self.saver is not None:
+                with trio.move_on_after(FLUSH_GRACE_SECONDS):
+                    try:
+                        await self.saver.flush()
+                    except OSError:
+                        pass  # logged by the saver
             reactor.close_all("broker stopping")
             nursery.cancel_scope.cancel()
 
@@ -149,7 +185,11 @@ class BrokerServer:
         assert self.processor is not None
         consuming = self.processor.consuming
         while True:
-            self.processor.timers()
+            try:
+                self.processor.timers()
+            except Exception as exc:  # this task ending would end the broker: log it, go on
+                self.processor.warn.warning("timers", "timers failed {count} more times in the last {seconds} s",
+                                            "timers failed: %s: %s", type(exc).__name__, clip(exc))
             busy = consuming.hold.count or len(consuming.delays)
             await trio.sleep(TIMER_BUSY_SECONDS if busy else TIMER_IDLE_SECONDS)
 

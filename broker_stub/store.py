@@ -3,9 +3,12 @@
 Each message is encoded once, at put time, exactly as a Java broker writes
 it to its commit log (MessageDecoder's layout, magic code V1, IPv4 hosts),
 so a pull answer is just the concatenation of stored records and any
-RocketMQ client can decode it. Each queue keeps at most ``max_per_queue``
-messages: the oldest is dropped and the queue's min offset moves, which is
-what a consumer sees when a real broker deletes old commit-log files.
+RocketMQ client can decode it. Two bounds keep memory fixed: each queue
+keeps at most ``max_per_queue`` messages, and all queues together at most
+``max_bytes`` (:class:`ByteBudget`, oldest first across queues). Either
+way the oldest messages are dropped and the queue's min offset moves,
+which is what a consumer sees when a real broker deletes old commit-log
+files.
 
 Beside each record the queue keeps its store time, its tag (for tag
 filtering, as Java's consume queue keeps the tag hash) and its physical
@@ -16,11 +19,11 @@ CONSUMER_SEND_MSG_BACK name a message that way).
 from __future__ import annotations
 
 import bisect
+import heapq
 import socket
 import struct
 import time
 import zlib
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -33,6 +36,14 @@ _HEAD_AND_BODY_LEN = struct.Struct(">iiiiiqqiq4siq4siiqi")  # the same + bodyLen
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 HOSTS_ARE_IPV6 = 0x30  # sys flag bits: born host / store host are IPv6
+#: The stored record's layout holds a topic's length in a byte and the properties' in a short.
+STORED_TOPIC_MAX_BYTES = 127
+STORED_PROPERTIES_MAX_BYTES = 32767
+#: Bytes a held message costs beside its record: the record's object header, its slots in the
+#: queue's four lists, its store-time and physical-offset ints and its tag string (measured).
+MESSAGE_OVERHEAD = 200
+#: Bytes one queue costs while it exists (its object, four lists, its key in the queue table).
+QUEUE_OVERHEAD = 640
 
 
 def ipv4_bytes(host: str) -> bytes:
@@ -54,30 +65,145 @@ class Journal(Protocol):
     def delete_topic(self, topic: str) -> None: ...
 
 
+class StoreFullError(ValueError):
+    """A message the store cannot take even after dropping every older one."""
+
+
 class _Queue:
-    """One consume queue: parallel deques of records, tags, store times, physical offsets."""
+    """One consume queue: parallel lists of records, tags, store times and physical offsets.
 
-    __slots__ = ("next_offset", "phys", "records", "stamps", "tags")
+    Lists with a moving head rather than deques: an idle queue costs a few
+    hundred bytes (a deque costs ~600 each), bisect works on them directly,
+    and the dropped head is cut off in one step once it is half the list.
+    """
 
-    def __init__(self, bound: int) -> None:
-        self.records: deque[bytes] = deque(maxlen=bound)
-        self.tags: deque[str | None] = deque(maxlen=bound)
-        self.stamps: deque[int] = deque(maxlen=bound)
-        self.phys: deque[int] = deque(maxlen=bound)
+    __slots__ = ("head", "in_heap", "key", "next_offset", "phys", "records", "stamps", "tags")
+
+    def __init__(self, key: tuple[str, int]) -> None:
+        self.key = key
+        self.records: list[bytes | None] = []
+        self.tags: list[str | None] = []
+        self.stamps: list[int] = []
+        self.phys: list[int] = []
+        self.head = 0  # index of the oldest message still held
         self.next_offset = 0
+        self.in_heap = False  # has an entry in the byte budget's heap
+
+    def __len__(self) -> int:
+        return len(self.records) - self.head
 
     @property
     def min_offset(self) -> int:
-        return self.next_offset - len(self.records)
+        return self.next_offset - len(self)
+
+    def drop_oldest(self) -> int:
+        """Forget the oldest message; returns its record's size."""
+        head = self.head
+        record = self.records[head]
+        self.records[head] = None  # the objects go now, the slots with the next cut
+        self.tags[head] = None
+        self.stamps[head] = self.phys[head] = 0
+        self.head = head = head + 1
+        if head == len(self.records) or (head >= 64 and 2 * head >= len(self.records)):
+            for column in (self.records, self.tags, self.stamps, self.phys):
+                del column[:head]
+            self.head = 0
+        return len(record) if record is not None else 0
+
+
+class ByteBudget:
+    """``maxStoreBytes``: the store's bytes, with the oldest messages of all queues dropped first.
+
+    Oldest across queues, not per queue, because that is what a Java broker
+    does when it deletes its oldest commit-log file: every queue loses its
+    oldest messages and its min offset moves. Physical offsets grow with
+    every put, so the oldest message held is the head with the smallest
+    physical offset: a heap holds one entry per non-empty queue, keyed by
+    its head's physical offset (refreshed lazily when the per-queue bound
+    or a topic deletion moved the head).
+
+    What counts: each record's bytes plus ``MESSAGE_OVERHEAD`` (its index
+    entries and Python object headers) and ``QUEUE_OVERHEAD`` per queue, so
+    the budget tracks the process's memory rather than the payload alone.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.used = 0  # bytes counted: messages and queues
+        self.fixed = 0  # of which queues' bookkeeping, which dropping messages cannot free
+        self._heap: list[tuple[int, _Queue]] = []
+        self._dead = 0  # heap entries of removed queues, swept once they are half the heap
+
+    def add_queue(self) -> None:
+        self.used += QUEUE_OVERHEAD
+        self.fixed += QUEUE_OVERHEAD
+
+    def remove_queue(self, queue: _Queue) -> None:
+        """A queue is gone (its topic deleted): its messages and bookkeeping no longer count."""
+        held = sum(len(r) + MESSAGE_OVERHEAD for r in queue.records[queue.head :] if r is not None)
+        self.used -= QUEUE_OVERHEAD + held
+        self.fixed -= QUEUE_OVERHEAD
+        if queue.in_heap:
+            queue.in_heap = False
+            queue.key = ("", -1)  # no longer in the table: make_room skips it
+            self._dead += 1
+            if 2 * self._dead > len(self._heap) + 64:
+                self._heap = [(p, q) for p, q in self._heap if q.in_heap]
+                heapq.heapify(self._heap)
+                self._dead = 0
+
+    def check(self, need: int) -> None:
+        """StoreFullError when ``need`` bytes would not fit even with every message dropped."""
+        if self.fixed + need > self.max_bytes:
+            raise StoreFullError(
+                f"the in-memory store is full: {need} more bytes do not fit in maxStoreBytes={self.max_bytes} "
+                f"beside the {self.fixed} bytes of its {self.fixed // QUEUE_OVERHEAD} queues"
+            )
+
+    def track(self, queue: _Queue, phys: int) -> None:
+        """``queue`` just got a message at ``phys``: make sure the heap knows the queue."""
+        if not queue.in_heap:
+            heapq.heappush(self._heap, (phys, queue))
+            queue.in_heap = True
+
+    def make_room(self, need: int, queues: dict[tuple[str, int], _Queue]) -> None:
+        """Drop the oldest messages until ``need`` more bytes fit (or none is left)."""
+        heap = self._heap
+        while self.used + need > self.max_bytes and heap:
+            phys, queue = heap[0]
+            if not len(queue) or queues.get(queue.key) is not queue:  # emptied, or its topic deleted
+                heapq.heappop(heap)
+                if queue.in_heap:
+                    queue.in_heap = False
+                else:
+                    self._dead -= 1
+                continue
+            head_phys = queue.phys[queue.head]
+            if head_phys != phys:  # the head moved since: re-file under the current one
+                heapq.heapreplace(heap, (head_phys, queue))
+                continue
+            self.used -= queue.drop_oldest() + MESSAGE_OVERHEAD
+            if len(queue):
+                heapq.heapreplace(heap, (queue.phys[queue.head], queue))
+            else:
+                heapq.heappop(heap)
+                queue.in_heap = False
 
 
 class MessageStore:
     def __init__(
-        self, store_host: str, store_port: int, max_per_queue: int, *, clock_ms: Callable[[], int] | None = None
+        self,
+        store_host: str,
+        store_port: int,
+        max_per_queue: int,
+        *,
+        max_bytes: int = 128 * 1024 * 1024,
+        clock_ms: Callable[[], int] | None = None,
     ) -> None:
         self.store_ip = ipv4_bytes(store_host)
         self.store_port = store_port
         self.max_per_queue = max_per_queue
+        self.budget = ByteBudget(max_bytes)
         self.clock_ms = clock_ms  # None: wall clock (the hot path calls time.time() directly)
         self._topic_parts: dict[str, bytes] = {}  # topic -> its length byte + UTF-8 bytes
         self._queues: dict[tuple[str, int], _Queue] = {}
@@ -102,27 +228,43 @@ class MessageStore:
         reconsume_times: int,
         tag: str | None,
     ) -> tuple[int, int]:
-        """Store one message; returns (queue offset, physical offset). ValueError if it cannot be laid out."""
-        key = (topic, queue_id)
-        queue = self._queues.get(key)
-        if queue is None:
-            queue = self._queues[key] = _Queue(self.max_per_queue)
+        """Store one message; returns (queue offset, physical offset).
+
+        ValueError if it cannot be laid out; StoreFullError (a ValueError) if
+        it does not fit in the byte budget even after dropping older messages.
+        """
         topic_part = self._topic_parts.get(topic)
         if topic_part is None:
             topic_b = topic.encode()
-            if len(topic_b) > 127:
+            if len(topic_b) > STORED_TOPIC_MAX_BYTES:
                 raise ValueError("topic too long for the stored-message layout")
             if len(self._topic_parts) > 10_000:
                 self._topic_parts.clear()
             topic_part = self._topic_parts[topic] = bytes((len(topic_b),)) + topic_b
         props = properties.encode()
-        if len(props) > 32767:
+        if len(props) > STORED_PROPERTIES_MAX_BYTES:
             raise ValueError("properties too long for the stored-message layout")
+        body_len = len(body)
+        total = 90 + body_len + len(topic_part) + len(props)  # 88 (head + body length) + 2 (properties length)
+        cost = total + MESSAGE_OVERHEAD
+        key = (topic, queue_id)
+        queue = self._queues.get(key)
+        budget = self.budget
+        if queue is None:
+            budget.check(QUEUE_OVERHEAD + cost)  # before anything is dropped
+            budget.make_room(QUEUE_OVERHEAD + cost, self._queues)
+            queue = self._queues[key] = _Queue(key)
+            budget.add_queue()
+        else:
+            if budget.fixed + cost > budget.max_bytes:
+                budget.check(cost)
+            if len(queue.records) - queue.head >= self.max_per_queue:
+                budget.used -= queue.drop_oldest() + MESSAGE_OVERHEAD
+            if budget.used + cost > budget.max_bytes:
+                budget.make_room(cost, self._queues)
         store_ts = int(time.time() * 1000) if self.clock_ms is None else self.clock_ms()
         phys = self.commit_offset
         offset = queue.next_offset
-        body_len = len(body)
-        total = 90 + body_len + len(topic_part) + len(props)  # 88 (head + body length) + 2 (properties length)
         record = b"".join(
             (
                 _HEAD_AND_BODY_LEN.pack(
@@ -150,11 +292,14 @@ class MessageStore:
                 props,
             )
         )
-        queue.records.append(record)
+        queue.records.append(record)  # the four columns grow together (inline: the hot path)
         queue.tags.append(tag)
         queue.stamps.append(store_ts)
         queue.phys.append(phys)
         queue.next_offset = offset + 1
+        budget.used += cost
+        if not queue.in_heap:
+            budget.track(queue, phys)
         self.commit_offset = phys + total
         self.put_total += 1
         if self.journal is not None:
@@ -164,26 +309,42 @@ class MessageStore:
     def append_stored(self, topic: str, queue_id: int, record: bytes, *, journal: bool = True) -> bool:
         """Keep a record laid out elsewhere at its own queue offset: read back from this broker's
         files, or replicated from the master. Offsets must grow; an empty queue starts at the
-        record's offset. Returns False (nothing kept) for a record at or below the queue's end."""
+        record's offset. Returns False (nothing kept) for a record at or below the queue's end.
+
+        The bounds hold as for :meth:`put`: the per-queue count drops this queue's oldest, the
+        byte budget the oldest of all queues (StoreFullError if it cannot fit at all).
+        """
         msg = parse_record(record)
         (offset,) = _QUEUE_OFFSET.unpack_from(record, 20)
         (store_ts,) = _STORE_TS.unpack_from(record, 56)
+        cost = len(record) + MESSAGE_OVERHEAD
         key = (topic, queue_id)
         queue = self._queues.get(key)
+        budget = self.budget
         if queue is None:
-            queue = self._queues[key] = _Queue(self.max_per_queue)
-        if offset < queue.next_offset:
+            budget.check(QUEUE_OVERHEAD + cost)  # before anything is dropped
+            budget.make_room(QUEUE_OVERHEAD + cost, self._queues)
+            queue = self._queues[key] = _Queue(key)
+            budget.add_queue()
+        elif offset < queue.next_offset:
             return False
-        if offset > queue.next_offset:  # a gap (the source dropped older messages): start over there
-            queue.records.clear()
-            queue.tags.clear()
-            queue.stamps.clear()
-            queue.phys.clear()
+        else:
+            budget.check(cost)
+            if offset > queue.next_offset:  # a gap (the source dropped older messages): start over there
+                while len(queue):
+                    budget.used -= queue.drop_oldest() + MESSAGE_OVERHEAD
+            elif len(queue) >= self.max_per_queue:
+                budget.used -= queue.drop_oldest() + MESSAGE_OVERHEAD
+            if budget.used + cost > budget.max_bytes:
+                budget.make_room(cost, self._queues)
         queue.records.append(record)
         queue.tags.append(find_property(msg.properties, "TAGS"))
         queue.stamps.append(store_ts)
         queue.phys.append(msg.phys)
         queue.next_offset = offset + 1
+        budget.used += cost
+        if not queue.in_heap:
+            budget.track(queue, msg.phys)
         self.commit_offset = max(self.commit_offset, msg.phys + len(record))
         if journal and self.journal is not None:
             self.journal.append(topic, queue_id, offset, record)
@@ -202,12 +363,12 @@ class MessageStore:
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         queue = self._queues.get((topic, queue_id))
-        return queue.min_offset if queue else 0
+        return queue.min_offset if queue is not None else 0
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         """The offset the next message will get (Java's getMaxOffsetInQueue)."""
         queue = self._queues.get((topic, queue_id))
-        return queue.next_offset if queue else 0
+        return queue.next_offset if queue is not None else 0
 
     def get(
         self,
@@ -228,7 +389,7 @@ class MessageStore:
         queue = self._queues.get((topic, queue_id))
         if queue is None or not queue.min_offset <= offset < queue.next_offset:
             return [], offset
-        base = queue.min_offset
+        base = queue.min_offset - queue.head  # the offset of list index 0
         start = offset - base
         end = min(len(queue.records), start + max(1, max_scan))
         records = queue.records
@@ -239,6 +400,7 @@ class MessageStore:
             end = min(end, start + max(1, max_nums))
             while i < end:
                 record = records[i]
+                assert record is not None
                 if out and size + len(record) > max_bytes:
                     break
                 out.append(record)
@@ -249,6 +411,7 @@ class MessageStore:
             while i < end and len(out) < max_nums:
                 if qtags[i] in tags:
                     record = records[i]
+                    assert record is not None
                     if out and size + len(record) > max_bytes:
                         break
                     out.append(record)
@@ -261,9 +424,9 @@ class MessageStore:
         """The record stored at commit-log offset ``phys``, if it is still held."""
         for queue in self._queues.values():
             offsets = queue.phys
-            if not offsets or not offsets[0] <= phys <= offsets[-1]:
+            if not len(queue) or not offsets[queue.head] <= phys <= offsets[-1]:
                 continue
-            i = bisect.bisect_left(offsets, phys)
+            i = bisect.bisect_left(offsets, phys, queue.head)
             if i < len(offsets) and offsets[i] == phys:
                 return queue.records[i]
         return None
@@ -272,25 +435,25 @@ class MessageStore:
         """SEARCH_OFFSET_BY_TIMESTAMP: the first offset stored at or after ``timestamp`` (LOWER,
         the default), or the last one stored at or before it (UPPER); clamped to the queue."""
         queue = self._queues.get((topic, queue_id))
-        if queue is None or not queue.records:
-            return queue.next_offset if queue else 0
-        stamps = queue.stamps
+        if queue is None or not len(queue):
+            return queue.next_offset if queue is not None else 0
+        stamps, head = queue.stamps, queue.head
         if upper:
-            i = bisect.bisect_right(stamps, timestamp) - 1
+            i = bisect.bisect_right(stamps, timestamp, head) - 1 - head
             return queue.min_offset + max(i, 0)
-        return queue.min_offset + bisect.bisect_left(stamps, timestamp)
+        return queue.min_offset + bisect.bisect_left(stamps, timestamp, head) - head
 
     def earliest_timestamp(self, topic: str | None = None, queue_id: int = 0) -> int:
         """Store time of the oldest message held (of one queue, or of all); -1 if none, as Java."""
         if topic is not None:
             queue = self._queues.get((topic, queue_id))
-            return queue.stamps[0] if queue and queue.stamps else -1
-        stamps = [q.stamps[0] for q in self._queues.values() if q.stamps]
+            return queue.stamps[queue.head] if queue is not None and len(queue) else -1
+        stamps = [q.stamps[q.head] for q in self._queues.values() if len(q)]
         return min(stamps) if stamps else -1
 
     def delete_topic(self, topic: str) -> None:
         for key in [k for k in self._queues if k[0] == topic]:
-            del self._queues[key]
+            self.budget.remove_queue(self._queues.pop(key))
         if self.journal is not None:
             self.journal.delete_topic(topic)
 

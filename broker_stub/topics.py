@@ -20,7 +20,12 @@ OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 BENCHMARK_TOPIC = "BenchmarkTest"
 MAX_TOPICS = 100_000  # a bound on memory, far beyond what tests create
+MAX_QUEUE_NUMS = 1024  # read/write queues of one topic (BenchmarkTest's 1024 is the largest Java creates)
 RW = PERM_READ | PERM_WRITE
+
+
+class TopicLimitError(ValueError):
+    """A topic the table will not take (full, or too many auto-created); the text says which bound."""
 
 
 def now_ms() -> int:
@@ -28,8 +33,10 @@ def now_ms() -> int:
 
 
 def default_topics(cluster: str, broker_name: str, queue_nums: int, auto_create: bool) -> list[TopicConfig]:
-    """The system topics a Java 5.x broker registers (TopicConfigManager), so a
-    first registration looks like a real broker's and never holds one topic."""
+    """The system topics a Java 5.3.3 broker creates (TopicConfigManager.init), in its order, so a first
+    registration looks like a real broker's and never holds one topic. Java's switches at their
+    defaults: clusterTopicEnable and brokerTopicEnable on (RW), traceTopicEnable off (no
+    RMQ_SYS_TRACE_TOPIC), timerWheelEnable on (rmq_sys_wheel_timer), reviveQueueNum 8."""
     topics = [
         TopicConfig(SELF_TEST_TOPIC, 1, 1, RW),
         TopicConfig(BENCHMARK_TOPIC, 1024, 1024, RW),
@@ -38,7 +45,11 @@ def default_topics(cluster: str, broker_name: str, queue_nums: int, auto_create:
         TopicConfig(OFFSET_MOVED_EVENT, 1, 1, RW),
         TopicConfig(SCHEDULE_TOPIC, 18, 18, RW),
         TopicConfig(f"{cluster}_REPLY_TOPIC", 1, 1, RW),
+        TopicConfig(f"rmq_sys_REVIVE_LOG_{cluster}", 8, 8, RW),
         TopicConfig(f"rmq_sys_SYNC_BROKER_MEMBER_{broker_name}", 1, 1, PERM_INHERIT),
+        TopicConfig("RMQ_SYS_TRANS_HALF_TOPIC", 1, 1, RW),
+        TopicConfig("RMQ_SYS_TRANS_OP_HALF_TOPIC", 1, 1, RW),
+        TopicConfig("rmq_sys_wheel_timer", 1, 1, RW),
     ]
     if auto_create:
         topics.insert(1, TopicConfig(DEFAULT_TOPIC, queue_nums, queue_nums, RW | PERM_INHERIT))
@@ -54,8 +65,14 @@ class TopicTable:
         *,
         on_change: Callable[[], None] = lambda: None,
         clock_ms: Callable[[], int] = now_ms,
+        max_auto_created: int = 1024,
     ) -> None:
         self._topics: dict[str, TopicConfig] = {tc.topic_name: tc for tc in initial}
+        # Topics the broker created on its own (sends to a new topic, consumer groups' retry
+        # and DLQ topics) since it started: bounded, so strangers cannot grow the table, the
+        # topics file and every registration without limit. Admin-created topics do not count.
+        self.max_auto_created = max_auto_created
+        self._auto: set[str] = set()
         self.clock_ms = clock_ms
         self.data_version = DataVersion(0, clock_ms(), 0)
         self.on_change = on_change
@@ -82,20 +99,36 @@ class TopicTable:
         registration after a restart is never mistaken for an old one.
         """
         for tc in saved[:MAX_TOPICS]:
+            tc.read_queue_nums = min(tc.read_queue_nums, MAX_QUEUE_NUMS)
+            tc.write_queue_nums = min(tc.write_queue_nums, MAX_QUEUE_NUMS)
             self._topics[tc.topic_name] = tc
         if version is not None:
             self.data_version = version.next(self.clock_ms())
 
     def put(self, tc: TopicConfig) -> None:
-        """Create or replace a topic; raises ValueError when the table is full."""
+        """Create or replace a topic; raises TopicLimitError when the table is full.
+        A topic an admin creates over an auto-created one is the admin's from then on."""
         if tc.topic_name not in self._topics and len(self._topics) >= MAX_TOPICS:
-            raise ValueError(f"topic table full ({MAX_TOPICS} topics)")
+            raise TopicLimitError(f"topic table full ({MAX_TOPICS} topics)")
         self._topics[tc.topic_name] = tc
+        self._auto.discard(tc.topic_name)
         self.changed()
+
+    def put_auto(self, tc: TopicConfig) -> None:
+        """Create a topic the broker makes on its own; TopicLimitError beyond ``max_auto_created``."""
+        if tc.topic_name not in self._topics and len(self._auto) >= self.max_auto_created:
+            raise TopicLimitError(
+                f"topic[{tc.topic_name}] not created: this broker already auto-created "
+                f"{len(self._auto)} topics (maxAutoCreatedTopics={self.max_auto_created}); "
+                "create it with updateTopic"
+            )
+        self.put(tc)
+        self._auto.add(tc.topic_name)
 
     def delete(self, name: str) -> bool:
         if self._topics.pop(name, None) is None:
             return False
+        self._auto.discard(name)
         self.changed()
         return True
 

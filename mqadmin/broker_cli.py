@@ -8,6 +8,7 @@ every broker call has the ``--timeout`` of the command.
 from __future__ import annotations
 
 import re
+import sys
 import time
 from datetime import datetime
 from typing import Any
@@ -26,7 +27,7 @@ from mqadmin.client import (
     run,
     topic_config_text,
 )
-from mqadmin.cliutil import JsonOpt, NamesrvOpt, TimeoutOpt, bad_option, client_for
+from mqadmin.cliutil import JsonOpt, NamesrvOpt, TimeoutOpt, bad_option, client_for, error_line
 from mqadmin.render import Col, fit_table, out, print_json
 from remoting.bodies import TopicConfig
 from remoting.codes import FLAG_UNIT, FLAG_UNIT_SUB
@@ -183,12 +184,13 @@ def broker_status(
                                  "table": dict(sorted(r.value.items())) if r.ok else None} for r in results]})
     else:
         for r in results:
-            if not r.ok:
-                out.print(f"{r.addr}: no answer: {(r.error or '').split(': ', 1)[-1]}", style="red")
-                continue
-            rows = [[k, v] for k, v in sorted(r.value.items())]
-            out.print(fit_table([Col("#Key"), Col("#Value", wrap=True)], rows, title=f"broker {r.addr}"))
-    if not all(r.ok for r in results):
+            if r.ok:
+                rows = [[k, v] for k, v in sorted(r.value.items())]
+                out.print(fit_table([Col("#Key"), Col("#Value", wrap=True)], rows, title=f"broker {r.addr}"))
+    failed = [r for r in results if not r.ok]
+    for r in failed:  # errors go where every other command's go: stderr, one line each
+        print(f"mqadmin: {error_line(r.addr, r.error or 'no answer')}", file=sys.stderr)
+    if failed:
         raise typer.Exit(1)
 
 

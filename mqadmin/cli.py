@@ -16,6 +16,7 @@ import trio
 import typer
 
 from mqadmin import (
+    broker_admin_cli,
     broker_cli,
     cluster,
     clusterlist,
@@ -25,7 +26,17 @@ from mqadmin import (
     watch,
 )
 from mqadmin.client import AdminClient, AdminError, run
-from mqadmin.cliutil import JsonOpt, NamesrvOpt, TimeoutOpt, client_for, per_server
+from mqadmin.cliutil import (
+    CONTEXT_SETTINGS,
+    JsonOpt,
+    NamesrvOpt,
+    TimeoutOpt,
+    client_for,
+    fail,
+    full_summaries,
+    interruptible,
+    per_server,
+)
 from mqadmin.render import (
     Col,
     current_console,
@@ -34,12 +45,13 @@ from mqadmin.render import (
     out,
     print_json,
 )
+from namesrv.config_policy import config_view, key_class
 from remoting.bodies import ClusterInfo, TopicRouteData
 from remoting.climain import run_app
 
 app = typer.Typer(
     add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings=CONTEXT_SETTINGS,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     no_args_is_help=True,
@@ -148,7 +160,7 @@ def cluster_list(
     timeout: float = TimeoutOpt,
 ) -> None:
     client = client_for(namesrv, timeout)
-    try:
+    with interruptible():
         while True:
             rows = run(_cluster_rows, client, cluster_name)
             if as_json:
@@ -157,14 +169,12 @@ def cluster_list(
                 out.print(fit_table(clusterlist.MORE_COLUMNS, [clusterlist.more_cells(r) for r in rows]))
             else:
                 out.print(fit_variants([
-                    (clusterlist.BASE_COLUMNS, [clusterlist.base_cells(r) for r in rows]),
+                    (clusterlist.BASE_COLUMNS, [clusterlist.base_cells(r) for r in rows], clusterlist.TIMER_RANK),
                     (clusterlist.COMPACT_COLUMNS, [clusterlist.compact_cells(r) for r in rows]),
                 ]))
             if interval is None:
                 break
             time.sleep(interval)
-    except KeyboardInterrupt:
-        return
     if not rows and cluster_name is None and not as_json:
         out.print("no broker is registered with the NameServer", style="yellow")
 
@@ -176,8 +186,10 @@ async def _cluster_rows(client: AdminClient, only: str | None) -> list[dict[str,
     except LookupError as exc:
         raise AdminError(str(exc)) from None
     answers = await client.runtime_infos([b[3] for b in brokers])
+    provisional = watch.provisional_by(await client.restored_brokers_everywhere())
     now_ms = int(time.time() * 1000)
-    return [clusterlist.row(*b, answer, now_ms) for b, answer in zip(brokers, answers)]
+    return [clusterlist.row(*b, answer, now_ms, provisional.get((b[1], b[2], b[3]), []))
+            for b, answer in zip(brokers, answers)]
 
 
 @app.command("updateKvConfig", help="Create or update a KV config entry on every NameServer.")
@@ -255,18 +267,27 @@ def add_write_perm(
 
 
 @app.command("getNamesrvConfig", help="Show every NameServer's configuration.")
-def get_namesrv_config(namesrv: str | None = NamesrvOpt, as_json: bool = JsonOpt, timeout: float = TimeoutOpt) -> None:
+def get_namesrv_config(
+    namesrv: str | None = NamesrvOpt,
+    as_json: bool = JsonOpt,
+    timeout: float = TimeoutOpt,
+    classes: bool = typer.Option(
+        False, "--classes", help="Show whether updateNamesrvConfig applies each key live, at restart, never (inert) or refuses it."
+    ),
+) -> None:
     results = run(client_for(namesrv, timeout).namesrv_configs)
     if as_json:
-        print_json({r.addr: (r.value if r.ok else {"error": r.error}) for r in results})
+        print_json({r.addr: (config_view(r.value, classes) if r.ok else {"error": r.error}) for r in results})
     else:
         for r in results:
             out.print(f"============{r.addr}============")
             if not r.ok:
                 out.print(r.error, style="red")
                 continue
+            black_list = r.value.get("configBlackList", "")
             for k, v in r.value.items():
-                out.print(f"{k:<50}=  {v}")
+                suffix = f"  [{key_class(k, black_list)}]" if classes else ""
+                out.print(f"{k:<50}=  {v}{suffix}")
     if not all(r.ok for r in results):
         raise typer.Exit(1)
 
@@ -284,6 +305,7 @@ def update_namesrv_config(
 
 
 broker_cli.register(app)
+broker_admin_cli.register(app)
 
 WatchTopicsOpt = typer.Option(None, "-t", "--topic", help="Topics to show (repeatable; default: the first 20).")
 
@@ -297,21 +319,25 @@ def watch_cmd(
     namesrv: str | None = NamesrvOpt,
     as_json: bool = JsonOpt,
     timeout: float = typer.Option(0.8, "--timeout", min=0.05, help="Seconds to wait for each NameServer."),
+    suspect_after: float | None = typer.Option(
+        None, "--suspect-after", min=0.1, metavar="SECONDS",
+        help="Mark a broker suspect when a NameServer has not heard from it for this long "
+             f"(default {watch.SUSPECT_AFTER:g} s, or half its heartbeat timeout if shorter)."),
 ) -> None:
     client = client_for(namesrv, timeout)
     if once or as_json:
-        snap = run(watch.snapshot, client, topics)
+        snap = run(watch.snapshot, client, topics, watch.MAX_TOPICS, suspect_after)
         if as_json:
             print_json(snap)
         else:
             out.print(watch.view(snap, out))
-        if len(snap["errors"]) == len(snap["namesrvs"]):
-            raise typer.Exit(1)  # no NameServer answered
+        if snap["errors"]:  # a health check: every NameServer must answer
+            silent = ", ".join(snap["errors"])
+            fail(f"{len(snap['errors'])} of {len(snap['namesrvs'])} NameServer(s) did not answer: {silent}")
         return
-    try:
-        trio.run(lambda: watch.live(client, topics, current_console(), interval=interval, count=count))
-    except KeyboardInterrupt:
-        pass
+    with interruptible():
+        trio.run(lambda: watch.live(client, topics, current_console(), interval=interval, count=count,
+                                    suspect_after=suspect_after))
 
 
 runner_cli.register(app)
@@ -323,6 +349,7 @@ fanout_cli.register(app)
 def main(argv: list[str]) -> int:
     """Run one mqadmin command line; returns the exit status (``--debug``: tracebacks are not hidden)."""
     debug = "--debug" in argv
+    full_summaries(app)
     argv = _bare_group_help([a for a in argv if a != "--debug"])
     return run_app(app, "mqadmin", argv, (AdminError, cluster.ClusterError), debug=debug)
 

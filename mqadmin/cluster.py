@@ -99,7 +99,9 @@ class ClusterState:
             data = json.loads(path.read_text())
         except FileNotFoundError:
             raise ClusterError(f"no local cluster in {directory} (start one with: mqadmin start)") from None
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
+            raise ClusterError(f"cannot read {path}: {exc.strerror or exc}") from None
+        except ValueError as exc:
             raise ClusterError(f"cannot read {path}: {exc}") from None
         try:
             procs = [Proc(**p) for p in data["procs"]]
@@ -265,6 +267,7 @@ class StartOptions:
     register_period_ms: int = 30000
     broker_expired_ms: int = 120000
     scan_interval_ms: int = 5000
+    namesrv_props: tuple[tuple[str, str], ...] = ()  # more namesrv.properties lines (scenario namesrv_config)
     topics: tuple[str, ...] = ()  # created on every master once the brokers are routable
     topic_queues: int = 8
     ready_timeout: float = ROUTABLE_TIMEOUT
@@ -274,7 +277,8 @@ class StartOptions:
 TOPIC_NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
 
 
-def _validate(opts: StartOptions) -> None:
+def validate_options(opts: StartOptions) -> None:
+    """ClusterError (one line) for options no cluster can be started with."""
     if opts.namesrvs < 1:
         raise ClusterError("a cluster needs at least one NameServer (--namesrvs >= 1)")
     if opts.brokers < 0 or opts.slaves < 0:
@@ -288,6 +292,19 @@ def _validate(opts: StartOptions) -> None:
         raise ClusterError(f"topic queues must be 1-1024, got {opts.topic_queues}")
 
 
+def make_state_dir(directory: Path) -> None:
+    """Create a state directory, or a ClusterError naming why not (a file is there, no permission, ...)."""
+    if directory.exists() and not directory.is_dir():
+        raise ClusterError(f"state directory {directory} is not a directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / ".mqadmin-write-check"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ClusterError(f"cannot use {directory} as a state directory: {exc.strerror or exc}") from None
+
+
 def start(directory: Path, opts: StartOptions) -> ClusterState:
     """Start a whole cluster and return once it is usable; on any failure stop what was started.
 
@@ -298,8 +315,8 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
         old = ClusterState.load(directory)
         if any(p.alive() for p in old.procs):
             raise ClusterError(f"a cluster is already running in {directory} (mqadmin stop first)")
-    _validate(opts)
-    directory.mkdir(parents=True, exist_ok=True)
+    validate_options(opts)
+    make_state_dir(directory)
     state = ClusterState(dir=str(directory), cluster=opts.cluster, topics=list(opts.topics))
     try:
         namesrvs = []
@@ -310,6 +327,7 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
             _write_props(Path(proc.config), {
                 "listenPort": 0, "bindAddress": "127.0.0.1", "kvConfigPath": work / "kvConfig.json",
                 "scanNotActiveBrokerInterval": opts.scan_interval_ms, "brokerChannelExpiredTime": opts.broker_expired_ms,
+                **dict(opts.namesrv_props),
             })
             state.procs.append(proc)
             namesrvs.append(proc)

@@ -23,6 +23,8 @@ BASE_COLUMNS = [
     Col("#InTPS(LOAD)", 1, "right"), Col("#OutTPS(LOAD)", 2, "right"), Col("#Timer(Progress)", 7),
     Col("#PCWait(ms)", 6, "right"), Col("#Hour", 4), Col("#SPACE", 5), Col("#ACTIVATED", 3), Col("#Status", wrap=True),
 ]
+#: Drop rank of #Timer(Progress): the one column given up before the (LOAD) details are.
+TIMER_RANK = 7
 #: The same figures without the thread-pool load, tried when the full table is too wide.
 COMPACT_COLUMNS = [
     Col("#Cluster Name"), Col("#Broker Name"), Col("#BID"), Col("#Addr"), Col("#Version", 3),
@@ -61,10 +63,16 @@ def _num(kv: Mapping[str, str], key: str, kind: type = int) -> Any:
         return None
 
 
-def row(cluster: str, name: str, bid: int, addr: str, answer: PerServer, now_ms: int) -> dict[str, Any]:
-    """The documented ``clusterList --json`` row."""
+def row(cluster: str, name: str, bid: int, addr: str, answer: PerServer, now_ms: int,
+        provisional_on: list[str] | None = None) -> dict[str, Any]:
+    """The documented ``clusterList --json`` row.
+
+    ``provisional_on``: the NameServers that restored this broker from their
+    route snapshot and have not heard it register since (code 9002).
+    """
     base: dict[str, Any] = {"cluster": cluster, "brokerName": name, "brokerId": bid, "addr": addr,
-                            "reachable": answer.ok, "error": None}
+                            "reachable": answer.ok, "error": None, "provisional": bool(provisional_on),
+                            "provisionalOn": list(provisional_on or [])}
     keys = ["version", "inTps", "outTps", "sendQueue", "sendWaitMs", "pullQueue", "pullWaitMs", "ackQueue",
             "ackWaitMs", "timerReadBehind", "timerOffsetBehind", "timerCongestNum", "timerEnqueueTps",
             "timerDequeueTps", "pageCacheLockTimeMs", "hours", "space", "activated", "inTotalYest",
@@ -116,9 +124,10 @@ def _f(value: float | None, fmt: str) -> str:
 
 
 def status(r: dict[str, Any]) -> Text:
-    if r["reachable"]:
-        return Text("OK", style="green")
-    return Text(f"no answer: {r['error']}", style="red")
+    text = Text("OK", style="green") if r["reachable"] else Text(f"no answer: {r['error']}", style="red")
+    if r.get("provisionalOn"):
+        text.append(f"; restored on {', '.join(r['provisionalOn'])}, not registered since", style="yellow")
+    return text
 
 
 def base_cells(r: dict[str, Any]) -> list[str | Text]:

@@ -1,9 +1,16 @@
 """`mqadmin fanout`: thousands of simulated producers on PySpark (or plain processes).
 
-Exit codes: 0 the run completed and the brokers' counts agree with the
-producers', 1 the run could not be set up or did not finish (one line on
-stderr), 3 it completed but the counts disagree, a scenario expectation
-failed or a consumer group's messages do not reconcile, 130 interrupted. Every process the run started is stopped first.
+Exit codes are mqadmin's (README, "Exit status and errors"): 0 the run
+completed and the brokers' counts agree with the producers', 1 the run
+could not be set up or did not finish, or it completed but the counts
+disagree, a scenario expectation failed or a consumer group's messages do
+not reconcile (one line on stderr), 2 a bad option value (checked before
+anything starts: output files, the master URL, option combinations), 130
+interrupted. Every process the run started is stopped first.
+
+Order matters for a careless user: nothing is started (no cluster, no JVM,
+no temporary directory) before the options, the output paths and the
+optional extras have been checked.
 """
 
 from __future__ import annotations
@@ -11,9 +18,11 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from mqadmin.cliutil import PLOT_INSTALL, PLOT_SUFFIXES, SPARK_INSTALL, check_output, has_module
 from mqadmin.render import make_console, out
 
 DirOpt = typer.Option(None, "--dir", help="State directory of the local cluster (default: a temporary one with --start).")
@@ -26,6 +35,24 @@ PlotOpt = typer.Option(None, "--plot", metavar="OUT.png", help="Draw sends, brok
 def _fail(message: str, code: int = 1) -> typer.Exit:
     print(f"mqadmin fanout: {message}", file=sys.stderr)
     return typer.Exit(code)
+
+
+def failed_check(doc: dict[str, Any]) -> str | None:
+    """Why a finished run failed its checks (exit 1), or None: counts that disagree, a failed
+    scenario expectation, or consumer groups whose acknowledged messages do not reconcile."""
+    agreement = doc["agreement"]
+    if not (agreement["agree"] or agreement["explained"]):
+        return f"the brokers' counts disagree with the producers': {agreement['note']}"
+    failed = [v["expectation"] for v in doc["scenario_verdicts"] if v["passed"] is False]
+    if failed:
+        return f"{len(failed)} scenario expectation(s) failed: {'; '.join(failed)}"
+    consumers = doc.get("consumers")
+    if consumers is not None and not consumers["reconciled"]:
+        unread = [r["group"] for r in consumers["by_group"] if not r["offsets_read"]]
+        why = (f"{consumers['total']['unexplained']:,} acknowledged message(s) unexplained" if not unread
+               else f"the committed offsets of {len(unread)} group(s) could not be read")
+        return f"the consumer groups do not reconcile: {why}"
+    return None
 
 
 def _kill(spec: str) -> tuple[str, float]:
@@ -93,16 +120,30 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the JSON result instead of tables."),
         quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress or status lines."),
     ) -> None:
-        from mqadmin.fanout import FanoutError, runner
+        from mqadmin.fanout import FanoutError, FanoutUsageError, runner
         from mqadmin.fanout import report as reporting
 
+        check_output("--report", report)
+        check_output("--plot", plot, PLOT_SUFFIXES)
         if plot is not None and not reporting.plot_available():
-            raise _fail("--plot needs matplotlib (pip install 'rocketmq-namesrv-toolkit[plot]')", 2)
+            raise _fail(f"--plot needs matplotlib, which is not installed: {PLOT_INSTALL}")
+        if not no_spark and engine == "spark" and not has_module("pyspark"):
+            raise _fail(f"the Spark engine needs pyspark, which is not installed: {SPARK_INSTALL}, "
+                        "or use --engine multiprocessing")
         scenario_path = None
         if scenario is not None:
+            from mqadmin.scenario import schema
             from mqadmin.scenario_cli import resolve
 
             scenario_path = resolve(scenario)
+            try:
+                schema.load(scenario_path)  # an invalid file is a usage error, as for `scenario run`
+            except schema.ScenarioError as exc:
+                raise _fail(str(exc), 2) from None
+        if directory is not None and (start or scenario is not None):
+            from mqadmin.runner_cli import state_dir_option
+
+            state_dir_option(directory)
         opts = runner.FanoutOptions(
             producers=producers, topics=topics, rate=rate, duration=duration, messages_per_producer=messages,
             message_size=message_size, namesrv=namesrv, start=start, cluster_dir=directory, scenario=scenario_path,
@@ -112,6 +153,10 @@ def register(app: typer.Typer) -> None:
             create_topics=create_topics, queues=queues, spark_conf=_conf(conf or []), spark_timeout=spark_timeout,
             consumers=consumers, consumer_groups=consumer_groups, drain=drain,
         )
+        try:
+            opts.validate()
+        except FanoutUsageError as exc:
+            raise _fail(str(exc), 2) from None
         err = make_console(stderr=True)
         show = not quiet and not as_json
         status = (lambda line: err.print(f"[fanout] {line}", style="dim")) if show else (lambda line: None)
@@ -130,16 +175,18 @@ def register(app: typer.Typer) -> None:
         except FanoutError as exc:
             raise _fail(str(exc)) from None
         doc = reporting.to_json(result)
-        if report is not None:
-            report.write_text(json.dumps(doc, indent=2) + "\n")
-        if plot is not None:
-            reporting.plot(doc, plot)
         if as_json:
             sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         else:
             out.print(reporting.render(doc))
-        agreement = doc["agreement"]
-        consumers = doc.get("consumers")
-        if (not (agreement["agree"] or agreement["explained"]) or any(v["passed"] is False for v in doc["scenario_verdicts"])
-                or (consumers is not None and not consumers["reconciled"])):
-            raise typer.Exit(3)
+        # Files last: the tables are on the screen whatever happens to them.
+        try:
+            if report is not None:
+                report.write_text(json.dumps(doc, indent=2) + "\n")
+            if plot is not None:
+                reporting.plot(doc, plot)
+        except OSError as exc:
+            raise _fail(f"cannot write {exc.filename or report or plot}: {exc.strerror or exc}") from None
+        failure = failed_check(doc)
+        if failure is not None:
+            raise _fail(failure)  # a failed check: exit 1, as every mqadmin check

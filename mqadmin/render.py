@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TextIO, cast
 
 from rich import box
 from rich.console import Console, RenderableType
@@ -41,12 +41,49 @@ WRAP_MIN_WIDTH = 30
 PIPE_WIDTH = 250
 
 
+class _TrimmedLines:
+    """A text stream that drops the spaces Rich pads table rows with before each newline.
+
+    Off a terminal the padding is invisible but not harmless: ``grep 'OK$'``, diffs and
+    copy-paste all see it. Partial lines are held until their newline (or ``flush``).
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        data = self._pending + text
+        head, sep, self._pending = data.rpartition("\n")
+        if sep:
+            self.stream.write("\n".join(line.rstrip(" ") for line in head.split("\n")) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self.stream.write(self._pending)
+            self._pending = ""
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.stream, "encoding", None) or "utf-8"
+
+
 def make_console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     width = None
-    if not stream.isatty() and not os.environ.get("COLUMNS"):
+    tty = stream.isatty()
+    if not tty and not os.environ.get("COLUMNS"):
         width = PIPE_WIDTH
-    return Console(file=stream, width=width, highlight=False, markup=False, soft_wrap=True, emoji=False)
+    file: Any = stream if tty else _TrimmedLines(stream)
+    return Console(file=file, width=width, highlight=False, markup=False, soft_wrap=True, emoji=False)
 
 
 class _CurrentConsole:
@@ -109,35 +146,86 @@ def fit_table(
     """
     console = console or current_console()
     width = width or console.width
+    table = _fit_dropping(console, columns, rows, footer_rows, title, width, floor=1, measure=_min_width)
+    if table is not None:
+        return table
+    keep = [i for i, c in enumerate(columns) if c.drop == 0]
+    cols = [columns[i] for i in keep]
+    body = [[r[i] for i in keep] for r in rows]
+    foot = [[r[i] for i in keep] for r in footer_rows]
+    # Nothing left to drop: free text wraps down to its longest word, then folds inside words, while
+    # identities (topic, broker, address) stay whole; only if they alone are too wide does anything else fold.
+    table = _build(cols, body, foot, title, "squeeze")
+    if _min_width(console, table) <= width:
+        return table
+    text_widths = _share_of_text(cols, body, width)
+    if text_widths is not None:
+        return _build(cols, body, foot, title, "fold-text", text_widths)
+    return _build(cols, body, foot, title, "fold")  # every value folds onto more lines, none is cut
+
+
+#: Narrowest a free-text column is folded to while identities stay whole.
+FOLD_MIN_WIDTH = 8
+
+
+def _share_of_text(columns: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int) -> dict[int, int] | None:
+    """Widths for the free-text columns once every identity column has its whole width (None if the
+    identities leave less than FOLD_MIN_WIDTH each). Rich's own measure cannot express "may fold"."""
+    text = [i for i, c in enumerate(columns) if c.wrap]
+    if not text:
+        return None
+    fixed = sum(max([len(c.header), *(len(_plain(r[i])) for r in rows)]) for i, c in enumerate(columns) if not c.wrap)
+    left = width - fixed - 2 * (len(columns) - 1)  # one pad and one divider between columns
+    share = left // len(text)
+    if share < FOLD_MIN_WIDTH:
+        return None
+    return {i: share for i in text}
+
+
+def _fit_dropping(
+    console: Console, columns: Sequence[Col], rows: Sequence[Sequence[Cell]], footer_rows: Sequence[Sequence[Cell]],
+    title: str | None, width: int, *, floor: int, measure: Any,
+) -> Table | None:
+    """The table without as few columns as needed (highest ``drop`` first, only ranks >= ``floor``)
+    that ``measure``s within ``width``; None if dropping all of those is not enough."""
     keep = list(range(len(columns)))
     while True:
-        def build(fold_all: bool) -> Table:
-            return _build([columns[i] for i in keep], [[r[i] for i in keep] for r in rows],
-                          [[r[i] for i in keep] for r in footer_rows], title, fold_all)
-
-        table = build(False)
-        if _min_width(console, table) <= width:  # free-text columns may wrap, the others fit whole
+        table = _build([columns[i] for i in keep], [[r[i] for i in keep] for r in rows],
+                       [[r[i] for i in keep] for r in footer_rows], title, "normal")
+        if measure(console, table) <= width:  # free-text columns may wrap, the others fit whole
             return table
-        droppable = [i for i in keep if columns[i].drop > 0]
+        droppable = [i for i in keep if columns[i].drop >= floor]
         if not droppable:
-            return build(True)  # still too wide: fold every value onto more lines, never cut one
-        worst = max(droppable, key=lambda i: (columns[i].drop, i))
-        keep.remove(worst)
+            return None
+        keep.remove(max(droppable, key=lambda i: (columns[i].drop, i)))
+
+
+def _plain(cell: Cell) -> str:
+    return cell.plain if isinstance(cell, Text) else cell
 
 
 def _build(
     columns: Sequence[Col], rows: Sequence[Sequence[Cell]], footer: Sequence[Sequence[Cell]], title: str | None,
-    fold_all: bool,
+    mode: str, widths: dict[int, int] | None = None,
 ) -> Table:
+    """``normal``: identities whole, free text at least WRAP_MIN_WIDTH wide; ``squeeze``: free text down
+    to its longest word; ``fold-text``: free text folds anywhere; ``fold``: anything may fold (the last resort)."""
     table = Table(box=PLAIN, title=title, title_justify="left", pad_edge=False, show_edge=False, padding=(0, 1, 0, 0))
     for i, col in enumerate(columns):
-        no_wrap = not (fold_all or col.wrap)
+        no_wrap = mode != "fold" and not col.wrap
         min_width = None
-        if not fold_all:  # headers never wrap; free text keeps a readable width before columns are dropped
-            longest = max((len(r[i].plain if isinstance(r[i], Text) else r[i]) for r in rows), default=0)
-            min_width = max(len(col.header), min(WRAP_MIN_WIDTH, longest) if col.wrap else 0)
-        table.add_column(col.header, justify=col.justify, no_wrap=no_wrap, overflow="fold",  # type: ignore[arg-type]
-                         min_width=min_width)
+        if mode != "fold":  # headers never wrap; free text keeps a readable width before columns are dropped
+            cells = [_plain(r[i]) for r in rows]
+            if not col.wrap:
+                min_width = max([len(col.header), *map(len, cells)])
+            elif mode == "normal":
+                min_width = max(len(col.header), min(WRAP_MIN_WIDTH, max(map(len, cells), default=0)))
+            elif mode == "squeeze":
+                min_width = max([len(col.header), *(len(w) for c in cells for w in c.split())])
+        width = (widths or {}).get(i)
+        header = col.header if width is None else Text(col.header, overflow="fold")
+        table.add_column(header, justify=col.justify, no_wrap=no_wrap, overflow="fold",  # type: ignore[arg-type]
+                         min_width=None if width is not None else min_width, width=width)
     for row in rows:
         table.add_row(*row)
     if footer:
@@ -159,19 +247,35 @@ def status_text(ok: bool, text: str) -> Text:
     return Text(text, style="green" if ok else "red")
 
 
+#: A table variant: its columns and rows, and optionally the lowest drop rank it may give up to fit.
+Variant = tuple[Sequence[Col], Sequence[Sequence[Cell]]] | tuple[Sequence[Col], Sequence[Sequence[Cell]], int]
+
+
 def fit_variants(
-    variants: Sequence[tuple[Sequence[Col], Sequence[Sequence[Cell]]]],
+    variants: Sequence[Variant],
     *,
     width: int | None = None,
     title: str | None = None,
     console: Console | None = None,
 ) -> Table:
-    """The first variant (fullest first) that fits whole; else the last one, fitted by dropping columns."""
+    """The first variant (fullest first) that fits whole; else the last one, fitted by dropping columns.
+
+    A variant may name a drop rank (third element): its columns of that rank or higher may be dropped
+    to make it fit before the next variant is tried (``clusterList`` gives up the timer column before
+    the thread-pool load details).
+    """
     console = console or current_console()
     width = width or console.width
-    for columns, rows in variants[:-1]:
-        table = _build(columns, rows, (), title, False)
-        if _natural_width(console, table) <= width:
-            return table
-    columns, rows = variants[-1]
+    for variant in variants[:-1]:
+        columns, rows = variant[0], variant[1]
+        floor = variant[2] if len(variant) > 2 else None  # type: ignore[misc]
+        if floor is None:
+            table = _build(columns, rows, (), title, "normal")
+            if _natural_width(console, table) <= width:
+                return table
+            continue
+        fitted = _fit_dropping(console, columns, rows, (), title, width, floor=floor, measure=_natural_width)
+        if fitted is not None:
+            return fitted
+    columns, rows = variants[-1][0], variants[-1][1]
     return fit_table(columns, rows, width=width, title=title, console=console)

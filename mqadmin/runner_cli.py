@@ -12,7 +12,7 @@ from rich.text import Text
 
 from mqadmin import cluster
 from mqadmin.client import AdminError
-from mqadmin.cliutil import JsonOpt
+from mqadmin.cliutil import JsonOpt, bad_option, self_command
 from mqadmin.render import Col, fit_table, out, print_json
 
 DirOpt = typer.Option(None, "--dir", help="State directory of the local cluster (default ~/.local/state/mqadmin/cluster).")
@@ -67,7 +67,11 @@ def start_cmd(
         namesrvs=namesrvs, brokers=brokers, slaves=slaves, cluster=cluster_name, register_period_ms=register_period,
         broker_expired_ms=broker_timeout, scan_interval_ms=scan_interval, topics=topic_list, topic_queues=topic_queues,
     )
-    state = cluster.start(_dir(directory), opts)
+    try:
+        cluster.validate_options(opts)
+    except cluster.ClusterError as exc:
+        raise typer.BadParameter(str(exc)) from None  # the message names the option
+    state = cluster.start(state_dir_option(directory), opts)
     if as_json:
         print_json(state_json(state))
         return
@@ -86,8 +90,9 @@ def summary(state: cluster.ClusterState, directory: Path | None) -> Group:
         Text(f"export NAMESRV_ADDR='{state.namesrv_addr}'"),
     ]
     hint = "" if directory is None else "  (with NAMESRV_ADDR set)"
-    lines.append(Text(f"try:  mqadmin clusterList | mqadmin topicRoute -t TBW102 | mqadmin killBroker -b broker-a{dir_opt}{hint}"))
-    lines.append(Text(f"stop: mqadmin stop{dir_opt}"))
+    me = self_command()
+    lines.append(Text(f"try:  {me} clusterList | {me} topicRoute -t TBW102 | {me} killBroker -b broker-a{dir_opt}{hint}"))
+    lines.append(Text(f"stop: {me} stop{dir_opt}"))
     return Group(status_table(state), *lines)
 
 
@@ -112,10 +117,20 @@ def stop_cmd(directory: Path | None = DirOpt) -> None:
 
 
 def _signal(value: str) -> signal.Signals:
-    sig = SIGNALS.get(value.upper().removeprefix("SIG"))
+    sig = SIGNALS.get(value.strip().upper().removeprefix("SIG"))
     if sig is None:
-        raise AdminError(f"unknown signal {value!r}: use KILL, TERM, STOP or CONT")
+        raise bad_option("--signal", f"unknown signal {value!r}: use KILL, TERM, STOP or CONT")
     return sig
+
+
+def state_dir_option(directory: Path | None) -> Path:
+    """``--dir`` for a command that creates the state directory: a usage error (exit 2) if it cannot be one."""
+    path = _dir(directory)
+    try:
+        cluster.make_state_dir(path)
+    except cluster.ClusterError as exc:
+        raise bad_option("--dir", str(exc)) from None
+    return path
 
 
 def _sent(p: cluster.Proc, signum: signal.Signals) -> None:
@@ -128,8 +143,8 @@ def kill_broker(
     sig: str = typer.Option("KILL", "--signal", help="KILL (crash), TERM (graceful), STOP (hang) or CONT (resume)."),
     directory: Path | None = DirOpt,
 ) -> None:
-    state = cluster.ClusterState.load(_dir(directory))
     signum = _signal(sig)
+    state = cluster.ClusterState.load(_dir(directory))
     for p in state.find_broker(broker, broker_id):
         cluster.signal_proc(p, signum)
         _sent(p, signum)
@@ -158,9 +173,9 @@ def kill_namesrv(
     sig: str = typer.Option("KILL", "--signal", help="KILL, TERM, STOP or CONT."),
     directory: Path | None = DirOpt,
 ) -> None:
+    signum = _signal(sig)
     state = cluster.ClusterState.load(_dir(directory))
     p = _namesrv(state, index)
-    signum = _signal(sig)
     cluster.signal_proc(p, signum)
     _sent(p, signum)
 

@@ -1,9 +1,11 @@
 """`mqadmin scenario ...`: YAML outage scenarios (run, list).
 
-Exit codes of ``run``: 0 every expectation holds, 1 an expectation (or an
-action) failed, 2 the scenario file is invalid, 3 the run itself failed
-(cluster did not start, timeout), 130 interrupted. Every process a run
-starts is stopped before it exits, whichever way it exits.
+Exit codes of ``run`` are mqadmin's (see :mod:`mqadmin.cliutil`): 0 every
+expectation holds, 1 an expectation or an action failed, or the run itself
+failed (cluster did not start, timeout: the line says which), 2 the scenario
+file or an option is invalid (an output file that cannot be written is
+refused before the run), 130 interrupted. Every process a run starts is
+stopped before it exits, whichever way it exits.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ from pathlib import Path
 
 import typer
 
+from mqadmin.cliutil import CONTEXT_SETTINGS, PLOT_INSTALL, PLOT_SUFFIXES, check_output, write_output
 from mqadmin.render import make_console, out
 from mqadmin.scenario import schema
 from remoting.climain import first_of
 
 app = typer.Typer(
     add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings=CONTEXT_SETTINGS,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     no_args_is_help=True,
@@ -72,18 +75,21 @@ def run_cmd(
         scn = schema.load(resolve(file))
     except schema.ScenarioError as exc:
         raise _fail(2, str(exc)) from None
+    check_output("--report", report)
+    check_output("--plot", plot, PLOT_SUFFIXES)
+    check_output("--records", records)
     if plot is not None:
         from mqadmin.scenario import plot as plotting
 
         if not plotting.available():
-            raise _fail(2, "--plot needs matplotlib (pip install 'rocketmq-namesrv-toolkit[plot]')")
+            raise _fail(1, f"--plot needs matplotlib, which is not installed: {PLOT_INSTALL}")
     err = make_console(stderr=True)
     progress = (lambda line: None) if (quiet or as_json) else (lambda line: err.print(f"[{scn.name}] {line}"))
     try:
         consumed = records.with_name(f"{records.stem}.consumed{records.suffix}") if records is not None else None
         result = runner.run(scn, records_path=records, keep_dir=keep_dir, progress=progress, consume_records_path=consumed)
     except runner.ScenarioRunError as exc:
-        raise _fail(3, str(exc)) from None
+        raise _fail(1, f"the run failed: {exc}") from None
     except BaseException as exc:
         interrupt = first_of(exc, KeyboardInterrupt)
         if interrupt is None:
@@ -93,12 +99,6 @@ def run_cmd(
     from mqadmin.scenario import report as reporting
 
     doc = reporting.to_json(result)
-    if report is not None:
-        report.write_text(json.dumps(doc, indent=2) + "\n")
-    if plot is not None:
-        from mqadmin.scenario import plot as plotting
-
-        plotting.draw(result, plot)
     if as_json:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif quiet:
@@ -111,6 +111,16 @@ def run_cmd(
         out.print(f"{'PASS' if result.passed else 'FAIL'} {scn.name}")
     else:
         reporting.render(result, out)
+    # Files last: the verdict is on the screen whatever happens to them.
+    if report is not None:
+        write_output(report, json.dumps(doc, indent=2) + "\n")
+    if plot is not None:
+        from mqadmin.scenario import plot as plotting
+
+        try:
+            plotting.draw(result, plot)
+        except OSError as exc:
+            raise _fail(1, f"cannot write {plot}: {exc.strerror or exc}") from None
     if not result.passed:
         raise typer.Exit(1)
 
@@ -121,7 +131,7 @@ def list_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     where = directory or shipped_dir()
-    files = sorted(where.glob("*.yaml")) if where.is_dir() else []
+    files = sorted(where.glob("*.yaml"), key=lambda p: p.stem) if where.is_dir() else []  # by name: "a" before "a-b"
     if not files:
         raise _fail(1, f"no scenario files (*.yaml) in {where}")
     rows = []

@@ -6,6 +6,10 @@ topic's queues are. A snapshot asks each NameServer separately (all
 requests in parallel, each bounded by the client's timeout) and marks every
 row on which they differ. The live view redraws once per interval on a
 fixed cadence; off a terminal it prints one frame per interval instead.
+
+A NameServer that restored its routes from its snapshot (a warm restart)
+marks the brokers that have not registered with it since (code 9002):
+those cells say ``restored`` and the row's ``provisionalBy`` lists them.
 """
 
 from __future__ import annotations
@@ -19,10 +23,14 @@ from rich.live import Live
 from rich.text import Text
 
 from mqadmin.client import AdminClient, PerServer
+from mqadmin.cliutil import error_line
 from mqadmin.render import Col, fit_table
 from remoting.bodies import TopicRouteData, perm_to_string
 
 MAX_TOPICS = 20
+#: Default silence (s) after which a broker is marked suspect: past a 30 s registration period
+#: (Java's default) plus slack, or half its heartbeat timeout when that is shorter.
+SUSPECT_AFTER = 35.0
 
 
 def route_summary(route: TopicRouteData) -> list[str]:
@@ -34,10 +42,26 @@ def route_summary(route: TopicRouteData) -> list[str]:
     )
 
 
-async def snapshot(client: AdminClient, topics: list[str] | None = None, max_topics: int = MAX_TOPICS) -> dict[str, Any]:
+def suspect_limit(timeout_ms: int | None, suspect_after: float | None) -> float:
+    """Seconds of silence after which a broker is suspect: the user's, else the default rule."""
+    if suspect_after is not None:
+        return suspect_after
+    return min(SUSPECT_AFTER, timeout_ms / 2000.0) if timeout_ms else SUSPECT_AFTER
+
+
+def _agreement(values: list[Any]) -> bool:
+    """Agreement needs every NameServer's answer: a silent one (None) never counts as agreeing."""
+    return all(v is not None for v in values) and len(set(values)) <= 1
+
+
+async def snapshot(client: AdminClient, topics: list[str] | None = None, max_topics: int = MAX_TOPICS,
+                   suspect_after: float | None = None) -> dict[str, Any]:
     """One consistent-enough look at every NameServer (the documented ``watch --json`` shape)."""
     addrs = client.namesrv_addrs
-    infos, lists = await _gather(client.cluster_infos_everywhere, client.topic_lists_everywhere)
+    infos, lists, lives, restored = await _gather(client.cluster_infos_everywhere, client.topic_lists_everywhere,
+                                                  client.broker_live_tables_everywhere,
+                                                  client.restored_brokers_everywhere)
+    provisional = provisional_by(restored)
     errors = {r.addr: r.error for r in infos if not r.ok}
     brokers: dict[tuple[str, int, str], dict[str, bool]] = {}
     for r in infos:
@@ -46,11 +70,23 @@ async def snapshot(client: AdminClient, topics: list[str] | None = None, max_top
         for name, bd in r.value.broker_addr_table.items():
             for bid, addr in bd.broker_addrs.items():
                 brokers.setdefault((name, bid, addr), {})[r.addr] = True
+    # (ns addr, broker addr) -> (seconds since last heard, heartbeat timeout ms); absent where the
+    # NameServer does not serve GET_BROKER_LIVE_TABLE (a Java one): its column then shows no age.
+    heard: dict[tuple[str, str], tuple[float, int]] = {}
+    for r in lives:
+        if r.ok:
+            for b in r.value:
+                heard[(r.addr, b["brokerAddr"])] = (b["lastUpdateAgoMillis"] / 1000.0, b["heartbeatTimeoutMillis"])
     broker_rows = []
     for (name, bid, addr), seen in sorted(brokers.items()):
         seen_by = {a: seen.get(a, False) if a not in errors else None for a in addrs}
-        answered = [v for v in seen_by.values() if v is not None]
-        broker_rows.append({"broker": name, "id": bid, "addr": addr, "seenBy": seen_by, "agree": len(set(answered)) <= 1})
+        ages = {a: round(heard[(a, addr)][0], 1) if seen_by[a] and (a, addr) in heard else None for a in addrs}
+        suspect = sorted(a for a in addrs if ages[a] is not None
+                         and ages[a] > suspect_limit(heard[(a, addr)][1], suspect_after))
+        prov = provisional.get((name, bid, addr), [])
+        broker_rows.append({"broker": name, "id": bid, "addr": addr, "seenBy": seen_by,
+                            "agree": _agreement(list(seen_by.values())), "lastHeard": ages, "suspectBy": suspect,
+                            "provisional": bool(prov), "provisionalBy": prov})
     if topics is None:
         topics = sorted({t for r in lists if r.ok for t in r.value})[:max_topics]
     per_topic = await _gather(*[lambda t=t: client.topic_routes_everywhere(t) for t in topics])
@@ -64,9 +100,23 @@ async def snapshot(client: AdminClient, topics: list[str] | None = None, max_top
                 routes[r.addr] = []
             else:
                 routes[r.addr] = None  # that NameServer did not answer
-        answered = [tuple(v) for v in routes.values() if v is not None]
-        topic_rows.append({"topic": topic, "routes": routes, "agree": len(set(answered)) <= 1})
+        topic_rows.append({"topic": topic, "routes": routes,
+                           "agree": _agreement([None if v is None else tuple(v) for v in routes.values()])})
     return {"namesrvs": addrs, "errors": errors, "brokers": broker_rows, "topics": topic_rows}
+
+
+def provisional_by(restored: list[PerServer]) -> dict[tuple[str, int, str], list[str]]:
+    """(brokerName, id, addr) -> the NameServers on which it is restored and not registered since.
+
+    A NameServer that does not know code 9002 (a Java one) contributes nothing.
+    """
+    out: dict[tuple[str, int, str], list[str]] = {}
+    for r in restored:
+        for b in r.value if r.ok else ():
+            name, bid, addr = b.get("brokerName"), b.get("brokerId"), b.get("brokerAddr")
+            if isinstance(name, str) and type(bid) is int and isinstance(addr, str):
+                out.setdefault((name, bid, addr), []).append(r.addr)
+    return out
 
 
 async def _gather(*fns: Any) -> list[list[PerServer]]:
@@ -81,8 +131,24 @@ async def _gather(*fns: Any) -> list[list[PerServer]]:
     return results
 
 
-def _agree(ok: bool) -> Text:
-    return Text("yes", style="green") if ok else Text("NO", style="bold red")
+def _agree(ok: bool, values: Any) -> Text:
+    if ok:
+        return Text("yes", style="green")
+    if any(v is None for v in values):
+        return Text("unknown", style="yellow")  # somebody did not answer: agreement cannot be claimed
+    return Text("NO", style="bold red")
+
+
+def _broker_cell(seen: bool | None, age: float | None, suspect: bool) -> Text:
+    if seen is None:
+        return Text("no answer", style="yellow")
+    if not seen:
+        return Text("absent", style="red")
+    if age is None:
+        return Text("alive", style="green")
+    if suspect:
+        return Text(f"suspect {age:.0f}s", style="bold yellow")
+    return Text(f"alive {age:.0f}s", style="green")
 
 
 def view(snap: dict[str, Any], console: Console, note: str = "") -> Group:
@@ -92,9 +158,12 @@ def view(snap: dict[str, Any], console: Console, note: str = "") -> Group:
     cols = [Col("#Broker"), Col("#ID"), Col("#Addr"), Col("#Agree"), *[Col(f"@{a}") for a in addrs]]
     rows = []
     for row in snap["brokers"]:
-        cells = [Text("no answer", style="yellow") if v is None else Text("alive", style="green") if v else Text("absent", style="red")
-                 for v in row["seenBy"].values()]
-        rows.append([row["broker"], str(row["id"]), row["addr"], _agree(row["agree"]), *cells])
+        ages = row.get("lastHeard", {})
+        cells = [_broker_cell(v, ages.get(a), a in row.get("suspectBy", ())) for a, v in row["seenBy"].items()]
+        for cell, addr in zip(cells, row["seenBy"]):
+            if addr in row.get("provisionalBy", ()):
+                cell.append(" restored", style="yellow")
+        rows.append([row["broker"], str(row["id"]), row["addr"], _agree(row["agree"], row["seenBy"].values()), *cells])
     brokers = fit_table(cols, rows, title=f"brokers as each NameServer sees them  {stamp}{note}", console=console)
     tcols = [Col("#Topic"), Col("#Agree"), *[Col(f"@{a}", wrap=True) for a in addrs]]
     trows = []
@@ -102,16 +171,17 @@ def view(snap: dict[str, Any], console: Console, note: str = "") -> Group:
         style = "" if row["agree"] else "bold red"
         cells = [Text("no answer", style="yellow") if v is None else Text(" ".join(v) or "no route", style=style)
                  for v in row["routes"].values()]
-        trows.append([Text(row["topic"], style=style), _agree(row["agree"]), *cells])
+        trows.append([Text(row["topic"], style=style), _agree(row["agree"], row["routes"].values()), *cells])
     routes = fit_table(tcols, trows, title="routes (broker:perm:writeQueues)", console=console)
     parts: list[Any] = [brokers, routes]
     for addr, error in snap["errors"].items():
-        parts.append(Text(f"{addr}: {error}", style="yellow"))
+        parts.append(Text(error_line(addr, error), style="yellow"))
     return Group(*parts)
 
 
 async def live(
-    client: AdminClient, topics: list[str] | None, console: Console, *, interval: float = 1.0, count: int | None = None
+    client: AdminClient, topics: list[str] | None, console: Console, *, interval: float = 1.0, count: int | None = None,
+    suspect_after: float | None = None,
 ) -> None:
     """Redraw every ``interval`` seconds (fixed cadence) until Ctrl-C or ``count`` frames."""
     frames = 0
@@ -123,7 +193,7 @@ async def live(
         try:
             while count is None or frames < count:
                 began = time.monotonic()
-                snap = await snapshot(client, topics)
+                snap = await snapshot(client, topics, suspect_after=suspect_after)
                 frames += 1
                 note = f"  refresh {frames}, {int((time.monotonic() - began) * 1000)} ms"
                 if display is not None:

@@ -3,7 +3,12 @@
 Field names are RocketMQ's property keys on purpose (camelCase), so a
 ``namesrv.properties`` written for Java works unchanged and
 GET_NAMESRV_CONFIG renders the same text a Java NameServer does. Keys
-marked "extension" do not exist in Java; they make timeouts testable.
+marked "extension" do not exist in Java; they make timeouts testable and
+bound what one request may cost. Integer keys are Java ``int`` unless listed
+in :data:`LONG_KEYS` (``long``), and are range-checked as such.
+
+Which keys UPDATE_NAMESRV_CONFIG may change, and when a change takes effect,
+is :mod:`namesrv.config_policy`'s business.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from remoting import properties
+from remoting.javatypes import JavaRangeError, NotANumber, parse_int
+from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
 
 _HOME = os.path.expanduser("~")
 
@@ -70,10 +77,34 @@ class NamesrvConfig:
     # extensions
     brokerChannelExpiredTime: int = 120000  # default broker heartbeat timeout, ms
     frameMaxLength: int = 16 * 1024 * 1024  # Java's com.rocketmq.remoting.frameMaxLength
-    serverMaxConnections: int = 10000  # connections beyond this are refused
+    # connections beyond this are refused; default min(10000, RLIMIT_NOFILE soft limit - 128)
+    serverMaxConnections: int = field(default_factory=default_max_connections)
+    serverTotalReadBufferBytes: int = DEFAULT_TOTAL_READ_BUFFER  # all partial frames together
+    # extensions: bounds on what one request may cost
+    registerBodyMaxInflatedBytes: int = 16 * 1024 * 1024  # a compressed register body inflates to at most this
+    # a plain (JSON) register body is at most this (0: frameMaxLength); parsing holds the loop ~20 ms per MB
+    registerBodyMaxBytes: int = 0
+    maxBrokers: int = 10_000  # live brokers in the route table
+    maxBrokersPerConnection: int = 128  # live brokers registered over one connection (a Java broker uses one)
+    registerBodyMaxTopics: int = 200_000  # topics in one REGISTER_BROKER
+    registerBodyMaxJsonDepth: int = 32  # nesting of the kept parts of a register body (mapping infos)
+    kvKeyMaxBytes: int = 1024  # UTF-8 bytes of a KV namespace or key
+    kvValueMaxBytes: int = 64 * 1024  # UTF-8 bytes of a KV value
+    kvNamespaceMaxBytes: int = 4 * 1024 * 1024  # one namespace's table as JSON (what GET_KVLIST / REGISTER_BROKER carry)
+    kvTotalMaxBytes: int = 8 * 1024 * 1024  # the whole KV table as JSON (kvConfig.json)
+    configUpdateMaxBytes: int = 64 * 1024  # body of one UPDATE_NAMESRV_CONFIG
+    # warm restart (extensions): see namesrv/snapshot.py
+    warmRestartEnable: bool = True  # write the route snapshot and restore it on start
+    routeSnapshotPath: str = ""  # "" = routeSnapshot.msgpack beside kvConfigPath
+    routeSnapshotIntervalMillis: int = 1000  # at most one write per interval, only after a change
+    routeSnapshotMaxAgeMillis: int = 120000  # an older snapshot is ignored (Java's broker expiry)
 
     #: Keys from a -c file that match no field: kept and shown, like Java.
     extra: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.routeSnapshotPath:
+            self.routeSnapshotPath = default_snapshot_path(self.kvConfigPath)
 
     # ------------------------------------------------------------------
 
@@ -89,7 +120,8 @@ class NamesrvConfig:
         return props
 
     def render(self) -> str:
-        return properties.dumps(self.as_properties())
+        """The config as properties text, escaped so it parses back to exactly these values."""
+        return properties.store(self.as_properties())
 
     def parse_values(self, props: Mapping[str, str]) -> dict[str, Any]:
         """Typed values for the known keys in ``props``; ConfigError names a bad one."""
@@ -99,7 +131,7 @@ class NamesrvConfig:
             kind = types.get(key)
             if kind is None or key == "extra":
                 continue
-            parsed[key] = _parse(key, text, kind)
+            parsed[key] = _parse(key, text, kind, 64 if key in LONG_KEYS else 32)
         return parsed
 
     def apply(self, values: Mapping[str, Any]) -> None:
@@ -132,6 +164,48 @@ class NamesrvConfig:
             raise ConfigError(f"frameMaxLength must be between 1024 and {1 << 30}, got {self.frameMaxLength}")
         if self.serverMaxConnections <= 0:
             raise ConfigError("serverMaxConnections must be positive")
+        if self.serverTotalReadBufferBytes < 1024 * 1024:
+            raise ConfigError(
+                f"serverTotalReadBufferBytes must be at least 1048576, got {self.serverTotalReadBufferBytes}"
+            )
+        try:
+            water_marks(self.writeBufferHighWaterMark, self.writeBufferLowWaterMark)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        for key, (low, high) in BOUNDS.items():
+            value = getattr(self, key)
+            if not low <= value <= high:
+                raise ConfigError(f"{key} must be between {low} and {high}, got {value}")
+        for key, low in (("routeSnapshotIntervalMillis", 10), ("routeSnapshotMaxAgeMillis", 1)):
+            if not low <= getattr(self, key) <= 86_400_000:
+                raise ConfigError(f"{key} must be between {low} and 86400000 (one day), got {getattr(self, key)}")
+
+
+#: Integer keys that are Java ``long``; every other integer key is an ``int``.
+LONG_KEYS = frozenset({"scanNotActiveBrokerInterval", "brokerChannelExpiredTime"})
+#: The longest readiness wait a NameServer may be told to keep (seconds).
+MAX_WAIT_SECONDS_FOR_SERVICE = 600
+_MIB = 1024 * 1024
+#: Inclusive ranges of keys whose values would otherwise disable a bound.
+BOUNDS: dict[str, tuple[int, int]] = {
+    "waitSecondsForService": (0, MAX_WAIT_SECONDS_FOR_SERVICE),
+    "registerBodyMaxInflatedBytes": (_MIB, 1024 * _MIB),
+    "registerBodyMaxBytes": (0, 1024 * _MIB),
+    "maxBrokers": (1, 10_000_000),
+    "maxBrokersPerConnection": (1, 10_000_000),
+    "registerBodyMaxTopics": (1, 10_000_000),
+    "registerBodyMaxJsonDepth": (4, 256),
+    "kvKeyMaxBytes": (16, _MIB),
+    "kvValueMaxBytes": (16, 64 * _MIB),
+    "kvNamespaceMaxBytes": (1024, 256 * _MIB),
+    "kvTotalMaxBytes": (1024, 1024 * _MIB),
+    "configUpdateMaxBytes": (1024, 16 * _MIB),
+}
+
+
+def default_snapshot_path(kv_config_path: str) -> str:
+    """The route snapshot's default home: beside the KV config, as the NameServer's other state."""
+    return os.path.join(os.path.dirname(kv_config_path), "routeSnapshot.msgpack")
 
 
 def _render(value: Any) -> str:
@@ -140,19 +214,25 @@ def _render(value: Any) -> str:
     return str(value)
 
 
-def _parse(key: str, text: str, kind: Any) -> Any:
+def _parse(key: str, text: str, kind: Any, bits: int) -> Any:
     value = text.strip()
     if kind in (bool, "bool"):
         lowered = value.lower()
         if lowered not in ("true", "false"):
-            raise ConfigError(f"{key}={text!r} is not true or false")
+            raise ConfigError(f"{key}={_short(text)} is not true or false")
         return lowered == "true"
     if kind in (int, "int"):
         try:
-            return int(value)
-        except ValueError:
-            raise ConfigError(f"{key}={text!r} is not an integer") from None
+            return parse_int(value, bits, key)
+        except NotANumber:
+            raise ConfigError(f"{key}={_short(text)} is not an integer") from None
+        except JavaRangeError as exc:
+            raise ConfigError(str(exc)) from None
     return value
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + "..."
 
 
 def load_file(path: str) -> NamesrvConfig:
@@ -175,6 +255,8 @@ def load_file(path: str) -> NamesrvConfig:
         raise ConfigError(f"config file {path}: {exc}") from None
     known = set(NamesrvConfig.keys())
     config.extra = {k: v for k, v in props.items() if k not in known}
+    if not props.get("routeSnapshotPath", "").strip():
+        config.routeSnapshotPath = default_snapshot_path(config.kvConfigPath)
     config.configStorePath = path
     config.validate()
     return config

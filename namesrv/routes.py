@@ -10,109 +10,54 @@ Route answers are cached in their encoded form, per topic, and most topics
 of one cluster share one bytes object: a route body does not mention its
 topic, so topics with equal queue data encode to equal bytes. A route query
 is then two dict lookups.
+
+REGISTER_BROKER lives in :mod:`namesrv.registration` (mixed in here) and
+the records in :mod:`namesrv.route_model`. The state is plain dicts:
+``topic_queues`` (topic -> broker name -> QueueData tuple), ``brokers``,
+``clusters``, ``live``, ``filter_servers``, ``mappings``; besides them,
+``_applied`` (broker name -> what its last registration wrote, see
+registration.AppliedTable) and ``_epoch`` (broker name -> a counter every
+change to its QueueData bumps) let an unchanged part of a re-registration
+be skipped.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
+from namesrv.registration import CHUNK_NAMES_SLACK, AppliedTable, RegistrationMixin
+from namesrv.route_model import (
+    DEFAULT_BROKER_CHANNEL_EXPIRED_MS,
+    SYNC_BROKER_MEMBER_PREFIX,
+    BrokerEntry,
+    LiveBroker,
+    QueueData,
+    RegisterOutcome,
+    Registration,
+    Removed,
+    RouteOptions,
+)
 from remoting import fastjson
-from remoting.bodies import DataVersion, RegisterBody
+from remoting.bodies import DataVersion
 from remoting.codes import FLAG_UNIT, FLAG_UNIT_SUB, MASTER_ID, PERM_READ, PERM_WRITE
 
-#: (brokerName, readQueueNums, writeQueueNums, perm, topicSysFlag). Tuples are
-#: interned so 320,000 (topic, broker) pairs cost a pointer each.
-QueueData = tuple[str, int, int, int, int]
-
-DEFAULT_BROKER_CHANNEL_EXPIRED_MS = 120_000
-SYNC_BROKER_MEMBER_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"
-
-
-@dataclass(slots=True)
-class BrokerEntry:
-    """BrokerData: one master/slave set, by brokerName."""
-
-    cluster: str
-    name: str
-    addrs: dict[int, str]
-    enable_acting_master: bool = False
-    zone_name: str | None = None
-
-    def to_obj(self, addrs: dict[int, str] | None = None) -> dict[str, Any]:
-        obj: dict[str, Any] = {
-            "brokerAddrs": dict(sorted((addrs if addrs is not None else self.addrs).items())),
-            "brokerName": self.name,
-            "cluster": self.cluster,
-            "enableActingMaster": self.enable_acting_master,
-        }
-        if self.zone_name is not None:
-            obj["zoneName"] = self.zone_name
-        return obj
+__all__ = [
+    "DEFAULT_BROKER_CHANNEL_EXPIRED_MS",
+    "UNIT_TOPIC_FLAGS",
+    "BrokerEntry",
+    "LiveBroker",
+    "QueueData",
+    "RegisterOutcome",
+    "Registration",
+    "Removed",
+    "RouteOptions",
+    "RouteTable",
+]
 
 
-@dataclass(slots=True)
-class LiveBroker:
-    """BrokerLiveInfo, plus what lets an unchanged re-registration skip work."""
-
-    cluster: str
-    addr: str
-    name: str
-    broker_id: int
-    last_update_ms: float
-    timeout_ms: int
-    data_version: DataVersion
-    conn: Hashable
-    ha_server_addr: str | None
-    body_digest: bytes | None = None
-    topic_count: int = 0
-    applied_as_writer: bool = False
-    applied_epoch: int = -1
-
-
-@dataclass(slots=True)
-class Registration:
-    """The header of a REGISTER_BROKER request."""
-
-    cluster: str
-    addr: str
-    name: str
-    broker_id: int
-    ha_server_addr: str | None = None
-    zone_name: str | None = None
-    heartbeat_timeout_ms: int | None = None
-    enable_acting_master: bool | None = None  # None: a pre-5.x broker
-
-
-@dataclass(slots=True)
-class RegisterOutcome:
-    ok: bool
-    ha_server_addr: str | None = None
-    master_addr: str | None = None
-
-
-@dataclass(slots=True)
-class Removed:
-    """A broker address dropped from the table (for logging and closing)."""
-
-    cluster: str
-    name: str
-    addr: str
-    conn: Hashable | None
-    reason: str
-
-
-@dataclass
-class RouteOptions:
-    """NameServer options that change what the table answers."""
-
-    support_acting_master: bool = False
-    delete_topic_with_broker_registration: bool = False
-    default_timeout_ms: int = DEFAULT_BROKER_CHANNEL_EXPIRED_MS
-
-
-class RouteTable:
+class RouteTable(RegistrationMixin):
     def __init__(self, options: RouteOptions | None = None) -> None:
         self.options = options or RouteOptions()
         self.topic_queues: dict[str, dict[str, QueueData]] = {}
@@ -124,15 +69,29 @@ class RouteTable:
         self._by_conn: dict[Hashable, set[tuple[str, str]]] = {}
         self._interned: dict[QueueData, QueueData] = {}
         self._removal_epoch: dict[str, int] = {}
+        #: Per broker name, bumped by every change to its QueueData.
+        self._epoch: dict[str, int] = {}
+        #: Per broker name, what its last topic apply wrote (registration.AppliedTable).
+        self._applied: dict[str, AppliedTable] = {}
+        #: Chunk digest -> its topic names, shared by the records of brokers that
+        #: sent the same bytes (pruned to what records use when it doubles).
+        self._chunk_names: dict[int, tuple[str, ...]] = {}
+        self._chunk_names_limit = CHUNK_NAMES_SLACK
+        #: Bumped by every change to topics, live entries or addresses.
+        self._mutations = 0
         self._route_cache: tuple[dict[str, bytes], dict[str, bytes]] = ({}, {})
         self._shared_bodies: tuple[dict[tuple, bytes], dict[tuple, bytes]] = ({}, {})
         self._cluster_info: bytes | None = None
+        #: Bumped whenever an answer may change (every cache invalidation):
+        #: the route snapshot writer compares it to know whether to write.
+        self.generation = 0
 
     # ------------------------------------------------------------------
     # cache maintenance
 
     def invalidate_all(self) -> None:
         """Forget every encoded answer; called when broker membership changes."""
+        self.generation += 1
         for d in self._route_cache:
             d.clear()
         for d in self._shared_bodies:
@@ -140,14 +99,41 @@ class RouteTable:
         self._cluster_info = None
 
     def _invalidate_topic(self, topic: str) -> None:
+        self.generation += 1
         self._route_cache[0].pop(topic, None)
         self._route_cache[1].pop(topic, None)
 
+    def _invalidate_topics(self, topics: dict[str, Any] | list[str]) -> None:
+        """Forget the encoded answers of many topics (only the cached ones cost)."""
+        self.generation += 1
+        keys = topics.keys() if isinstance(topics, dict) else set(topics)
+        for cache in self._route_cache:
+            for topic in cache.keys() & keys:
+                del cache[topic]
+
     def _intern(self, qd: QueueData) -> QueueData:
-        return self._interned.setdefault(qd, qd)
+        """The one shared tuple equal to ``qd``.
+
+        A new one is handed to a young-generation collection first, which
+        stops the GC tracking it (it holds only a string and ints). Why: a
+        QueueData map holding a tracked tuple is tracked itself until the next
+        full collection, and a registration of 100,000 topics would leave
+        100,000 of them for that collection to walk (tens of ms on the loop).
+        """
+        got = self._interned.get(qd)
+        if got is None:
+            self._interned[qd] = got = qd
+            gc.collect(0)
+        return got
+
+    def _touch(self, name: str) -> None:
+        """Note a change to ``name``'s QueueData: what its last registration wrote no longer holds."""
+        self._epoch[name] = self._epoch.get(name, 0) + 1
+        self._mutations += 1
 
     def _note_removal(self, name: str) -> None:
         self._removal_epoch[name] = self._removal_epoch.get(name, 0) + 1
+        self._touch(name)
 
     def _set_queue(self, topic: str, name: str, qd: QueueData) -> None:
         qmap = self.topic_queues.get(topic)
@@ -159,12 +145,13 @@ class RouteTable:
         else:
             return
         self._invalidate_topic(topic)
+        self._touch(name)
 
-    def _remove_broker_queues(self, name: str, keep: Callable[[str], bool] | None = None) -> None:
-        """Drop ``name``'s QueueData from every topic (unless ``keep(topic)``)."""
+    def _remove_broker_queues(self, name: str) -> None:
+        """Drop ``name``'s QueueData from every topic."""
         empty = []
         for topic, qmap in self.topic_queues.items():
-            if name in qmap and (keep is None or not keep(topic)):
+            if name in qmap:
                 del qmap[name]
                 self._invalidate_topic(topic)
                 if not qmap:
@@ -174,7 +161,17 @@ class RouteTable:
             self.mappings.pop(topic, None)
         self._note_removal(name)
 
+    def _drop_mappings(self, name: str) -> None:
+        """Forget the static-topic mappings a departed broker registered."""
+        for topic in [t for t, by_broker in self.mappings.items() if name in by_broker]:
+            by_broker = self.mappings[topic]
+            del by_broker[name]
+            if not by_broker:
+                del self.mappings[topic]
+            self._invalidate_topic(topic)
+
     def _set_live(self, key: tuple[str, str], info: LiveBroker) -> None:
+        self._mutations += 1
         old = self.live.get(key)
         if old is not None and old.conn != info.conn:
             self._unindex(key, old.conn)
@@ -189,6 +186,7 @@ class RouteTable:
                 del self._by_conn[conn]
 
     def _drop_live(self, key: tuple[str, str]) -> LiveBroker | None:
+        self._mutations += 1
         info = self.live.pop(key, None)
         if info is not None:
             self._unindex(key, info.conn)
@@ -197,188 +195,7 @@ class RouteTable:
         return info
 
     # ------------------------------------------------------------------
-    # registration
-
-    def register_broker(
-        self,
-        reg: Registration,
-        load_body: Callable[[], RegisterBody],
-        *,
-        body_digest: bytes | None,
-        conn: Hashable,
-        now: float,
-    ) -> RegisterOutcome:
-        """Apply a REGISTER_BROKER (RouteInfoManager.registerBroker, 5.x).
-
-        ``load_body`` is called at most once, before anything changes, so a
-        body that fails to parse leaves the table untouched. It is not called
-        at all for the common case of a broker re-sending the very body it
-        sent last time (same ``body_digest``) when nothing it registered has
-        been removed since and, with deleteTopicWithBrokerRegistration, the
-        table holds no topic of it that the body lacks: that registration can
-        only refresh liveness.
-        """
-        key = (reg.cluster, reg.addr)
-        cached = self.live.get(key)
-        same_body = (
-            cached is not None
-            and body_digest is not None
-            and cached.body_digest == body_digest
-            and cached.name == reg.name
-        )
-        broker = self.brokers.get(reg.name)
-        prev_addr = broker.addrs.get(reg.broker_id) if broker is not None else None
-        register_first = prev_addr is None
-        old_broker = reg.enable_acting_master is None
-        ids = {reg.broker_id}
-        if broker is not None:
-            ids.update(i for i, a in broker.addrs.items() if a != reg.addr or i == reg.broker_id)
-        is_writer = reg.broker_id == MASTER_ID or (not old_broker and reg.broker_id == min(ids))
-        skip_topics = (
-            same_body
-            and not register_first
-            and cached is not None
-            and cached.applied_as_writer == is_writer
-            and cached.applied_epoch == self._removal_epoch.get(reg.name, 0)
-            and not (
-                self.options.delete_topic_with_broker_registration
-                and is_writer
-                and self._topic_count_of(reg.name) != cached.topic_count
-            )
-        )
-        body: RegisterBody | None = None
-        if not same_body or (is_writer and not skip_topics):
-            body = load_body()
-        if body is not None:
-            sent_version = body.data_version
-            topic_count = len(body.topics)
-        else:
-            assert cached is not None
-            sent_version = cached.data_version
-            topic_count = cached.topic_count
-
-        # 5.x: a one-topic table before the broker's first full registration
-        # is an incremental update that overtook it; refuse it.
-        if register_first and topic_count == 1:
-            return RegisterOutcome(False)
-
-        # 5.x: another address holds this id with a newer state version.
-        if prev_addr is not None and prev_addr != reg.addr:
-            holder = self.live.get((reg.cluster, prev_addr))
-            if holder is not None and holder.data_version.state_version > sent_version.state_version:
-                # Java drops this address's entries under other ids (the
-                # slave-to-master switch) before it rejects; keeping them
-                # would leave an address without a live entry, which nothing
-                # ever expires.
-                assert broker is not None
-                stale = [i for i, a in broker.addrs.items() if a == reg.addr and i != reg.broker_id]
-                for i in stale:
-                    del broker.addrs[i]
-                if stale:
-                    self.invalidate_all()
-                self._drop_live(key)
-                return RegisterOutcome(True)
-
-        members = self.clusters.setdefault(reg.cluster, {})
-        if reg.name not in members:
-            # A known broker name can join another cluster without any other
-            # change; the cached ClusterInfo must still show the membership.
-            members[reg.name] = None
-            self._cluster_info = None
-        acting = False if old_broker else bool(reg.enable_acting_master)
-        if broker is None:
-            broker = BrokerEntry(reg.cluster, reg.name, {}, acting, reg.zone_name)
-            self.brokers[reg.name] = broker
-            self.invalidate_all()
-        elif broker.enable_acting_master != acting or broker.zone_name != reg.zone_name:
-            broker.enable_acting_master = acting
-            broker.zone_name = reg.zone_name
-            self.invalidate_all()
-        stale = [i for i, a in broker.addrs.items() if a == reg.addr and i != reg.broker_id]
-        for i in stale:
-            del broker.addrs[i]
-        if stale or prev_addr != reg.addr:
-            broker.addrs[reg.broker_id] = reg.addr
-            self.invalidate_all()
-
-        if is_writer and body is not None:
-            self._apply_topics(reg, broker, body, register_first, cached)
-
-        if body is not None:
-            servers = body.filter_servers
-            if servers:
-                if self.filter_servers.get(key) != servers:
-                    self.filter_servers[key] = list(servers)
-                    self.invalidate_all()
-            elif self.filter_servers.pop(key, None) is not None:
-                self.invalidate_all()
-
-        self._set_live(
-            key,
-            LiveBroker(
-                cluster=reg.cluster,
-                addr=reg.addr,
-                name=reg.name,
-                broker_id=reg.broker_id,
-                last_update_ms=now,
-                timeout_ms=reg.heartbeat_timeout_ms or self.options.default_timeout_ms,
-                data_version=sent_version,
-                conn=conn,
-                ha_server_addr=reg.ha_server_addr,
-                body_digest=body_digest,
-                topic_count=topic_count,
-                applied_as_writer=is_writer,
-                applied_epoch=self._removal_epoch.get(reg.name, 0),
-            ),
-        )
-
-        if reg.broker_id != MASTER_ID:
-            master_addr = broker.addrs.get(MASTER_ID)
-            if master_addr is not None:
-                master = self.live.get((reg.cluster, master_addr))
-                if master is not None:
-                    return RegisterOutcome(True, master.ha_server_addr, master_addr)
-        return RegisterOutcome(True)
-
-    def _topic_count_of(self, name: str) -> int:
-        """How many topics have a QueueData for broker ``name``.
-
-        With deleteTopicWithBrokerRegistration on, 5.x drops a writer's
-        unreported topics on every registration. Every topic of an unchanged
-        body is still in the table (a removal bumps the epoch), so the table
-        holds topics the broker no longer reports exactly when it counts more
-        of them than the body has (e.g. the option was turned on at run time,
-        or REGISTER_TOPIC_IN_NAMESRV added one).
-        """
-        return sum(1 for qmap in self.topic_queues.values() if name in qmap)
-
-    def _apply_topics(
-        self,
-        reg: Registration,
-        broker: BrokerEntry,
-        body: RegisterBody,
-        register_first: bool,
-        cached: LiveBroker | None,
-    ) -> None:
-        changed = register_first or cached is None or cached.data_version != body.data_version
-        mask = ~PERM_WRITE if (reg.broker_id != MASTER_ID and broker.enable_acting_master) else ~0
-        name = reg.name
-        topic_queues = self.topic_queues
-        for topic, (r, w, p, s) in body.topics.items():
-            if not changed:
-                qmap = topic_queues.get(topic)
-                if qmap is not None and name in qmap:
-                    continue
-            self._set_queue(topic, name, (name, r, w, p & mask, s))
-        if self.options.delete_topic_with_broker_registration and not body.mapping_infos:
-            sent = body.topics
-            if any(name in qmap and t not in sent for t, qmap in topic_queues.items()):
-                self._remove_broker_queues(name, keep=sent.__contains__)
-        if changed:
-            for topic, info in body.mapping_infos.items():
-                bname = info.get("bname") or name
-                self.mappings.setdefault(topic, {})[str(bname)] = info
-                self._invalidate_topic(topic)
+    # registration: see namesrv.registration
 
     def unregister_broker(self, cluster: str, addr: str, name: str, reason: str = "unregister") -> Removed | None:
         """Remove one broker address (5.x: every id that holds ``addr``)."""
@@ -390,15 +207,18 @@ class RouteTable:
         for i in gone:
             del broker.addrs[i]
         if gone:
+            self._mutations += 1
             self.invalidate_all()
         if not broker.addrs:
             del self.brokers[name]
+            self._applied.pop(name, None)
             members = self.clusters.get(cluster)
             if members is not None:
                 members.pop(name, None)
                 if not members:
                     del self.clusters[cluster]
             self._remove_broker_queues(name)
+            self._drop_mappings(name)
             self.invalidate_all()
         elif broker.enable_acting_master and min(broker.addrs) > MASTER_ID:
             for topic, qmap in self.topic_queues.items():
@@ -430,6 +250,10 @@ class RouteTable:
             if r is not None:
                 removed.append(r)
         return removed
+
+    def live_brokers(self) -> list[LiveBroker]:
+        """Every registered broker's liveness record (a copy of the list; entries are the table's own)."""
+        return list(self.live.values())
 
     def heartbeat(self, cluster: str, addr: str, now: float) -> bool:
         info = self.live.get((cluster, addr))

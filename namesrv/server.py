@@ -2,8 +2,16 @@
 
 A graceful stop closes the listeners, stops reading requests, lets the
 requests already read be answered (a KV write in progress reaches the
-disk before its answer goes out), then closes every connection; all of it
-bounded by ``SHUTDOWN_GRACE_SECONDS``.
+disk before its answer goes out), writes the route snapshot one last time,
+then closes every connection (closing them removes their brokers, so the
+snapshot must come first); all of it bounded by ``SHUTDOWN_GRACE_SECONDS``
+plus the snapshot write.
+
+The route snapshot is restored in the constructor, before anything listens.
+
+Connection closes and heartbeat expiry change the route table, so they take
+the processor's table lock like every other change: one that happens while
+a large registration is being applied (in slices) is applied after it.
 """
 
 from __future__ import annotations
@@ -18,9 +26,12 @@ from namesrv.config import NamesrvConfig
 from namesrv.durable import write_atomic
 from namesrv.kvconfig import KVConfig
 from namesrv.processor import NameServerProcessor
+from namesrv.snapshot import RouteSnapshots
+from remoting.ratelog import CLIP_ARGS
 from remoting.reactor import Reactor
 
 log = logging.getLogger("namesrv")
+log.addFilter(CLIP_ARGS)  # no client value makes a long log line, whoever logs it
 
 SHUTDOWN_GRACE_SECONDS = 1.5
 
@@ -29,15 +40,23 @@ class NameServer:
     def __init__(self, config: NamesrvConfig, kv: KVConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self._write_lock = trio.Lock()
-        self.processor = NameServerProcessor(config, kv, clock=clock, persist=self._persist)
+        self.processor = NameServerProcessor(
+            config, kv, clock=clock, persist=self._persist, connection_count=lambda: len(self.reactor.connections)
+        )
         self.reactor = Reactor(
             self.processor,
             on_close=self._connection_closed,
             max_frame=config.frameMaxLength,
             max_connections=lambda: self.config.serverMaxConnections,
             idle_seconds=lambda: float(self.config.serverChannelMaxIdleTimeSeconds),
+            read_budget=config.serverTotalReadBufferBytes,
+            high_water_mark=config.writeBufferHighWaterMark,
+            low_water_mark=config.writeBufferLowWaterMark,
         )
         self._stop_event = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self.snapshots = RouteSnapshots(self.processor.table, config, now_ms=self.processor.now_ms)
+        self.processor.restored = self.snapshots.restore()
 
     async def _persist(self, path: str, data: bytes) -> None:
         """Write a file atomically and durably off the event loop, one at a time.
@@ -51,9 +70,14 @@ class NameServer:
     async def serve(self, *, task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen and serve until :meth:`stop`, then drain and return."""
         address = self.reactor.listen(self.config.bindAddress, self.config.listenPort, self.config.serverSocketBacklog)
+        # listenPort=0 asks for any free port; like Java, the bound one is written back so that
+        # getNamesrvConfig (and a config persisted later) names the port clients actually use.
+        self.config.listenPort = address[1]
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             nursery.start_soon(self.reactor.run)
             nursery.start_soon(self._housekeeping)
+            nursery.start_soon(self.snapshots.run)
             task_status.started(address)
             await self._stop_event.wait()
             self.reactor.stop_accepting()
@@ -61,15 +85,38 @@ class NameServer:
             with trio.move_on_after(SHUTDOWN_GRACE_SECONDS):
                 while self.reactor.in_flight:
                     await trio.sleep(0.005)
+            await self._final_snapshot()
             self.reactor.close_all("server stopping")
             nursery.cancel_scope.cancel()
 
     def _connection_closed(self, conn_id: int, peer: str, reason: str) -> None:
-        for removed in self.processor.table.connection_closed(conn_id):
+        self.processor.connection_closed(conn_id)
+        if self.processor.table_lock.locked() and self._nursery is not None:
+            # A registration (or other change) is under way: the close is
+            # applied after it, so a close that arrived later wins.
+            self._nursery.start_soon(self._close_after_lock, conn_id, peer, reason)
+            return
+        self._drop_brokers_of(conn_id, peer, reason)
+
+    async def _close_after_lock(self, conn_id: int, peer: str, reason: str) -> None:
+        async with self.processor.table_lock:
+            self._drop_brokers_of(conn_id, peer, reason)
+
+    def _drop_brokers_of(self, conn_id: int, peer: str, reason: str) -> None:
+        gone = self.processor.table.connection_closed(conn_id)
+        for removed in gone[:3]:
             log.warning(
                 "broker %s %s (%s) removed: its connection %s closed (%s)",
                 removed.name, removed.addr, removed.cluster, peer, reason,
             )
+        if len(gone) > 3:  # one line for the rest: a connection may hold up to maxBrokersPerConnection
+            log.warning("%d more brokers removed: their connection %s closed (%s)", len(gone) - 3, peer, reason)
+
+    async def _final_snapshot(self) -> None:
+        try:
+            await self.snapshots.write_final()
+        except Exception:  # a failed last write must not keep the server from stopping
+            log.exception("final route snapshot failed")
 
     def stop(self) -> None:
         """Begin a graceful stop (safe to call more than once)."""
@@ -80,7 +127,10 @@ class NameServer:
         table = self.processor.table
         while True:
             await trio.sleep(self.config.scanNotActiveBrokerInterval / 1000.0)
-            for removed in table.scan_not_active(self.processor.now_ms()):
+            self.processor.warn.flush()
+            async with self.processor.table_lock:
+                expired = table.scan_not_active(self.processor.now_ms())
+            for removed in expired:
                 log.warning(
                     "broker %s %s (%s) expired: no heartbeat within its timeout",
                     removed.name, removed.addr, removed.cluster,

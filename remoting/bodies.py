@@ -3,19 +3,24 @@
 Property names, ordering and optional fields follow what Java emits; every
 parser accepts fastjson's bare integer keys and reports any malformed body
 as :class:`BodyError` so a handler can answer SYSTEM_ERROR instead of dying.
+
+Numbers are range-checked as the Java types of their fields (``int`` or
+``long``), and error texts describe bad values briefly (a remark never
+carries a megabyte string or the repr of a 1,000-deep list). The
+REGISTER_BROKER body, parsed under hard bounds, is in
+:mod:`remoting.register_body`.
 """
 
 from __future__ import annotations
 
-import struct
-import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from remoting import fastjson
-from remoting.codes import PERM_INHERIT, PERM_READ, PERM_WRITE, Version
+from remoting.codes import PERM_INHERIT, PERM_READ, PERM_WRITE
 from remoting.fastjson import BodyError
+from remoting.javatypes import JavaRangeError, brief, check_range, parse_int
 
 __all__ = [
     "BodyError",
@@ -23,35 +28,51 @@ __all__ = [
     "ClusterInfo",
     "DataVersion",
     "QueueData",
-    "RegisterBody",
     "TopicConfig",
     "TopicRouteData",
     "encode_kv_table",
-    "encode_register_body",
     "encode_topic_list",
     "parse_kv_table",
-    "parse_register_body",
     "parse_topic_list",
     "perm_to_string",
 ]
 
-#: Upper bound for an inflated compressed register body (a zip bomb guard).
-MAX_INFLATED_REGISTER_BODY = 256 * 1024 * 1024
 
-
-def _int(value: Any, what: str, default: int = 0) -> int:
+def _int(value: Any, what: str, default: int = 0, bits: int = 32) -> int:
+    """A JSON number or numeric string as Java's int (bits=32) or long (bits=64)."""
     if value is None:
         return default
-    if type(value) is int:
-        return value
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    raise BodyError(f"{what} is not an integer: {value!r}")
+    try:
+        if type(value) is int:
+            return check_range(value, bits, what)
+        if isinstance(value, str):
+            return parse_int(value, bits, what)
+        if isinstance(value, float) and value.is_integer():
+            # orjson reads integers beyond 64 bits as floats: 1e+23.
+            return check_range(int(value), bits, what)
+    except JavaRangeError as exc:
+        raise BodyError(str(exc)) from None
+    raise BodyError(f"{what} is not an integer: {brief(value)}")
+
+
+def deeper_than(value: Any, max_depth: int) -> bool:
+    """Whether a parsed JSON value nests more than ``max_depth`` containers deep.
+
+    Iterative, so a 1,000-deep value costs a loop, not Python's recursion limit.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > max_depth:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 def _bool(value: Any) -> bool:
@@ -70,10 +91,34 @@ def _obj(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
+def _string_list(value: Any, what: str) -> list[str]:
+    """A JSON array of strings, else BodyError (not a TypeError further on)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise BodyError(f"{what} is not a list of strings")
+    return value
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def _scalar_text(value: Any, what: str) -> str:
+    """A scalar as the text Java's String conversion gives; containers are refused."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    raise BodyError(f"{what} is not a string: {brief(value)}")
+
+
 def _str_or_none(value: Any, what: str) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    raise BodyError(f"{what} is not a string: {value!r}")
+    raise BodyError(f"{what} is not a string: {brief(value)}")
 
 
 # --------------------------------------------------------------------------
@@ -92,9 +137,9 @@ class DataVersion:
     def from_obj(cls, obj: Any) -> DataVersion:
         o = _obj(obj, "dataVersion")
         return cls(
-            counter=_int(o.get("counter"), "dataVersion.counter"),
-            timestamp=_int(o.get("timestamp"), "dataVersion.timestamp"),
-            state_version=_int(o.get("stateVersion"), "dataVersion.stateVersion"),
+            counter=_int(o.get("counter"), "dataVersion.counter", bits=64),
+            timestamp=_int(o.get("timestamp"), "dataVersion.timestamp", bits=64),
+            state_version=_int(o.get("stateVersion"), "dataVersion.stateVersion", bits=64),
         )
 
     def to_obj(self) -> dict[str, int]:
@@ -127,16 +172,16 @@ class TopicConfig:
 
     @classmethod
     def from_obj(cls, name: str, obj: Any) -> TopicConfig:
-        o = _obj(obj, f"topic config {name!r}")
+        o = _obj(obj, f"topic config {brief(name)}")
         attrs = o.get("attributes") or {}
-        if not isinstance(attrs, dict):
-            raise BodyError(f"attributes of topic {name!r} is not an object")
+        if not isinstance(attrs, dict) or not all(_is_scalar(v) for v in attrs.values()):
+            raise BodyError(f"attributes of topic {brief(name)} is not an object of strings")
         return cls(
             topic_name=_str_or_none(o.get("topicName"), "topicName") or name,
             read_queue_nums=_int(o.get("readQueueNums"), "readQueueNums", 16),
             write_queue_nums=_int(o.get("writeQueueNums"), "writeQueueNums", 16),
             perm=_int(o.get("perm"), "perm", 6),
-            topic_filter_type=str(o.get("topicFilterType") or "SINGLE_TAG"),
+            topic_filter_type=_scalar_text(o.get("topicFilterType") or "SINGLE_TAG", "topicFilterType"),
             topic_sys_flag=_int(o.get("topicSysFlag"), "topicSysFlag"),
             order=_bool(o.get("order")),
             attributes={str(k): str(v) for k, v in attrs.items()},
@@ -182,183 +227,6 @@ def perm_to_string(perm: int) -> str:
         + ("W" if perm & PERM_WRITE else "-")
         + ("X" if perm & PERM_INHERIT else "-")
     )
-
-
-# --------------------------------------------------------------------------
-# REGISTER_BROKER body
-
-
-@dataclass(slots=True)
-class RegisterBody:
-    """What the NameServer needs from a REGISTER_BROKER body.
-
-    ``topics`` maps topic name to (readQueueNums, writeQueueNums, perm,
-    topicSysFlag): the NameServer never needs more, and tuples keep a
-    100,000-topic registration fast.
-    """
-
-    data_version: DataVersion
-    topics: dict[str, tuple[int, int, int, int]]
-    filter_servers: list[str] = field(default_factory=list)
-    mapping_infos: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-def _topics_from_table(table: Any) -> dict[str, tuple[int, int, int, int]]:
-    out: dict[str, tuple[int, int, int, int]] = {}
-    for name, tc in _obj(table, "topicConfigTable").items():
-        if not isinstance(tc, dict):
-            raise BodyError(f"topic config {name!r} is not an object")
-        get = tc.get
-        r, w, p, s = get("readQueueNums", 16), get("writeQueueNums", 16), get("perm", 6), get("topicSysFlag", 0)
-        if not (type(r) is int and type(w) is int and type(p) is int and type(s) is int):
-            r = _int(r, "readQueueNums", 16)
-            w = _int(w, "writeQueueNums", 16)
-            p = _int(p, "perm", 6)
-            s = _int(s, "topicSysFlag", 0)
-        tname = get("topicName")
-        out[tname if isinstance(tname, str) and tname else name] = (r, w, p, s)
-    return out
-
-
-def _wrapper_to_body(wrapper: Any, filter_servers: list[str]) -> RegisterBody:
-    w = _obj(wrapper, "topicConfigSerializeWrapper")
-    mappings = _obj(w.get("topicQueueMappingInfoMap"), "topicQueueMappingInfoMap")
-    return RegisterBody(
-        data_version=DataVersion.from_obj(w.get("dataVersion")),
-        topics=_topics_from_table(w.get("topicConfigTable")),
-        filter_servers=filter_servers,
-        mapping_infos={str(k): _obj(v, "mapping info") for k, v in mappings.items()},
-    )
-
-
-def _string_list(value: Any, what: str) -> list[str]:
-    """A JSON array of strings, else BodyError (not a TypeError further on)."""
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
-        raise BodyError(f"{what} is not a list of strings")
-    return value
-
-
-def _filter_list(value: Any) -> list[str]:
-    return _string_list(value, "filterServerList")
-
-
-class _Reader:
-    """Big-endian length-prefixed items of a compressed register body."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def int32(self) -> int:
-        if self.pos + 4 > len(self.data):
-            raise BodyError("compressed register body is truncated")
-        (value,) = struct.unpack_from(">i", self.data, self.pos)
-        self.pos += 4
-        return value
-
-    def item(self) -> bytes:
-        size = self.int32()
-        if size < 0 or self.pos + size > len(self.data):
-            raise BodyError("compressed register body item runs past its end")
-        chunk = self.data[self.pos : self.pos + size]
-        self.pos += size
-        return chunk
-
-
-def _inflate(body: bytes) -> bytes:
-    inflater = zlib.decompressobj()
-    try:
-        data = inflater.decompress(body, MAX_INFLATED_REGISTER_BODY)
-    except zlib.error as exc:
-        raise BodyError(f"compressed body is not a zlib stream: {exc}") from None
-    if inflater.unconsumed_tail:
-        raise BodyError("compressed register body inflates past the size limit")
-    if not inflater.eof:
-        # decompressobj returns what it could from a cut-off stream without
-        # complaint; a stream missing its end (or its Adler-32) is corrupt.
-        raise BodyError("compressed register body is truncated")
-    return data
-
-
-def _parse_compressed(body: bytes, version: int) -> RegisterBody:
-    reader = _Reader(_inflate(body))
-    data_version = DataVersion.decode(reader.item())
-    count = reader.int32()
-    if count < 0:
-        raise BodyError("negative topic count")
-    topics: dict[str, tuple[int, int, int, int]] = {}
-    for _ in range(count):
-        try:
-            parts = reader.item().decode("utf-8").split(" ", 5)
-        except UnicodeDecodeError:
-            raise BodyError("topic config is not UTF-8") from None
-        if len(parts) < 5:
-            raise BodyError(f"topic config {' '.join(parts)!r} has fewer than 5 fields")
-        topics[parts[0]] = (
-            _int(parts[1], "readQueueNums"),
-            _int(parts[2], "writeQueueNums"),
-            _int(parts[3], "perm"),
-            0,  # the compact form does not carry topicSysFlag
-        )
-    filter_servers = _filter_list(fastjson.loads(reader.item()))
-    mappings: dict[str, dict[str, Any]] = {}
-    if version >= Version.V5_0_0:
-        for _ in range(max(reader.int32(), 0)):
-            info = _obj(fastjson.loads(reader.item()), "mapping info")
-            topic = info.get("topic")
-            if isinstance(topic, str):
-                mappings[topic] = info
-    return RegisterBody(data_version, topics, filter_servers, mappings)
-
-
-def parse_register_body(body: bytes, *, compressed: bool, version: int) -> RegisterBody:
-    """Decode a REGISTER_BROKER body in whichever of its three forms it came."""
-    if not body:
-        return RegisterBody(DataVersion(), {})
-    if compressed:
-        return _parse_compressed(body, version)
-    obj = fastjson.loads(body)
-    if not isinstance(obj, dict):
-        raise BodyError("register body is not a JSON object")
-    if version < Version.V3_0_11:
-        return _wrapper_to_body(obj, [])
-    return _wrapper_to_body(obj.get("topicConfigSerializeWrapper"), _filter_list(obj.get("filterServerList")))
-
-
-def encode_register_body(
-    topic_configs: Iterable[TopicConfig],
-    data_version: DataVersion,
-    *,
-    filter_servers: Iterable[str] = (),
-    compressed: bool = False,
-    version: int = Version.V5_3_3,
-) -> bytes:
-    """A REGISTER_BROKER body as a Java broker of ``version`` builds it."""
-    configs = list(topic_configs)
-    servers = list(filter_servers)
-    if compressed:
-        parts = []
-        dv = data_version.encode()
-        parts.append(struct.pack(">i", len(dv)) + dv)
-        parts.append(struct.pack(">i", len(configs)))
-        with_attributes = version >= Version.V5_0_0  # 4.9.x decodes exactly 5 fields
-        for tc in configs:
-            text = tc.encode_compact(with_attributes=with_attributes).encode()
-            parts.append(struct.pack(">i", len(text)) + text)
-        fs = fastjson.dumps_fast(servers)
-        parts.append(struct.pack(">i", len(fs)) + fs)
-        if version >= Version.V5_0_0:
-            parts.append(struct.pack(">i", 0))
-        return zlib.compress(b"".join(parts), 9)
-    wrapper: dict[str, Any] = {
-        "dataVersion": data_version.to_obj(),
-        "topicConfigTable": {tc.topic_name: tc.to_obj() for tc in configs},
-    }
-    if version < Version.V3_0_11:
-        return fastjson.dumps_fast(wrapper)
-    return fastjson.dumps_fast({"filterServerList": servers, "topicConfigSerializeWrapper": wrapper})
 
 
 # --------------------------------------------------------------------------
@@ -423,7 +291,7 @@ class BrokerData:
         return cls(
             cluster=_str_or_none(o.get("cluster"), "cluster") or "",
             broker_name=_str_or_none(o.get("brokerName"), "brokerName") or "",
-            broker_addrs={_int(k, "brokerId"): str(v) for k, v in addrs.items()},
+            broker_addrs={_int(k, "brokerId", bits=64): _scalar_text(v, "brokerAddrs value") for k, v in addrs.items()},
             enable_acting_master=_bool(o.get("enableActingMaster")),
             zone_name=_str_or_none(o.get("zoneName"), "zoneName"),
         )
@@ -510,7 +378,7 @@ def parse_topic_list(body: bytes) -> tuple[list[str], str | None]:
     topics = o.get("topicList") or []
     if not isinstance(topics, list):
         raise BodyError("topicList is not an array")
-    return [str(t) for t in topics], _str_or_none(o.get("brokerAddr"), "brokerAddr")
+    return [_scalar_text(t, "topic") for t in topics], _str_or_none(o.get("brokerAddr"), "brokerAddr")
 
 
 def encode_kv_table(table: Mapping[str, str]) -> bytes:
@@ -519,4 +387,20 @@ def encode_kv_table(table: Mapping[str, str]) -> bytes:
 
 def parse_kv_table(body: bytes) -> dict[str, str]:
     o = _obj(fastjson.loads(body), "KV table")
-    return {str(k): str(v) for k, v in _obj(o.get("table"), "table").items() if v is not None}
+    return {str(k): _scalar_text(v, "KV value") for k, v in _obj(o.get("table"), "table").items() if v is not None}
+
+
+# The REGISTER_BROKER body lives in remoting.register_body (it imports this
+# module, so it cannot be imported from here eagerly); its names are still
+# reachable as ``remoting.bodies.X`` for existing importers.
+_REGISTER_BODY_NAMES = frozenset(
+    {"RegisterBody", "RegisterLimits", "DEFAULT_REGISTER_LIMITS", "parse_register_body", "encode_register_body"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _REGISTER_BODY_NAMES:
+        from remoting import register_body
+
+        return getattr(register_body, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,6 +21,7 @@ from remoting.codes import (
     SerializeType,
 )
 from remoting.command import RemotingCommand
+from remoting.ratelog import clip
 
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
@@ -47,68 +48,133 @@ class ProtocolError(Exception):
 class FrameDecoder:
     """Incremental frame parser for one connection.
 
-    It keeps at most one partial frame (bounded by ``max_frame_length``) and
-    never grows its buffer past that: an over-long declared length is refused
-    as soon as its 4 bytes arrive.
+    It keeps at most the bytes received and not yet decoded: frames not yet
+    taken with :meth:`next` plus one partial frame, which is bounded by
+    ``max_frame_length`` (an over-long declared length is refused as soon
+    as its 4 bytes arrive). A server takes frames one at a time with
+    :meth:`push` and :meth:`next`, so it can stop between two requests
+    (its peer stopped reading answers) without decoding the rest; clients
+    use :meth:`feed`, which takes every whole frame at once.
     """
 
-    __slots__ = ("_broken", "_buf", "_need", "max_frame_length")
+    __slots__ = ("_broken", "_buf", "_need", "_pos", "_src", "max_frame_length")
 
     def __init__(self, max_frame_length: int = DEFAULT_FRAME_MAX_LENGTH) -> None:
         self._buf = bytearray()
+        # Undecoded bytes are _src[_pos:]; _src is the caller's last chunk
+        # (decoded in place, no copy) or _buf (a partial frame kept).
+        self._src: bytes | bytearray = self._buf
+        self._pos = 0
         self._need = 4
         self.max_frame_length = max_frame_length
         self._broken = False
 
     @property
     def buffered(self) -> int:
-        """Bytes held for a frame not yet complete."""
-        return len(self._buf)
+        """Bytes received and not yet decoded."""
+        return len(self._src) - self._pos
 
-    def feed(self, data: bytes) -> list[RemotingCommand]:
-        """Add received bytes; return every command they complete.
+    @property
+    def partial_frame_size(self) -> int:
+        """Whole size (prefix included) of the incomplete frame :meth:`next` stopped at; 0 if
+        its length is not known yet. Only meaningful after :meth:`next` returned None."""
+        return self._need if self.buffered >= 4 else 0
 
-        When nothing is buffered (the usual case: a read holds whole
-        frames) the frames are decoded straight from ``data``; only an
-        incomplete tail is copied into the buffer.
+    def push(self, data: bytes | bytearray) -> None:
+        """Add received bytes (kept by reference until :meth:`next` runs out of whole frames)."""
+        if self._broken:
+            raise ProtocolError("decoder already failed on this connection")
+        if not data:
+            return
+        if type(data) is not bytes:
+            data = bytes(data)  # kept by reference below: never a buffer the caller may reuse
+        src = self._src
+        if self._pos >= len(src):
+            if src is self._buf and src:
+                self._buf = bytearray()
+            self._src = data
+            self._pos = 0
+            return
+        if src is not self._buf:
+            self._buf = bytearray(memoryview(src)[self._pos :])
+        elif self._pos:
+            del self._buf[: self._pos]
+        self._buf += data
+        self._src = self._buf
+        self._pos = 0
+
+    def next(self) -> RemotingCommand | None:
+        """The next whole command, or None until more bytes arrive.
+
+        Every malformed input, whatever went wrong inside, surfaces as one
+        :class:`ProtocolError`, after which the decoder refuses all input.
         """
         if self._broken:
             raise ProtocolError("decoder already failed on this connection")
-        buf = self._buf
-        if buf:
-            buf += data
-            if len(buf) < self._need:
-                return []
-            src: bytes | bytearray = buf
-        else:
-            src = data
-        out: list[RemotingCommand] = []
-        pos = 0
-        end = len(src)
-        limit = self.max_frame_length
+        src = self._src
+        pos = self._pos
+        available = len(src) - pos
+        if available < self._need:
+            self._keep_tail()
+            return None
         try:
-            while end - pos >= 4:
-                length = _U32.unpack_from(src, pos)[0]
-                if length + 4 > limit:
-                    raise ProtocolError(f"frame length {length + 4} exceeds the limit of {limit} bytes")
-                if length < 4:
-                    raise ProtocolError(f"frame length {length} is too short for a header")
-                if end - pos - 4 < length:
-                    self._need = length + 4
-                    break
-                out.append(_decode_frame_payload(src, pos + 4, length))
-                pos += 4 + length
-            else:
-                self._need = 4
+            length = _U32.unpack_from(src, pos)[0]
+            if length + 4 > self.max_frame_length:
+                raise ProtocolError(f"frame length {length + 4} exceeds the limit of {self.max_frame_length} bytes")
+            if length < 4:
+                raise ProtocolError(f"frame length {length} is too short for a header")
+            if available - 4 < length:
+                self._need = length + 4
+                self._keep_tail()
+                return None
+            cmd = _decode_frame_payload(src, pos + 4, length)
         except ProtocolError:
-            self._broken = True
+            self._fail()
             raise
-        if src is buf:
-            if pos:
-                del buf[:pos]
-        elif pos < end:
-            buf += memoryview(src)[pos:]
+        except Exception as exc:  # e.g. a RecursionError or TypeError deep inside a parser
+            self._fail()
+            raise ProtocolError(f"undecodable frame: {type(exc).__name__}: {clip(exc)}") from None
+        self._pos = pos + 4 + length
+        self._need = 4
+        return cmd
+
+    def feed(self, data: bytes | bytearray) -> list[RemotingCommand]:
+        """Add received bytes; return every command they complete."""
+        self.push(data)
+        out: list[RemotingCommand] = []
+        while (cmd := self.next()) is not None:
+            out.append(cmd)
         return out
+
+    def clear(self) -> None:
+        """Drop everything buffered (the connection is gone): frees its memory at once."""
+        self._buf = bytearray()
+        self._src = self._buf
+        self._pos = 0
+        self._need = 4
+
+    def _keep_tail(self) -> None:
+        """Own the undecoded tail, so the caller's chunk (maybe 256 KiB) is not kept for a few bytes."""
+        src = self._src
+        pos = self._pos
+        if pos >= len(src):
+            if src is self._buf and src:
+                self._buf = bytearray()  # give a big frame's buffer back
+            self._src = self._buf
+            self._pos = 0
+        elif src is not self._buf:
+            self._buf = bytearray(memoryview(src)[pos:])
+            self._src = self._buf
+            self._pos = 0
+        elif pos:
+            del self._buf[:pos]
+            self._pos = 0
+
+    def _fail(self) -> None:
+        self._broken = True
+        if self._src is not self._buf:  # never keep (or copy) the caller's chunk
+            self._src = self._buf
+            self._pos = 0
 
 
 def decode_frame(frame: bytes) -> RemotingCommand:
@@ -118,7 +184,12 @@ def decode_frame(frame: bytes) -> RemotingCommand:
     length = _U32.unpack_from(frame, 0)[0]
     if length != len(frame) - 4:
         raise ProtocolError(f"frame length field {length} does not match {len(frame) - 4} bytes")
-    return _decode_frame_payload(frame, 4, length)
+    try:
+        return _decode_frame_payload(frame, 4, length)
+    except ProtocolError:
+        raise
+    except Exception as exc:
+        raise ProtocolError(f"undecodable frame: {type(exc).__name__}: {clip(exc)}") from None
 
 
 def _decode_frame_payload(buf: bytes | bytearray, start: int, length: int) -> RemotingCommand:
@@ -148,16 +219,21 @@ def _as_int(value: Any, name: str, lo: int = _INT32_MIN, hi: int = _INT32_MAX) -
         try:
             result = int(value.strip())
         except ValueError:
-            raise ProtocolError(f"header field {name!r} is not an integer: {value!r}") from None
+            raise ProtocolError(f"header field {name!r} is not an integer: {clip(repr(value))}") from None
     else:
         raise ProtocolError(f"header field {name!r} has the wrong type: {type(value).__name__}")
     if not lo <= result <= hi:
-        raise ProtocolError(f"header field {name!r} out of range: {result}")
+        raise ProtocolError(f"header field {name!r} out of range: {clip(result)}")
     return result
 
 
 def _field_text(value: Any) -> str | None:
-    """One extFields value as the text Java's typed headers would parse."""
+    """One extFields value as the text Java's typed headers would parse.
+
+    Only scalars: Java's headers are flat string maps, and an object or
+    array (possibly nested hundreds deep) is a protocol error, not
+    something to re-serialise.
+    """
     if isinstance(value, str):
         return value
     if value is None:
@@ -170,7 +246,7 @@ def _field_text(value: Any) -> str | None:
         return str(value)
     if isinstance(value, float):
         return repr(value)
-    return orjson.dumps(value).decode()
+    raise ProtocolError(f"extFields value of type {type(value).__name__} (only strings, numbers, booleans, null)")
 
 
 def decode_json_header(header: bytes | bytearray) -> RemotingCommand:

@@ -42,12 +42,21 @@ class RequestCode(enum.IntEnum):
     UNREGISTER_BROKER = 104
     GET_ROUTEINFO_BY_TOPIC = 105
     GET_BROKER_CLUSTER_INFO = 106
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
+    GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
+    GET_TOPIC_STATS_INFO = 202
+    GET_CONSUMER_CONNECTION_LIST = 203
+    GET_PRODUCER_CONNECTION_LIST = 204
     WIPE_WRITE_PERM_OF_BROKER = 205
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    DELETE_SUBSCRIPTIONGROUP = 207
+    GET_CONSUME_STATS = 208
     DELETE_TOPIC_IN_BROKER = 215
     DELETE_TOPIC_IN_NAMESRV = 216
     REGISTER_TOPIC_IN_NAMESRV = 217
     GET_KVLIST_BY_NAMESPACE = 219
+    RESET_CONSUMER_CLIENT_OFFSET = 220
+    INVOKE_BROKER_TO_RESET_OFFSET = 222
     GET_TOPICS_BY_CLUSTER = 224
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     GET_SYSTEM_TOPIC_LIST_FROM_NS = 304
@@ -55,11 +64,13 @@ class RequestCode(enum.IntEnum):
     GET_UNIT_TOPIC_LIST = 311
     GET_HAS_UNIT_SUB_TOPIC_LIST = 312
     GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST = 313
+    VIEW_BROKER_STATS_DATA = 315
     UPDATE_NAMESRV_CONFIG = 318
     GET_NAMESRV_CONFIG = 319
     SEND_BATCH_MESSAGE = 320
     QUERY_DATA_VERSION = 322
     ADD_WRITE_PERM_OF_BROKER = 327
+    GET_TOPIC_CONFIG = 351
     GET_BROKER_MEMBER_GROUP = 901
     BROKER_HEARTBEAT = 904
 
@@ -156,3 +167,37 @@ FLAG_UNIT_SUB = 2
 MASTER_ID = 0
 DEFAULT_TOPIC = "TBW102"
 NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+
+
+#: Version ordinals below this follow no pattern (3.0.0 alphas and betas, 3.x gaps); from it on the
+#: enum is regular: V3_9_1_SNAPSHOT, V3_9_1, V3_9_2_SNAPSHOT, ... V5_9_9, then HIGHER_VERSION.
+_REGULAR_FROM = 194
+_HIGHER_VERSION = 612
+_EARLY = (
+    "V3_0_0_SNAPSHOT V3_0_0_ALPHA1 V3_0_0_BETA1 V3_0_0_BETA2 V3_0_0_BETA3 V3_0_0_BETA4 V3_0_0_BETA5 "
+    "V3_0_0_BETA6_SNAPSHOT V3_0_0_BETA6 V3_0_0_BETA7_SNAPSHOT V3_0_0_BETA7 V3_0_0_BETA8_SNAPSHOT V3_0_0_BETA8 "
+    "V3_0_0_BETA9_SNAPSHOT V3_0_0_BETA9 V3_0_0_FINAL"
+).split()
+
+
+def _early_releases() -> list[str]:
+    """3.0.1-3.0.15, 3.1.0-3.2.9, then 3.3.1-3.8.9 (no .0): each a SNAPSHOT and a release."""
+    numbers = [(0, p) for p in range(1, 16)] + [(m, p) for m in (1, 2) for p in range(10)]
+    numbers += [(m, p) for m in range(3, 9) for p in range(1, 10)]
+    return [name for m, p in numbers for name in (f"V3_{m}_{p}_SNAPSHOT", f"V3_{m}_{p}")]
+
+
+_EARLY_NAMES = _EARLY + _early_releases()
+
+
+def version_desc(ordinal: int) -> str:
+    """MQVersion.getVersionDesc: the name of a client's version ordinal (e.g. 479 -> ``V5_3_3``)."""
+    if ordinal >= _HIGHER_VERSION:
+        return "HIGHER_VERSION"
+    if ordinal < 0:
+        return str(ordinal)
+    if ordinal < _REGULAR_FROM:
+        return _EARLY_NAMES[ordinal]
+    number = 391 + (ordinal - _REGULAR_FROM) // 2  # the digits major, minor, patch
+    name = f"V{number // 100}_{number // 10 % 10}_{number % 10}"
+    return name if (ordinal - _REGULAR_FROM) % 2 else name + "_SNAPSHOT"

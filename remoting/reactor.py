@@ -10,10 +10,22 @@ reads, answers and writes all ready connections in one pass: about 80,000
 round trips/s on the same machine. Everything else (signals, timers, KV
 writes in worker threads, cancellation) is still plain trio.
 
-Per connection, requests are answered in order. A request whose handler
-must await (a KV or config write) suspends reading that connection until
-it is answered, so no queue grows without bound; so does a full socket
-send buffer (the unsent answers are all the buffering there is).
+Per connection, requests are answered in order, one at a time from the
+decoder, so a connection can stop between two requests. It stops being
+read while any of these holds, and nothing queues without bound:
+
+- a handler must await (a KV or config write): until it answered;
+- its unsent answers passed the high water mark: until they drain below
+  the low mark (Netty's WRITE_BUFFER_HIGH/LOW_WATER_MARK model);
+- its partial frame does not fit the global read budget
+  (:class:`remoting.limits.ReadBudget`): until room frees up;
+- it already had :data:`BATCH_REQUESTS` requests answered in this pass:
+  until the next pass, so one pipelining peer cannot hold the loop.
+
+Nothing a peer sends leaves this module as an exception: a frame that
+cannot be decoded closes that connection, a request whose handling or
+encoding fails is answered SYSTEM_ERROR (or closes the connection if even
+that cannot be encoded), each with one short, rate-limited log line.
 """
 
 from __future__ import annotations
@@ -27,15 +39,26 @@ from typing import Protocol
 
 import trio
 
-from remoting.codec import FrameDecoder, ProtocolError
-from remoting.command import RemotingCommand
+from remoting.acceptor import Acceptor
+from remoting.codec import FrameDecoder, ProtocolError, encode
+from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand, response_to
+from remoting.limits import ReadBudget, water_marks
+from remoting.memtrim import Trimmer
+from remoting.ratelog import CLIP_ARGS, RateLimitedLog, clip
 
 log = logging.getLogger("remoting")
+log.addFilter(CLIP_ARGS)
 
 RECV_SIZE = 256 * 1024
-ACCEPTS_PER_WAKEUP = 128
+#: Read size while the read budget is tight: bounds what a refused connection holds.
+TIGHT_RECV_SIZE = 16 * 1024
 POLLS_PER_WAKEUP = 16
 TURN_SECONDS = 0.002
+#: Requests answered per connection per pass (about 10 ms of route queries).
+BATCH_REQUESTS = 512
+#: Answers are joined into one send up to this size (and never past the high water mark).
+BATCH_BYTES = 256 * 1024
 READ = selectors.EVENT_READ
 WRITE = selectors.EVENT_WRITE
 
@@ -58,7 +81,21 @@ OnClose = Callable[[int, str, str], None]
 
 
 class Connection:
-    __slots__ = ("busy", "closed", "decoder", "id", "interest", "last_active", "out", "peer", "sock")
+    __slots__ = (
+        "backlogged",
+        "busy",
+        "closed",
+        "decoder",
+        "held",
+        "id",
+        "interest",
+        "last_active",
+        "out",
+        "peer",
+        "sock",
+        "starved",
+        "unwritable",
+    )
 
     def __init__(self, conn_id: int, sock: socket.socket, peer: str, max_frame: int, now: float) -> None:
         self.id = conn_id
@@ -70,6 +107,10 @@ class Connection:
         self.closed = False
         self.last_active = now
         self.interest = READ
+        self.held = 0  # bytes charged to the read budget
+        self.starved = 0  # bytes wanted from the read budget and refused (0: not waiting)
+        self.unwritable = False  # unsent answers passed the high mark, not yet below the low one
+        self.backlogged = False  # answered a full batch this pass; more whole frames may wait
 
 
 class Reactor:
@@ -82,39 +123,40 @@ class Reactor:
         max_connections: Callable[[], int],
         idle_seconds: Callable[[], float],
         clock: Callable[[], float] = trio.current_time,
+        read_budget: int | None = None,
+        high_water_mark: int = 0,
+        low_water_mark: int = 0,
     ) -> None:
         self.processor = processor
         self.on_close = on_close
         self.max_frame = max_frame
-        self.max_connections = max_connections
         self.idle_seconds = idle_seconds
         self.clock = clock
+        self.budget = ReadBudget() if read_budget is None else ReadBudget(read_budget)
+        # 0 means Netty's default, as in Java's writeBufferHigh/LowWaterMark keys.
+        self.high_water_mark, self.low_water_mark = water_marks(high_water_mark, low_water_mark)
         self.selector = selectors.DefaultSelector()
-        self.listeners: list[socket.socket] = []
         self.connections: dict[int, Connection] = {}
         self._ids = itertools.count(1)
         self._nursery: trio.Nursery | None = None
-        self.accepting = True
+        self._starved: dict[int, Connection] = {}  # insertion order = arrival order
+        self._backlog: dict[int, Connection] = {}
+        self.warn = RateLimitedLog(log)
+        self.trimmer = Trimmer()
+        self.acceptor = Acceptor(
+            self.selector,
+            self.warn,
+            self._accepted,
+            max_connections=max_connections,
+            open_connections=self.connections.__len__,
+        )
         self.reading = True
 
     # ------------------------------------------------------------------
     # setup
 
     def listen(self, host: str, port: int, backlog: int) -> tuple[str, int]:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        lsock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            lsock.bind((host, port))
-            lsock.listen(backlog)
-        except OSError:
-            lsock.close()
-            raise
-        lsock.setblocking(False)
-        self.listeners.append(lsock)
-        self.selector.register(lsock, READ, None)
-        name = lsock.getsockname()
-        return name[0], name[1]
+        return self.acceptor.listen(host, port, backlog)
 
     async def run(self) -> None:
         """Serve until cancelled; answers of awaiting handlers run in a child nursery."""
@@ -123,10 +165,13 @@ class Reactor:
         clock = self.clock
         read = self._read
         async with trio.open_nursery() as nursery:
-            self._nursery = nursery
+            self._nursery = self.acceptor.nursery = nursery
             nursery.start_soon(self._sweep_idle)
             while True:
-                await trio.lowlevel.wait_readable(fd)
+                if self._backlog:
+                    await trio.lowlevel.checkpoint()  # others' turn, then the batches left over
+                else:
+                    await trio.lowlevel.wait_readable(fd)
                 # Peers that answered while we worked are served in the same
                 # turn, saving a trip through trio; bounded in polls and time
                 # so timers and other tasks still run.
@@ -139,44 +184,39 @@ class Reactor:
                     for key, events in ready:
                         conn = key.data
                         if conn is None:
-                            self._accept(key.fileobj)  # type: ignore[arg-type]
+                            self.acceptor.accept(key.fileobj)  # type: ignore[arg-type]
                             continue
                         if events & WRITE:
                             self._flush(conn)
                         if events & READ and not conn.closed:
                             read(conn, now)
+                # Connections that answered a whole batch get another, in
+                # arrival order, while the turn lasts; the rest wait a turn.
+                backlog_ends = clock() + TURN_SECONDS
+                for i, conn in enumerate(list(self._backlog.values())):
+                    if i and clock() > backlog_ends:
+                        break
+                    del self._backlog[conn.id]
+                    conn.backlogged = False
+                    self._process(conn)
 
     # ------------------------------------------------------------------
     # connections
 
-    def _accept(self, lsock: socket.socket) -> None:
-        for _ in range(ACCEPTS_PER_WAKEUP):
-            try:
-                sock, addr = lsock.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:  # e.g. EMFILE: log and let the next wakeup retry
-                log.error("accept failed: %s", exc)
-                return
-            if not self.accepting or len(self.connections) >= self.max_connections():
-                log.warning("refusing connection from %s:%s (%d open)", addr[0], addr[1], len(self.connections))
-                sock.close()
-                continue
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = Connection(next(self._ids), sock, f"{addr[0]}:{addr[1]}", self.max_frame, self.clock())
-            self.connections[conn.id] = conn
-            self.selector.register(sock, READ, conn)
+    def _accepted(self, sock: socket.socket, peer: str) -> None:
+        conn = Connection(next(self._ids), sock, peer, self.max_frame, self.clock())
+        self.connections[conn.id] = conn
+        self.selector.register(sock, READ, conn)
+
+    def _readable(self, conn: Connection) -> bool:
+        return not (
+            conn.closed or conn.busy or conn.unwritable or conn.starved or conn.backlogged or not self.reading
+        )
 
     def _set_interest(self, conn: Connection) -> None:
         if conn.closed:
             return
-        if conn.out:
-            interest = WRITE  # back-pressure: read nothing until the answers are out
-        elif conn.busy or not self.reading:
-            interest = 0
-        else:
-            interest = READ
+        interest = (READ if self._readable(conn) else 0) | (WRITE if conn.out else 0)
         if interest != conn.interest:
             if conn.interest == 0:
                 self.selector.register(conn.sock, interest, conn)
@@ -187,7 +227,7 @@ class Reactor:
             conn.interest = interest
 
     def close(self, conn: Connection, reason: str) -> None:
-        """Close one connection and tell the server (which may drop its brokers)."""
+        """Close one connection, free its buffers and tell the server (which may drop its brokers)."""
         if conn.closed:
             return
         conn.closed = True
@@ -196,9 +236,25 @@ class Reactor:
             conn.interest = 0
         conn.sock.close()
         self.connections.pop(conn.id, None)
+        self._backlog.pop(conn.id, None)
+        self._starved.pop(conn.id, None)
+        self.trimmer.note_freed(max(conn.held, conn.decoder.buffered) + len(conn.out))
+        conn.decoder.clear()
+        conn.out = bytearray()
+        if conn.held:
+            self.budget.release(conn.held)
+            conn.held = 0
+            self._wake_starved()
         if reason.startswith("malformed"):
-            log.warning("closing connection from %s: %s", conn.peer, reason)
-        self.on_close(conn.id, conn.peer, reason)
+            self.warn.warning(
+                "malformed",
+                "closed {count} more connections for malformed frames in the last {seconds} s",
+                "closing connection from %s: %s", conn.peer, clip(reason),
+            )
+        try:
+            self.on_close(conn.id, conn.peer, reason)
+        except Exception as exc:  # the server's bookkeeping must not take the reactor down
+            log.error("after closing connection from %s: %s: %s", conn.peer, type(exc).__name__, clip(exc))
 
     def close_by_id(self, conn_id: Hashable, reason: str) -> None:
         conn = self.connections.get(conn_id) if isinstance(conn_id, int) else None
@@ -206,19 +262,30 @@ class Reactor:
             self.close(conn, reason)
 
     async def _sweep_idle(self) -> None:
-        """Close connections with no traffic (or a stuck send) for too long."""
+        """Once a second: close connections with no traffic (or a stuck send) for too long,
+        emit due log summaries, give big freed buffers back to the OS."""
         while True:
             await trio.sleep(1.0)
             limit = self.clock() - self.idle_seconds()
             for conn in [c for c in self.connections.values() if c.last_active < limit and not c.busy]:
                 self.close(conn, "idle" if not conn.out else "peer stopped reading")
+            self.warn.flush()
+            self.trimmer.maybe_trim()
 
     # ------------------------------------------------------------------
-    # traffic
+    # reading and answering
 
     def _read(self, conn: Connection, now: float) -> None:
+        if not self._readable(conn):
+            return  # the selector's list was taken before this connection paused
+        decoder = conn.decoder
+        partial = decoder.partial_frame_size
+        if partial:
+            size = min(RECV_SIZE, partial - decoder.buffered)  # only the rest of the admitted frame
+        else:
+            size = TIGHT_RECV_SIZE if self.budget.tight else RECV_SIZE
         try:
-            data = conn.sock.recv(RECV_SIZE)
+            data = conn.sock.recv(size)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -229,48 +296,128 @@ class Reactor:
             return
         conn.last_active = now
         try:
-            requests = conn.decoder.feed(data)
+            decoder.push(data)
         except ProtocolError as exc:
             self.close(conn, f"malformed frame: {exc}")
             return
-        if not requests:
-            return
-        processor = self.processor
-        handle = processor.handle
-        async_codes = processor.async_codes
-        out = []
-        for i, req in enumerate(requests):
+        self._process(conn)
+
+    def _process(self, conn: Connection) -> None:
+        """Answer the whole frames buffered, in order, until one of the pause reasons holds."""
+        decoder = conn.decoder
+        handle = self.processor.handle
+        async_codes = self.processor.async_codes
+        batch_limit = min(self.high_water_mark, BATCH_BYTES)
+        answers: list[bytes] = []
+        pending = 0
+        count = 0
+        while not (conn.busy or conn.unwritable or conn.closed):
+            if count >= BATCH_REQUESTS:
+                conn.backlogged = True
+                self._backlog[conn.id] = conn
+                break
+            try:
+                req = decoder.next()
+            except ProtocolError as exc:
+                self.close(conn, f"malformed frame: {exc}")
+                return
+            if req is None:
+                break
+            count += 1
             if req.flag & 1:
                 continue  # a response: this server sends no requests
             if req.code in async_codes:
                 conn.busy = True
                 assert self._nursery is not None
-                self._nursery.start_soon(self._answer_in_order, conn, requests[i:])
+                self._nursery.start_soon(self._answer_async, conn, req)
                 break
-            answer = handle(req, conn.id)
-            if answer is not None:
-                out.append(answer)
-        if out:
-            self._write(conn, out[0] if len(out) == 1 else b"".join(out))
-        if conn.out or conn.busy:
-            self._set_interest(conn)
+            try:
+                answer = handle(req, conn.id)
+            except Exception as exc:  # a handler or encoding bug is this request's error only
+                answer = self._failed(conn, req, exc)
+            if answer:
+                answers.append(answer)
+                pending += len(answer)
+                if pending > batch_limit or conn.out:  # behind unsent bytes: append, no joined copy
+                    self._write(conn, answers[0] if len(answers) == 1 else b"".join(answers))
+                    answers = []
+                    pending = 0
+        if answers:
+            self._write(conn, answers[0] if len(answers) == 1 else b"".join(answers))
+        if conn.closed:
+            return
+        self._account(conn)
+        self._set_interest(conn)
 
-    async def _answer_in_order(self, conn: Connection, requests: list[RemotingCommand]) -> None:
-        processor = self.processor
+    async def _answer_async(self, conn: Connection, req: RemotingCommand) -> None:
         try:
-            for req in requests:
-                if req.flag & 1:
-                    continue
-                if req.code in processor.async_codes:
-                    answer = await processor.handle_async(req, conn.id)
-                else:
-                    answer = processor.handle(req, conn.id)
-                if answer is not None and not conn.closed:
-                    self._write(conn, answer)
+            try:
+                answer = await self.processor.handle_async(req, conn.id)
+            except Exception as exc:
+                answer = self._failed(conn, req, exc)
+            if answer and not conn.closed:
+                self._write(conn, answer)
         finally:
             conn.busy = False
             conn.last_active = self.clock()
-            self._set_interest(conn)
+        if not conn.closed:
+            self._process(conn)  # the requests that arrived behind it
+
+    def _failed(self, conn: Connection, req: RemotingCommand, exc: Exception) -> bytes | None:
+        """One short log line, and SYSTEM_ERROR for the request (closing the connection if
+        even that cannot be encoded)."""
+        what = f"{type(exc).__name__}: {clip(exc)}"
+        self.warn.warning(
+            "failed",
+            "{count} more requests failed in handling or encoding in the last {seconds} s",
+            "request code %s from %s failed: %s", req.code, conn.peer, what,
+        )
+        if req.flag & 2:
+            return None  # oneway: never answered
+        try:
+            return encode(response_to(req, ResponseCode.SYSTEM_ERROR, what))
+        except Exception:
+            self.close(conn, f"cannot answer request code {req.code}: {what}")
+            return None
+
+    def _account(self, conn: Connection) -> None:
+        """Charge the read budget for what this connection holds and is about to receive."""
+        decoder = conn.decoder
+        buffered = decoder.buffered
+        if conn.busy or conn.unwritable or conn.backlogged:
+            want = buffered  # not reading: whole frames wait, a partial one needs no room yet
+        else:
+            want = decoder.partial_frame_size or buffered
+        if want == conn.held and not conn.starved:
+            return
+        budget = self.budget
+        if budget.resize(conn.held, want):
+            shrunk = want < conn.held
+            if shrunk:
+                self.trimmer.note_freed(conn.held - want)  # a big frame done: its buffer is free
+            conn.held = want
+            if conn.starved:
+                conn.starved = 0
+                self._starved.pop(conn.id, None)
+            if shrunk and self._starved:
+                self._wake_starved()
+        else:
+            conn.held = budget.overdraw(conn.held, buffered)
+            conn.starved = want
+            self._starved[conn.id] = conn
+
+    def _wake_starved(self) -> None:
+        """Admit waiting frames that fit now, oldest first."""
+        budget = self.budget
+        for conn in list(self._starved.values()):
+            if budget.resize(conn.held, conn.starved):
+                conn.held = conn.starved
+                conn.starved = 0
+                del self._starved[conn.id]
+                self._set_interest(conn)
+
+    # ------------------------------------------------------------------
+    # writing
 
     def write_to(self, conn_id: Hashable, data: bytes) -> bool:
         """Send bytes produced outside a handler call (a held request's late answer, a
@@ -288,16 +435,18 @@ class Reactor:
             return
         if conn.out:
             conn.out += data
-            return
-        try:
-            sent = conn.sock.send(data)
-        except (BlockingIOError, InterruptedError):
-            sent = 0
-        except OSError as exc:
-            self.close(conn, f"socket error: {exc}")
-            return
-        if sent < len(data):
-            conn.out += memoryview(data)[sent:]
+        else:
+            try:
+                sent = conn.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as exc:
+                self.close(conn, f"socket error: {exc}")
+                return
+            if sent < len(data):
+                conn.out += memoryview(data)[sent:]
+        if len(conn.out) > self.high_water_mark:
+            conn.unwritable = True
 
     def _flush(self, conn: Connection) -> None:
         try:
@@ -307,19 +456,24 @@ class Reactor:
         except OSError as exc:
             self.close(conn, f"socket error: {exc}")
             return
-        del conn.out[:sent]
+        if sent >= len(conn.out):
+            self.trimmer.note_freed(len(conn.out))
+            conn.out = bytearray()  # a drained big buffer is freed, not kept at its capacity
+        else:
+            del conn.out[:sent]
         conn.last_active = self.clock()
+        if conn.unwritable and len(conn.out) <= self.low_water_mark:
+            conn.unwritable = False
+            if not (conn.busy or conn.backlogged):
+                self._process(conn)  # requests read before it paused, then reading again
+                return
         self._set_interest(conn)
 
     # ------------------------------------------------------------------
     # shutdown
 
     def stop_accepting(self) -> None:
-        self.accepting = False
-        for lsock in self.listeners:
-            self.selector.unregister(lsock)
-            lsock.close()
-        self.listeners.clear()
+        self.acceptor.stop()
 
     def stop_reading(self) -> None:
         """Take no new requests; answers in progress still go out."""

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable
+from typing import Any
 
 from remoting import properties
-from remoting.bodies import DataVersion, TopicConfig, encode_register_body
+from remoting.bodies import DataVersion, TopicConfig
 from remoting.codes import CURRENT_VERSION, RequestCode
 from remoting.command import RemotingCommand, request
+from remoting.register_body import encode_register_body
 
 
 def register_broker(
@@ -32,9 +34,15 @@ def register_broker(
     zone_name: str | None = None,
     version: int = CURRENT_VERSION,
     oneway: bool = False,
+    mapping_infos: dict[str, dict[str, Any]] | None = None,
 ) -> RemotingCommand:
     body = encode_register_body(
-        topics, data_version, filter_servers=filter_servers, compressed=compressed, version=version
+        topics,
+        data_version,
+        filter_servers=filter_servers,
+        compressed=compressed,
+        version=version,
+        mapping_infos=mapping_infos,
     )
     host, _, port = broker_addr.rpartition(":")
     ext: dict[str, object] = {
@@ -117,7 +125,8 @@ def get_namesrv_config() -> RemotingCommand:
 
 
 def update_namesrv_config(props: dict[str, str]) -> RemotingCommand:
-    return request(RequestCode.UPDATE_NAMESRV_CONFIG, body=properties.dumps(props, sort=False).encode())
+    """Properties.store's escaping, so any value arrives exactly as given."""
+    return request(RequestCode.UPDATE_NAMESRV_CONFIG, body=properties.store(props, sort=False).encode())
 
 
 def query_data_version(

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from remoting import bodies, fastjson, properties
+from remoting.register_body import RegisterLimits
 from remoting.bodies import (
     BodyError,
     BrokerData,
@@ -361,7 +362,7 @@ def test_compressed_register_body_with_static_topic_mappings() -> None:
     )
     parsed = parse_register_body(zlib.compress(raw), compressed=True, version=479)
     assert parsed.topics == {"S": (2, 2, 6, 0)}
-    assert parsed.mapping_infos["S"]["currIdMap"] == {"0": 0}
+    assert parsed.mapping_infos["S"]["currIdMap"] == {0: 0}  # integer keys, as Java's Map<Integer, Integer>
     # A 4.9.x sender has no mapping section: the same prefix, read at 407, ignores the tail.
     assert parse_register_body(zlib.compress(raw), compressed=True, version=407).mapping_infos == {}
 
@@ -374,26 +375,30 @@ def test_bodyless_register_gives_empty_topics() -> None:
             assert parsed.filter_servers == [] and parsed.mapping_infos == {}
 
 
-def test_compressed_body_that_inflates_past_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bodies, "MAX_INFLATED_REGISTER_BODY", 1024 * 1024)
-    bomb = zlib.compress(b"\0" * (8 * 1024 * 1024), 9)
-    assert len(bomb) < 16 * 1024
-    with pytest.raises(BodyError, match="size limit"):
-        parse_register_body(bomb, compressed=True, version=479)
+def test_compressed_body_that_inflates_past_the_limit_is_refused() -> None:
+    topic = _pack_item(b"T 1 1 6 SINGLE_TAG")
+    raw = _pack_item(DV.encode()) + struct.pack(">i", 400_000) + topic * 400_000
+    bomb = zlib.compress(raw, 9)
+    assert len(bomb) < 64 * 1024 and len(raw) > 8 * 1024 * 1024
+    limits = RegisterLimits(max_inflated_bytes=1024 * 1024, max_topics=1_000_000)
+    with pytest.raises(BodyError, match="inflates past the size limit"):
+        parse_register_body(bomb, compressed=True, version=479, limits=limits)
+    # A bomb of zeros is refused by its very first item, after one inflate step.
+    with pytest.raises(BodyError, match="not valid JSON"):
+        parse_register_body(zlib.compress(b"\0" * (64 << 20)), compressed=True, version=479)
 
 
-def test_inflate_limit_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_inflate_limit_boundary() -> None:
     body = encode_register_body(TOPICS, DV, compressed=True, version=479)
     size = len(zlib.decompress(body))
-    monkeypatch.setattr(bodies, "MAX_INFLATED_REGISTER_BODY", size)
-    assert parse_register_body(body, compressed=True, version=479).data_version == DV
-    monkeypatch.setattr(bodies, "MAX_INFLATED_REGISTER_BODY", size - 1)
+    at_limit = RegisterLimits(max_inflated_bytes=size)
+    assert parse_register_body(body, compressed=True, version=479, limits=at_limit).data_version == DV
     with pytest.raises(BodyError, match="size limit"):
-        parse_register_body(body, compressed=True, version=479)
+        parse_register_body(body, compressed=True, version=479, limits=RegisterLimits(max_inflated_bytes=size - 1))
 
 
-def test_default_inflate_limit_is_256_mib() -> None:
-    assert bodies.MAX_INFLATED_REGISTER_BODY == 256 * 1024 * 1024
+def test_default_inflate_limit_is_16_mib() -> None:
+    assert bodies.DEFAULT_REGISTER_LIMITS.max_inflated_bytes == 16 * 1024 * 1024
 
 
 @pytest.mark.parametrize("version", [407, 479])
@@ -456,7 +461,7 @@ def test_json_register_body_with_java_quirks() -> None:
     )
     parsed = parse_register_body(body, compressed=False, version=479)
     assert parsed.topics == {"Real": (4, 4, 6, 0)}  # topicName wins over the table key
-    assert parsed.mapping_infos == {"S": {"currIdMap": {"0": 1}, "topic": "S"}}
+    assert parsed.mapping_infos == {"S": {"currIdMap": {0: 1}, "topic": "S"}}
 
 
 _topic_names = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABC0123456789_-%|\u00e9\u4e2d", min_size=1, max_size=12)

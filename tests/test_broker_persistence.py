@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from broker_stub.store import parse_record
+from remoting import fastjson
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import request
 from simclient.decode import decode_pulled
@@ -208,3 +210,58 @@ async def test_a_held_answer_goes_out_only_after_the_writer_wrote_its_message(tm
     p.hold_answer("c2", b"answer-2")  # nothing pending: straight out
     assert sent[-1] == ("c2", b"answer-2")
     p.files.close()
+
+
+async def test_replication_is_code_9010_not_the_namesrv_live_table_code(
+    start_namesrv: Callable[..., object], start_broker: Callable[..., BrokerProcess]
+) -> None:
+    """9001 is the NameServer's GET_BROKER_LIVE_TABLE: a broker copies messages with 9010 and does not know 9001."""
+    from broker_stub.replication import REPLICATE_CODE, replicate_request, split_records
+    from broker_stub.store import parse_record
+
+    assert REPLICATE_CODE == 9010
+    b = start_broker("r")
+    await send_many(b.addr, 6, queues=2)
+    resp = await call(b.addr, replicate_request([(TOPIC, 0, 1)]))
+    assert resp.code == ResponseCode.SUCCESS and resp.ext("more") == "false", resp
+    got = sorted((m.queue_id, m.body) for m in map(parse_record, split_records(resp.body)))
+    assert [q for q, _ in got] == [0, 0, 1, 1, 1], "queue 0 from offset 1, all of queue 1"
+    assert (await call(b.addr, request(9001, {}))).code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    ns = start_namesrv()
+    assert (await call(ns.addr, request(9001, {}))).code == ResponseCode.SUCCESS  # type: ignore[attr-defined]
+    for bad in ([TOPIC, 2**31, 0], [TOPIC, 0, 2**63]):  # beyond a Java int queue id, a Java long offset
+        resp = await call(b.addr, request(REPLICATE_CODE, {}, fastjson.dumps_fast({"offsets": [bad]})))
+        assert resp.code == ResponseCode.INVALID_PARAMETER and "out of range" in (resp.remark or ""), resp
+
+
+def test_copied_records_count_against_the_byte_budget() -> None:
+    """append_stored (records read back or copied from the master) keeps to maxStoreBytes as put does."""
+    from broker_stub.store import MESSAGE_OVERHEAD, QUEUE_OVERHEAD, MessageStore, StoreFullError
+
+    master = MessageStore("127.0.0.1", 1, 1000)
+    records = []
+    for i in range(40):
+        master.put("T", i % 2, b"z" * 1000, 0, "", 0, 1, bytes(4), 1, 0, None)
+    for q in (0, 1):
+        records += master.get("T", q, 0, 100, 1 << 30)[0]
+    size = len(records[0]) + MESSAGE_OVERHEAD
+    slave = MessageStore("127.0.0.1", 2, 1000, max_bytes=2 * QUEUE_OVERHEAD + 10 * size)
+    for r in records:
+        assert slave.append_stored("T", parse_record(r).queue_id, r)
+    assert slave.budget.used <= slave.budget.max_bytes
+    assert slave.budget.used == 2 * QUEUE_OVERHEAD + 10 * size, "full, oldest dropped first"
+    assert [slave.max_offset("T", q) for q in (0, 1)] == [20, 20], "offsets as on the master"
+    assert slave.min_offset("T", 0) + slave.min_offset("T", 1) == 30  # 10 held across both queues
+    assert not slave.append_stored("T", 0, records[0]), "at or below the queue's end: not kept"
+    gap = MessageStore("127.0.0.1", 3, 1000)
+    gap.append_stored("T", 0, records[0])
+    gap.append_stored("T", 0, records[5])  # the master dropped 1..4: start over at 5
+    assert (gap.min_offset("T", 0), gap.max_offset("T", 0)) == (5, 6)
+    assert gap.budget.used == QUEUE_OVERHEAD + size
+    tiny = MessageStore("127.0.0.1", 4, 1000, max_bytes=QUEUE_OVERHEAD + 100)
+    try:
+        tiny.append_stored("T", 0, records[0])
+    except StoreFullError:
+        pass
+    else:
+        raise AssertionError("a record bigger than the whole budget must be refused")

@@ -209,7 +209,7 @@ def test_cli_start_run_writes_report_and_plot(tmp_path: Path) -> None:
 )
 def test_cli_bad_options_give_one_line(args: list[str], message: str) -> None:
     proc = subprocess.run([*MQADMIN, "fanout", "-n", dead_addr(), *args], check=False, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # a bad option value (README: exit status)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith("mqadmin fanout: ")
 
@@ -231,3 +231,27 @@ def test_cli_unreachable_spark_master_is_one_line(local_cluster: cluster.Cluster
     assert proc.returncode == 1
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("mqadmin fanout: ") and master in line and "Traceback" not in proc.stderr
+
+
+def test_consumer_groups_that_do_not_reconcile_fail_the_check_with_exit_1() -> None:
+    """README exit statuses: a failed check is 1 (never 3), with one line saying which check."""
+    from mqadmin.fanout_cli import failed_check
+
+    row = {"group": "g0", "offsets_read": True}
+    doc: dict[str, object] = {"agreement": {"agree": True, "explained": False, "note": ""}, "scenario_verdicts": [],
+                              "consumers": {"reconciled": True, "by_group": [row], "total": {"unexplained": 0}}}
+    assert failed_check(doc) is None
+    doc["consumers"] = {"reconciled": False, "by_group": [row], "total": {"unexplained": 2}}
+    assert failed_check(doc) == "the consumer groups do not reconcile: 2 acknowledged message(s) unexplained"
+    doc["consumers"] = {"reconciled": False, "by_group": [{**row, "offsets_read": False}], "total": {"unexplained": 0}}
+    assert "committed offsets of 1 group(s) could not be read" in (failed_check(doc) or "")
+    doc["agreement"] = {"agree": False, "explained": False, "note": "3 missing"}
+    assert failed_check(doc) == "the brokers' counts disagree with the producers': 3 missing"
+
+
+def test_cli_consumer_groups_without_consumers_is_a_usage_error() -> None:
+    proc = subprocess.run([*MQADMIN, "fanout", "-n", dead_addr(), "--no-spark", "--consumer-groups", "2"],
+                          check=False, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line == "mqadmin fanout: --consumer-groups needs --consumers"

@@ -100,7 +100,7 @@ async def test_errors_are_one_line(tmp_path: Path) -> None:
     rc, _, stderr = await mqadmin("topicRoute", "-t", "T", "-n", "127.0.0.1:1", "--timeout", "1")
     assert rc == 1 and stderr == "mqadmin: cannot connect to 127.0.0.1:1: Connection refused\n"
     rc, _, stderr = await mqadmin("topicRoute", "-t", "T", "-n", "not-an-address")
-    assert rc == 1 and stderr == "mqadmin: not a host:port address: 'not-an-address'\n"
+    assert rc == 2 and stderr == "mqadmin: Invalid value for -n: not a host:port address: 'not-an-address' (see mqadmin -h)\n"
     rc, _, stderr = await mqadmin("topicRoute", "-n", "127.0.0.1:1")
     assert rc == 2 and stderr.count("\n") == 1 and "--topic" in stderr
     rc, _, stderr = await mqadmin("topicRoute", "-t", "T", env=cli_env(tmp_path))  # no -n, no env, no cluster
@@ -133,5 +133,6 @@ async def test_watch_shows_where_namesrvs_disagree(start_namesrv) -> None:  # ty
         assert rc == 0 and "absent" in stdout and "alive" in stdout
     # One NameServer down: it shows as an error, the other still answers.
     b.kill()
-    rc, stdout, _ = await mqadmin("watch", "--once", "--json", "--timeout", "1", "-n", f"{a.addr};{b.addr}")
-    assert rc == 0 and b.addr in json.loads(stdout)["errors"]
+    rc, stdout, stderr = await mqadmin("watch", "--once", "--json", "--timeout", "1", "-n", f"{a.addr};{b.addr}")
+    assert rc == 1 and b.addr in json.loads(stdout)["errors"]  # a health check: a silent NameServer fails it
+    assert stderr.count("\n") == 1 and b.addr in stderr

@@ -14,10 +14,10 @@ from mqadmin import clusterlist, messages
 from mqadmin.client import (
     AdminError,
     PerServer,
-    _writable_queues,
     parse_attributes,
     topic_config_text,
 )
+from mqadmin.messaging_client import _writable_queues
 from mqadmin.render import Col, fit_table
 from remoting.bodies import BrokerData, QueueData, TopicConfig, TopicRouteData
 

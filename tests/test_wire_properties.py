@@ -307,8 +307,13 @@ def test_register_body_errors() -> None:
     with pytest.raises(BodyError):
         parse_register_body(zlib.compress(zlib.decompress(body)[:-3]), compressed=True, version=479)
     bomb = zlib.compress(b"\0" * (300 * 1024 * 1024), 9)
-    with pytest.raises(BodyError, match="size limit"):
+    with pytest.raises(BodyError):  # its first item is already wrong
         parse_register_body(bomb, compressed=True, version=479)
+    item = b"T" * 1000 + b" 8 8 6 SINGLE_TAG"
+    raw = DataVersion().encode()
+    raw = struct.pack(">i", len(raw)) + raw + struct.pack(">i", 100_000) + (struct.pack(">i", len(item)) + item) * 20_000
+    with pytest.raises(BodyError, match="size limit"):
+        parse_register_body(zlib.compress(raw, 9), compressed=True, version=479)
     with pytest.raises(BodyError):
         parse_register_body(b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"T":{"perm":"x"}}}}', compressed=False, version=479)
 

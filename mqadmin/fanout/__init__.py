@@ -9,3 +9,7 @@ imports pyspark or matplotlib until they are needed.
 
 class FanoutError(Exception):
     """A fan-out run could not be set up or did not finish; the message is one line."""
+
+
+class FanoutUsageError(FanoutError):
+    """An option value (or a combination of options) is wrong: a usage error, exit status 2."""

@@ -68,7 +68,6 @@ def plot_line(doc: dict[str, Any] | None, ax: Any) -> None:
         return
     ys = doc["per_second_series"]
     ax.plot([i + 0.5 for i in range(len(ys))], ys, color="#1f77b4", linewidth=1.6, label="consumed")
-    ax.legend(loc="upper right", fontsize="small")
 
 
 __all__ = ["plot_line", "render", "to_json"]

@@ -160,7 +160,8 @@ class PartInfo:
     cpu_s: float = 0.0  # CPU time of the worker process during the task
     max_rss_mb: float = 0.0
     max_fds: int = 0
-    connects: int = 0  # connections the shared pool opened
+    connects: int = 0  # connection attempts of the shared pool (one per server, again after one breaks)
+    connect_failures: int = 0  # of which failed (e.g. re-dials of a killed broker)
     host: str = ""
     pid: int = 0
     error: str | None = None
@@ -169,7 +170,8 @@ class PartInfo:
         return {
             "index": self.index, "producers": self.producers, "entered": self.entered, "started": self.started,
             "ended": self.ended, "cpu_s": self.cpu_s, "max_rss_mb": self.max_rss_mb, "max_fds": self.max_fds,
-            "connects": self.connects, "host": self.host, "pid": self.pid, "error": self.error,
+            "connects": self.connects, "connect_failures": self.connect_failures, "host": self.host, "pid": self.pid,
+            "error": self.error,
         }
 
     @classmethod
@@ -178,7 +180,8 @@ class PartInfo:
             index=int(obj["index"]), producers=int(obj.get("producers", 0)), entered=float(obj.get("entered", 0.0)),
             started=float(obj.get("started", 0.0)), ended=float(obj.get("ended", 0.0)),
             cpu_s=float(obj.get("cpu_s", 0.0)), max_rss_mb=float(obj.get("max_rss_mb", 0.0)),
-            max_fds=int(obj.get("max_fds", 0)), connects=int(obj.get("connects", 0)), host=str(obj.get("host", "")),
+            max_fds=int(obj.get("max_fds", 0)), connects=int(obj.get("connects", 0)),
+            connect_failures=int(obj.get("connect_failures", 0)), host=str(obj.get("host", "")),
             pid=int(obj.get("pid", 0)), error=None if obj.get("error") is None else str(obj["error"]),
         )
 

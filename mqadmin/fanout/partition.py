@@ -289,6 +289,7 @@ async def _run(index: int, plan: FanoutPlan, part: PartInfo) -> FanoutMetrics:
             nursery.cancel_scope.cancel()
         sampler.sample()
         part.connects = pool.connects
+        part.connect_failures = pool.connect_failures
     _rename_addrs(metrics, by_addr)
     metrics.load = summary
     part.ended = clock()

@@ -9,6 +9,7 @@ from, so ``--report`` files can be re-plotted later. Percentiles come from
 from __future__ import annotations
 
 import importlib.util
+import math
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +44,18 @@ def _series(timeline: dict[int, list[int]], fields: tuple[str, ...], last: int) 
 
 
 def load_window(result: FanoutResult) -> float:
-    """Seconds the producers were sending: the run's duration, else the longest partition's load."""
-    if result.plan.duration is not None:
-        return result.plan.duration
-    return max(result.metrics.load.elapsed, 1e-9)
+    """Seconds the producers were sending, so that "per s" is a mean of what "peak s" is the maximum of.
+
+    With a duration: the duration once per wave of partitions (more partitions than task slots run
+    one wave after another), widened to the seconds in which sends began when those are clearly
+    more (a slot freed late). Without one: the longest partition's load.
+    """
+    if result.plan.duration is None:
+        return max(result.metrics.load.elapsed, 1e-9)
+    window = result.plan.duration * math.ceil(result.plan.partitions / max(1, result.parallelism))
+    busy = [s for s, row in result.metrics.timeline.items() if row[0] + row[1]]
+    span = float(max(busy) - min(busy) + 1) if busy else 0.0
+    return span if span > window + 1.0 else window
 
 
 def failover(result: FanoutResult, end: float) -> list[dict[str, Any]]:
@@ -121,13 +130,21 @@ def agreement(result: FanoutResult) -> dict[str, Any]:
         per[name] = entry
     diff = total_counted - total_seen
     explained = not agree and all(e["broker_counted"] is not None for e in per.values()) and 0 <= diff <= timeouts
+    # A broker gone at the end (killed: an in-memory store) was last counted before it died; the sends
+    # the producers saw stored on it after that reading cannot be checked -- say so, never "agree".
+    unchecked = sum(e["producers_ok"] - e["broker_counted"] for e in per.values()
+                    if e.get("gone") and e["broker_counted"] is not None and e["agree"])
     note = ""
     if not agree:
         note = f"brokers counted {diff:+d} vs the producers' stored sends"
         if timeouts:
             note += f"; {timeouts} sends timed out (a timed-out send may still be stored)"
+    elif unchecked:
+        gone = ", ".join(n for n, e in per.items() if e.get("gone"))
+        note = (f"{unchecked:,} sends stored on {gone} after its last count cannot be checked: "
+                "its messages died with it (in-memory broker)")
     return {"producers_ok": total_seen, "brokers_counted": total_counted, "agree": agree, "explained": explained,
-            "brokers": per, "note": note}
+            "unchecked": unchecked, "brokers": per, "note": note}
 
 
 def to_json(result: FanoutResult) -> dict[str, Any]:
@@ -169,7 +186,8 @@ def to_json(result: FanoutResult) -> dict[str, Any]:
         "resources": {"cpu_s": round(cpu, 3), "cpu_us_per_send": round(cpu / load.sends * 1e6, 1) if load.sends else None,
                       "max_rss_mb": round(max((p.max_rss_mb for p in parts), default=0.0), 1),
                       "max_fds": max((p.max_fds for p in parts), default=0),
-                      "connections": sum(p.connects for p in parts)},
+                      "connections": sum(p.connects - p.connect_failures for p in parts),
+                      "connect_failures": sum(p.connect_failures for p in parts)},
         "partitions": [p.to_obj() for p in m.parts],
         "timeline": {**_series(m.timeline, TIMELINE_FIELDS, last_sec),
                      "brokers": {name: _series(u.timeline, BROKER_TIMELINE_FIELDS, last_sec)
@@ -229,8 +247,14 @@ def render(doc: dict[str, Any], console: Console | None = None) -> RenderableTyp
                       Text(("<= ok" if a.get("gone") else "yes") if flag else "NO", style="green" if flag else "red"),
                       f"{use.get('attempts', 0):,}", f"{use.get('failed', 0) + use.get('refused', 0):,}",
                       _t(use.get("last_attempt")), f"{use.get('routing_at_end', 0):,}", a.get("why", "")])
-    footer = [["total", f"{agree['producers_ok']:,}", f"{agree['brokers_counted']:,}",
-               Text("yes" if agree["agree"] else "NO", style="green" if agree["agree"] else "red"), "", "", "", "", agree["note"]]]
+    if not agree["agree"]:
+        verdict = Text("NO", style="red")
+    elif agree.get("unchecked"):
+        verdict = Text(f"{agree['unchecked']:,} unchecked", style="yellow")
+    else:
+        verdict = Text("yes", style="green")
+    footer = [["total", f"{agree['producers_ok']:,}", f"{agree['brokers_counted']:,}", verdict, "", "", "", "",
+               agree["note"]]]
     parts.append(fit_table(bcols, brows, footer_rows=footer, title="brokers (counted = the brokers' own queue offsets)",
                            console=console))
 
@@ -255,8 +279,11 @@ def render(doc: dict[str, Any], console: Console | None = None) -> RenderableTyp
     t, r = doc["timings"], doc["resources"]
     bits = [f"{k.removesuffix('_s').replace('_', ' ')} {v:.2f} s" for k, v in t.items()]
     parts.append(Text("timings: " + ", ".join(bits), style="dim"))
+    failed_dials = r.get("connect_failures", 0)
+    conns = (f"{r['connections']} connections opened in {doc['engine']['partitions']} partitions"
+             + (f", {failed_dials} connect attempts failed (re-dials of a broker that is gone)" if failed_dials else ""))
     parts.append(Text(f"workers: {r['cpu_s']:.1f} s CPU ({r['cpu_us_per_send'] or 0:.0f} µs per send), "
-                      f"max RSS {r['max_rss_mb']:.0f} MB, max fds {r['max_fds']}, {r['connections']} connections", style="dim"))
+                      f"max RSS {r['max_rss_mb']:.0f} MB, max fds {r['max_fds']}, {conns}", style="dim"))
     for n in doc["notes"]:
         parts.append(Text(f"note: {n}", style="yellow"))
     return Group(*parts)
@@ -276,34 +303,40 @@ def plot(doc: dict[str, Any], path: str | Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from mqadmin.plotmarks import draw_marks, layout, legend_outside, merge_marks, seconds_edges
+
     tl = doc["timeline"]
-    xs = [i + 0.5 for i in range(len(tl["ok"]))]
-    fig, (top, mid, bottom) = plt.subplots(3, 1, sharex=True, figsize=(11, 8), height_ratios=(3, 2, 2))
-    top.bar(xs, tl["ok"], width=0.9, color="#2ca02c", label="stored")
-    top.bar(xs, tl["failed"], width=0.9, bottom=tl["ok"], color="#d62728", label="failed")
+    n = len(tl["ok"])
+    edges = seconds_edges(n)  # second i is drawn over [i, i+1]: a kill at t=8 shows from 8, not 7.5
+    height = 9.0
+    fig, (top, mid, bottom) = plt.subplots(3, 1, sharex=True, figsize=(12, height), height_ratios=(3, 2, 2))
+    top.bar(range(n), tl["ok"], width=1.0, align="edge", color="#2ca02c", label="stored", edgecolor="white", linewidth=0.3)
+    if any(tl["failed"]):
+        top.bar(range(n), tl["failed"], width=1.0, align="edge", bottom=tl["ok"], color="#d62728", label="failed",
+                edgecolor="white", linewidth=0.3)
     top.set_ylabel("sends begun / s")
-    top.legend(loc="upper right", fontsize="small")
     consume_report.plot_line(doc.get("consumers"), top)
+    legend_outside(top)
     load = doc["load"]
-    top.set_title(f"{load['producers']:,} producers on {doc['engine']['text']}: {doc['sends']['total']:,} sends, "
-                  f"{doc['routes']['queries']:,} route queries", fontsize="medium", loc="left")
+    fig.suptitle(f"{load['producers']:,} producers on {doc['engine']['text']}: {doc['sends']['total']:,} sends, "
+                 f"{doc['routes']['queries']:,} route queries", fontsize="medium", x=0.1, ha="left")
     for name, series in tl["brokers"].items():
-        (line,) = mid.plot(xs, series["attempts"], label=f"{name} attempts", linewidth=1.5)
+        line = mid.stairs(series["attempts"], edges, label=f"{name} attempts", linewidth=1.5)
         if any(series["failed"]):
-            mid.plot(xs, series["failed"], label=f"{name} failed", color=line.get_color(), linestyle=":", linewidth=2)
+            mid.stairs(series["failed"], edges, label=f"{name} failed", color=line.get_edgecolor(), linestyle=":",
+                       linewidth=2)
     mid.set_ylabel("send attempts / s")
-    mid.legend(loc="upper right", fontsize="small")
-    bottom.plot(xs, tl["route_queries"], color="#1f77b4", label="route queries")
+    legend_outside(mid)
+    bottom.stairs(tl["route_queries"], edges, color="#1f77b4", label="route queries", linewidth=1.5)
     if any(tl["route_failures"]):
-        bottom.plot(xs, tl["route_failures"], color="#d62728", label="unanswered")
+        bottom.stairs(tl["route_failures"], edges, color="#d62728", label="unanswered", linewidth=1.5)
     bottom.set_ylabel("route queries / s")
     bottom.set_xlabel("seconds since the start barrier")
-    bottom.legend(loc="upper right", fontsize="small")
-    for e in doc["events"]:
-        for ax in (top, mid, bottom):
-            ax.axvline(e["t"], color="black" if e["ok"] else "red", linestyle="--", linewidth=0.8)
-        top.annotate(e["what"], xy=(e["t"], 1.0), xycoords=("data", "axes fraction"), rotation=90, va="top",
-                     ha="right", fontsize="x-small")
-    fig.tight_layout()
+    legend_outside(bottom)
+    marks = merge_marks([(e["t"], f"{e['what']}" + ("" if e["ok"] else f": {e['detail']}"), e["ok"])
+                         for e in doc["events"]])
+    listed = draw_marks(fig, top, (top, mid, bottom), marks)
+    bottom.set_xlim(0, max(n, 1))
+    layout(fig, listed, height)
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -16,7 +16,6 @@ stopped.
 from __future__ import annotations
 
 import contextlib
-import math
 import shutil
 import signal
 import tempfile
@@ -33,6 +32,7 @@ from mqadmin.client import AdminError, namesrv_from_env, split_addrs
 from mqadmin.fanout import FanoutError
 from mqadmin.fanout.brokers import ClusterView, Counter, StoredCount, probe
 from mqadmin.fanout.metrics import FanoutMetrics, merge_blobs
+from mqadmin.fanout.options import FanoutOptions
 from mqadmin.fanout.partition import FanoutPlan
 from mqadmin.fanout.timeline import Event, KillTimeline, ScenarioTimeline, Timeline
 
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
     from mqadmin.scenario.schema import Scenario
 
-ENGINES = ("spark", "multiprocessing")
 #: Slack (s) on top of the load's own bounds before the driver gives up on a run.
 WATCHDOG_SLACK = 60.0
 #: Seconds between the driver's readings of the brokers' counts during a run.
@@ -54,86 +53,6 @@ class Job(Protocol):
     def progress(self) -> tuple[int, int]: ...
     def cancel(self) -> None: ...
     def result(self, timeout: float) -> list[bytes]: ...
-
-
-@dataclass
-class FanoutOptions:
-    """Everything ``mqadmin fanout`` can be told (None: the default, or the scenario's value)."""
-
-    producers: int = 1000
-    topics: int = 4
-    topic_prefix: str = "FanoutTopic"
-    rate: float | None = None  # sends/s per producer; default 1.0
-    duration: float | None = None  # default 20 s unless messages_per_producer is given
-    messages_per_producer: int | None = None
-    message_size: int | None = None  # default 256 bytes
-    namesrv: str | None = None
-    start: bool = False
-    cluster_dir: Path | None = None
-    scenario: Path | None = None
-    master: str = "local[*]"
-    partitions: int | None = None
-    engine: str = "spark"
-    workers: int | None = None  # multiprocessing: processes (default: CPU count)
-    poll_interval: float | None = None  # default 30 s (pollNameServerInterval)
-    send_timeout: float | None = None  # default 3 s
-    retries: int | None = None  # default 2
-    latency_fault: bool | None = None  # default False (5.x)
-    ramp_up: float | None = None  # default: one send interval (producers are not in lock-step)
-    start_delay: float = 2.0
-    kills: tuple[tuple[str, float], ...] = ()
-    create_topics: bool = True
-    queues: int = 8
-    spark_conf: dict[str, str] = field(default_factory=dict)
-    spark_timeout: float = 60.0
-    max_duration: float = 600.0
-    consumers: int = 0  # simulated push consumers in the same partitions (mqadmin.fanout.consume)
-    consumer_groups: int | None = None  # default: one per topic
-    drain: float = 5.0  # s consumers keep consuming after the load ends
-
-    def validate(self) -> None:
-        if self.engine not in ENGINES:
-            raise FanoutError(f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
-        if self.producers < 1:
-            raise FanoutError("--producers must be >= 1")
-        if self.partitions is not None and not 1 <= self.partitions <= self.producers:
-            raise FanoutError(f"--partitions must be 1..{self.producers} (the producer count)")
-        if self.duration is not None and self.messages_per_producer is not None:
-            raise FanoutError("give --duration or --messages-per-producer, not both")
-        if self.duration is not None and not 0 < self.duration <= self.max_duration:
-            raise FanoutError(f"--duration must be in (0, {self.max_duration:g}] s")
-        if self.messages_per_producer is not None and self.messages_per_producer < 1:
-            raise FanoutError("--messages-per-producer must be >= 1")
-        if self.rate is not None and (not math.isfinite(self.rate) or self.rate < 0):
-            raise FanoutError("--rate must be >= 0 (0: each producer sends as fast as it can)")
-        if self.scenario is not None and (self.namesrv or self.start):
-            raise FanoutError("--scenario starts the scenario's own cluster: leave out --namesrv and --start")
-        if self.start and self.namesrv:
-            raise FanoutError("--start runs a new local cluster: leave out --namesrv")
-        if self.kills and self.scenario is not None:
-            raise FanoutError("--kill-broker and --scenario cannot be combined (put the kill in the scenario's timeline)")
-        if not 0 <= self.start_delay <= 120:
-            raise FanoutError("--start-delay must be 0..120 s")
-        if self.topics < 1:
-            raise FanoutError("--topics must be >= 1")
-        if self.consumers < 0:
-            raise FanoutError("--consumers must be >= 0")
-        if self.consumer_groups is not None and not 1 <= self.consumer_groups <= max(1, self.consumers):
-            raise FanoutError(f"--consumer-groups must be 1..{max(1, self.consumers)} (the consumer count)")
-        if self.consumer_groups is not None and not self.consumers:
-            raise FanoutError("--consumer-groups needs --consumers")
-        if not 0 <= self.drain <= 300:
-            raise FanoutError("--drain must be 0..300 s")
-        if self.engine == "spark":
-            from mqadmin.fanout.spark import (  # no pyspark import: regexes
-                check_master,
-                is_local,
-            )
-
-            check_master(self.master)
-            if (self.start or self.scenario is not None) and not is_local(self.master):
-                raise FanoutError(f"a local cluster listens on 127.0.0.1, which executors of {self.master} cannot reach: "
-                                  "give --namesrv with addresses the workers can reach instead of --start/--scenario")
 
 
 @dataclass
@@ -247,7 +166,7 @@ class Driver:
         self.progress = progress  # a rich.progress.Progress, or None
         self.state: cluster.ClusterState | None = None
         self.own_cluster_dir: Path | None = None
-        self.failed = False
+        self.spark_dir: Path | None = None  # the session's work dir (log, code zip, spark.local.dir)
         self.timings: dict[str, float] = {}
         self.notes: list[str] = []
         self.scenario: Scenario | None = None
@@ -306,11 +225,6 @@ class Driver:
             self.notes.append(f"could not stop {', '.join(left)} (state in {self.state.dir})")
             return
         (Path(self.state.dir) / cluster.STATE_FILE).unlink(missing_ok=True)
-        if self.own_cluster_dir is not None:
-            if self.failed:
-                self.notes.append(f"cluster logs kept in {self.own_cluster_dir}")
-            else:
-                shutil.rmtree(self.own_cluster_dir, ignore_errors=True)
 
     # ------------------------------------------------------------------ engines
 
@@ -320,7 +234,8 @@ class Driver:
         if self.session is None:
             self.status(f"starting Spark ({self.opts.master})")
             begin = time.monotonic()
-            self.session = spark.start_session(self.opts.master, conf=self.opts.spark_conf,
+            self.spark_dir = Path(tempfile.mkdtemp(prefix="mqadmin-fanout-spark-"))
+            self.session = spark.start_session(self.opts.master, conf=self.opts.spark_conf, work_dir=self.spark_dir,
                                                executor_timeout=self.opts.spark_timeout)
             self.own_session = True
             self.timings["spark_start_s"] = time.monotonic() - begin
@@ -360,14 +275,33 @@ class Driver:
         try:
             with _term_as_interrupt():
                 result = self._run()
-        except BaseException:
-            self.failed = True
-            raise
-        finally:
+        except FanoutError as exc:
             self.close()
+            # A log the error names is kept (the message says where); nothing else is left behind.
+            self._remove_temp_dirs(keep_named_in=str(exc))
+            raise
+        except BaseException:
+            self.close()
+            self._remove_temp_dirs()
+            raise
+        self.close()
+        self._remove_temp_dirs()
         result.notes.extend(n for n in self.notes if n not in result.notes)
         result.timings["total_s"] = time.monotonic() - began
         return result
+
+    def _temp_dirs(self) -> list[Path]:
+        return [d for d in (self.own_cluster_dir, self.spark_dir) if d is not None and d.exists()]
+
+    def _remove_temp_dirs(self, keep_named_in: str = "") -> None:
+        """The temporary directories this run made (cluster state, Spark's work dir): gone at the end,
+        unless ``keep_named_in`` (an error message) points into one."""
+        for d in self._temp_dirs():
+            if d == self.own_cluster_dir and (d / cluster.STATE_FILE).exists():
+                continue  # processes it could not stop: their state stays (the notes say so)
+            if str(d) in keep_named_in:
+                continue
+            shutil.rmtree(d, ignore_errors=True)
 
     def close(self) -> None:
         """Stop what this run started (idempotent)."""
@@ -381,6 +315,10 @@ class Driver:
 
     def _run(self) -> FanoutResult:
         opts = self.opts
+        if opts.engine == "spark" and self.session is None:
+            from mqadmin.fanout import spark
+
+            spark.probe_master(opts.master)  # an unreachable master fails before a cluster or a JVM starts
         if opts.scenario is not None:
             from mqadmin.scenario import schema
 

@@ -1,4 +1,5 @@
-"""The Spark engine: a quiet session (loopback-only in local mode) and one task per partition.
+"""The Spark engine: a quiet session (loopback-only for local masters and standalone masters on
+127.0.0.1) and one task per partition.
 
 Setup facts that matter on a laptop: the driver binds 127.0.0.1 (no
 network beyond loopback), the web UI is off, Python workers talk to the JVM
@@ -9,6 +10,10 @@ JVM's output goes to a log file, so the terminal shows only our progress.
 The project's own packages are zipped and shipped with ``addPyFile``, so
 workers of a real cluster need only Python, trio and msgpack (see README).
 pyspark is imported here only, when a Spark run starts.
+
+Failures are one line saying what was tried: a ``spark://`` master is first
+dialled over plain TCP (no JVM yet), and a worker that cannot import the code
+is reported by its own Python exception, not by Spark's wrapper around it.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import socket
 import sys
 import tempfile
 import threading
@@ -26,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqadmin.fanout import FanoutError
+from mqadmin.fanout import FanoutError, FanoutUsageError
 from mqadmin.fanout.partition import FanoutPlan, run_partition
 
 if TYPE_CHECKING:
@@ -38,6 +44,10 @@ MASTER_FORMS = re.compile(
     r"|spark://[^\s/]+(:\d+)?(,[^\s/]+(:\d+)?)*|yarn|k8s://\S+)$"
 )
 LOCAL = re.compile(r"^local(\[|$)")
+#: Host names that mean this machine's loopback interface.
+LOOPBACK_HOSTS = re.compile(r"^(localhost|127(\.\d{1,3}){3}|\[?::1\]?)$")
+#: Seconds to try a TCP connection to a standalone master before paying for a JVM start.
+MASTER_PROBE_TIMEOUT = 5.0
 #: Longest a JVM start may take on a busy machine (s); remote masters add the executor wait.
 JVM_START_TIMEOUT = 90.0
 #: Our packages that partitions import (shipped to workers as one zip).
@@ -47,6 +57,9 @@ LOG4J2 = """\
 status = error
 rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
+# The standalone client says at WARN why it cannot reach a master ("Failed to connect to master ...").
+logger.deploy.name = org.apache.spark.deploy.client
+logger.deploy.level = warn
 appender.console.type = Console
 appender.console.name = console
 appender.console.target = SYSTEM_ERR
@@ -56,22 +69,23 @@ appender.console.layout.pattern = %d{HH:mm:ss.SSS} %p %c{1}: %m%n
 
 
 def _log_reason(path: Path) -> str | None:
-    """The last ERROR line Spark logged (e.g. "All masters are unresponsive! Giving up.")."""
+    """The last ERROR (else WARN) line Spark logged, e.g. "All masters are unresponsive! Giving up."."""
     try:
         lines = path.read_text(errors="replace").splitlines()
     except OSError:
         return None
-    for line in reversed(lines):
-        if " ERROR " in line:
-            text = line.split(": ", 1)[-1].strip()
-            return text.split("Reason: ", 1)[-1] if "Reason: " in text else text
+    for level in (" ERROR ", " WARN "):
+        for line in reversed(lines):
+            if level in line:
+                text = line.split(": ", 1)[-1].strip()
+                return text.split("Reason: ", 1)[-1] if "Reason: " in text else text
     return None
 
 
 def check_master(master: str) -> None:
     """Refuse what no Spark would accept, before paying for a JVM start."""
     if not MASTER_FORMS.match(master.strip()):
-        raise FanoutError(
+        raise FanoutUsageError(
             f"--master {master!r} is not a Spark master URL (local, local[N], local[*], spark://HOST:PORT, yarn, k8s://...)"
         )
 
@@ -80,14 +94,68 @@ def is_local(master: str) -> bool:
     return bool(LOCAL.match(master.strip()))
 
 
+def standalone_hosts(master: str) -> list[tuple[str, int]]:
+    """(host, port) of each master of a ``spark://h1:p1,h2:p2`` URL (port 7077 when left out)."""
+    text = master.strip()
+    if not text.startswith("spark://"):
+        return []
+    hosts = []
+    for part in text.removeprefix("spark://").split(","):
+        host, sep, port = part.rpartition(":")
+        if not sep or not port.isdigit():
+            host, port = part, "7077"
+        hosts.append((host.strip("[]"), int(port)))
+    return hosts
+
+
+def on_this_host(master: str) -> bool:
+    """A local master, or a standalone master on loopback: executors run here and reach 127.0.0.1."""
+    hosts = standalone_hosts(master)
+    return is_local(master) or (bool(hosts) and all(LOOPBACK_HOSTS.match(h) for h, _ in hosts))
+
+
+def probe_master(master: str, timeout: float = MASTER_PROBE_TIMEOUT) -> None:
+    """A standalone master must accept a TCP connection: else say what was tried, before a JVM starts."""
+    tried = []
+    for host, port in standalone_hosts(master):
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return
+        except OSError as exc:
+            why = "no answer within {:g} s".format(timeout) if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+            tried.append(f"{host}:{port}: {why}")
+    if tried:
+        raise FanoutError(f"cannot reach Spark master {master}: tried {'; '.join(tried)}")
+
+
+#: A Python exception line at the end of a traceback: ``ModuleNotFoundError: No module named 'trio'``.
+_PY_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning))(: .*)?$")
+
+
+def root_cause(text: str) -> str | None:
+    """The exception line of the last Python traceback in ``text`` (a worker's error inside Spark's)."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip() == "Traceback (most recent call last):"]
+    if not starts:
+        return None
+    for line in lines[starts[-1] + 1:]:
+        if line[:1] not in (" ", "\t") and _PY_EXC_LINE.match(line.strip()):
+            return line.strip()
+    return None
+
+
 def _java_message(exc: BaseException) -> str:
-    """The first line of a Spark/JVM error, without the Java stack trace."""
+    """One line for a Spark/JVM error: a worker's Python exception if there is one, else the first line."""
+    text = str(exc)
     java = getattr(exc, "java_exception", None)
     if java is not None:
         with contextlib.suppress(Exception):  # the gateway may be gone
-            return str(java.toString()).splitlines()[0]
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+            text = str(java.toString()) + "\n" + text
+    cause = root_cause(text)
+    if cause is not None:
+        return cause
+    lines = text.strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 @contextmanager
@@ -143,13 +211,17 @@ def start_session(
     try:
         from pyspark.sql import SparkSession
     except ImportError:
-        raise FanoutError("pyspark is not installed: pip install 'rocketmq-namesrv-toolkit[spark]' (or use --engine multiprocessing)") from None
+        from mqadmin.cliutil import SPARK_INSTALL  # driver side only: workers have no typer
+
+        raise FanoutError(f"pyspark is not installed: {SPARK_INSTALL}, or use --engine multiprocessing") from None
+    probe_master(master)
     work = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="mqadmin-fanout-spark-"))
     work.mkdir(parents=True, exist_ok=True)
     log4j = work / "log4j2.properties"
     log4j.write_text(LOG4J2)
     log_path = work / "spark.log"
     local = is_local(master)
+    loopback = on_this_host(master)  # local, or a standalone master on 127.0.0.1: nothing leaves loopback
     settings: dict[str, str] = {
         "spark.app.name": "mqadmin-fanout",
         "spark.ui.enabled": "false",
@@ -159,11 +231,12 @@ def start_session(
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}",
         "spark.local.dir": str(work / "tmp"),
     }
-    if local:
-        os.environ["PYSPARK_PYTHON"] = sys.executable
+    if loopback:
         os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
         settings["spark.driver.host"] = "127.0.0.1"
         settings["spark.driver.bindAddress"] = "127.0.0.1"
+    if local:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -198,9 +271,12 @@ def start_session(
         why = _log_reason(log_path) or _java_message(failed[0])
         raise FanoutError(f"cannot start Spark with master {master}: {why} (log: {log_path})")
     if not created:
-        raise FanoutError(f"no answer from Spark master {master} within {executor_timeout:g} s "
-                          f"(is it reachable? log: {log_path})" if not local else
-                          f"Spark did not start within {JVM_START_TIMEOUT:g} s (log: {log_path})")
+        if local:
+            raise FanoutError(f"Spark did not start within {JVM_START_TIMEOUT:g} s (log: {log_path})")
+        why = _log_reason(log_path) or "Spark logged no reason"
+        raise FanoutError(f"Spark master {master} accepted a connection but did not register the application "
+                          f"within {executor_timeout:g} s (is it a Spark master, does it have free workers?): "
+                          f"{why} (log: {log_path})")
     session = created[0]
     try:
         sc = session.sparkContext
@@ -222,7 +298,8 @@ def _wait_for_executors(session: SparkSession, master: str, timeout: float) -> N
         if len(tracker.getExecutorInfos()) > 1:  # the driver counts as one
             return
         time.sleep(0.25)
-    raise FanoutError(f"no Spark executor registered with {master} within {timeout:g} s (is the master reachable, does it have free cores?)")
+    raise FanoutError(f"the application was registered with {master}, but no executor started within {timeout:g} s "
+                      "(does the master have a worker with free cores and memory?)")
 
 
 def parallelism(session: SparkSession) -> int:
@@ -310,5 +387,6 @@ def warm_up(session: SparkSession, partitions: int) -> int:
     try:
         pids = sc.parallelize(range(partitions), partitions).mapPartitions(_warm).collect()
     except Exception as exc:  # noqa: BLE001 (Py4J/PythonException: one line)
-        raise FanoutError(f"Spark workers cannot run the fan-out code: {_java_message(exc)}") from None
+        raise FanoutError(f"Spark workers cannot run the fan-out code: {_java_message(exc)} "
+                          "(the workers' Python needs trio, msgpack and orjson: see README, Spark fan-out)") from None
     return len(set(pids))

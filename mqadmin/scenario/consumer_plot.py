@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mqadmin.plotmarks import legend_outside
 from mqadmin.scenario.consumer_eval import account
 from mqadmin.scenario.consumer_report import per_second
 
@@ -18,19 +19,17 @@ if TYPE_CHECKING:
 
 
 def draw(top: Any, routes_ax: Any, lag_ax: Any, result: RunResult) -> None:
-    """Consumption on ``top`` (sends per second), lag on ``lag_ax`` (the new bottom panel)."""
+    """Consumption on ``top`` (sends per second), lag on ``lag_ax`` (the new bottom panel; the
+    caller draws the action marks on it and the legend of ``top``)."""
     run = result.consumers
     if run is None:
         return
     routes_ax.set_xlabel("")
     lag_ax.set_xlabel("seconds since time zero")
     top.set_ylabel("per second: sends begun (bars), consumed (line)")
-    for a in result.actions:
-        lag_ax.axvline(a.effect, color="black" if a.ok else "red", linestyle="--", linewidth=0.8)
     consumed = per_second(result)
     xs = [i + 0.5 for i in range(len(consumed))]
     top.plot(xs, consumed, color="#1f77b4", linewidth=1.8, marker=".", label="consumed")
-    top.legend(loc="upper right", fontsize="small")
     accounts = account(result.records, run)
     # exact steps, not per-second samples: a lag that lasted a fraction of a second still shows
     for name, acc in accounts.items():
@@ -41,7 +40,7 @@ def draw(top: Any, routes_ax: Any, lag_ax: Any, result: RunResult) -> None:
         else:
             lag_ax.plot([0, result.end], [0, 0], linewidth=1.5, label=f"lag {name}")
     lag_ax.set_ylabel("messages not yet consumed")
-    lag_ax.legend(loc="upper right", fontsize="small")
+    legend_outside(lag_ax)
 
 
 __all__ = ["draw"]

@@ -1,4 +1,5 @@
-"""``--plot``: sends per second by outcome above, writable brokers per NameServer below.
+"""``--plot``: sends per second by outcome above, writable brokers per NameServer below (and, with
+consumers, each group's lag under that: :mod:`mqadmin.scenario.consumer_plot`).
 
 matplotlib is an optional extra (``[plot]``), imported only here and only
 when a plot is asked for, with the non-interactive Agg backend.
@@ -8,7 +9,9 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
+from mqadmin.plotmarks import draw_marks, layout, legend_outside, merge_marks
 from mqadmin.scenario.observer import writable
 from mqadmin.scenario.report import per_second
 from mqadmin.scenario.runner import RunResult
@@ -30,21 +33,26 @@ def draw(result: RunResult, path: str | Path) -> None:
 
     scn = result.scenario
     if result.consumers is not None:  # a third panel: each consumer group's lag
-        fig, (top, bottom, lag_ax) = plt.subplots(3, 1, sharex=True, figsize=(11, 8.5), height_ratios=(3, 2, 2))
+        height = 9.5
+        fig, (top, bottom, lag_ax) = plt.subplots(3, 1, sharex=True, figsize=(12, height), height_ratios=(3, 2, 2))
+        panels: tuple[Any, ...] = (top, bottom, lag_ax)
     else:
-        fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(11, 6.5), height_ratios=(3, 2))
+        height = 7.5
+        fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(12, height), height_ratios=(3, 2))
+        panels = (top, bottom)
     secs = per_second(result.records, result.end)
-    xs = [i + 0.5 for i in range(len(secs))]
     base = [0] * len(secs)
     for outcome in OUTCOMES:
         ys = [s.get(outcome, 0) for s in secs]
         if not any(ys):
             continue
-        top.bar(xs, ys, width=0.9, bottom=base, color=COLOURS.get(outcome), label=outcome)
+        # one bar per whole second [i, i+1): a failure in second 3 is drawn from t=3, not before
+        top.bar(range(len(secs)), ys, width=1.0, align="edge", bottom=base, color=COLOURS.get(outcome), label=outcome,
+                edgecolor="white", linewidth=0.3)
         base = [b + y for b, y in zip(base, ys)]
     top.set_ylabel("sends begun per second")
-    top.legend(loc="upper right", fontsize="small")
-    top.set_title(f"{scn.name}: {scn.description}", fontsize="medium", loc="left", wrap=True)
+    fig.suptitle(f"{scn.name}: {scn.description}" if scn.description else scn.name, fontsize="medium", x=0.1,
+                 ha="left")
 
     obs = result.observer
     topic = scn.observe_topics[0] if scn.observe_topics else None
@@ -60,27 +68,19 @@ def draw(result: RunResult, path: str | Path) -> None:
         bottom.set_ylabel("writable brokers")
         bottom.set_ylim(-0.8, scn.cluster.brokers + 0.6)
         bottom.set_yticks([-0.5, *range(scn.cluster.brokers + 1)], ["no answer", *map(str, range(scn.cluster.brokers + 1))])
-        bottom.legend(loc="upper right", fontsize="small", title=f"route of {topic}", title_fontsize="small")
-    marks: list[tuple[float, list[str], bool]] = []  # actions closer than 0.4 s share one mark
+        legend_outside(bottom, title=f"route of\n{topic}", title_fontsize="small")
+    actions = []
     for a in result.actions:
         text = a.text if a.action.kind != "wait_until" else "reached: " + a.text.removeprefix("wait_until ")
-        text = text if len(text) <= 48 else text[:47] + "…"
-        if marks and a.effect - marks[-1][0] < 0.4:
-            marks[-1][1].append(text)
-            marks[-1] = (marks[-1][0], marks[-1][1], marks[-1][2] and a.ok)
-        else:
-            marks.append((a.effect, [text], a.ok))
-    for t, texts, ok in marks:
-        for ax in (top, bottom):
-            ax.axvline(t, color="black" if ok else "red", linestyle="--", linewidth=0.8)
-        top.annotate("\n".join(texts), xy=(t, 0.98), xycoords=("data", "axes fraction"), rotation=90, va="top",
-                     ha="right", fontsize="x-small")
+        actions.append((a.effect, text, a.ok))
+    listed = draw_marks(fig, top, panels, merge_marks(actions))
     bottom.set_xlabel("seconds since time zero")
     if result.consumers is not None:
         from mqadmin.scenario import consumer_plot
 
         consumer_plot.draw(top, bottom, lag_ax, result)
+    legend_outside(top)
     bottom.set_xlim(0, max(result.end, 1.0))
-    fig.tight_layout()
+    layout(fig, listed, height)
     fig.savefig(path, dpi=110)
     plt.close(fig)

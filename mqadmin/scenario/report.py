@@ -87,6 +87,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
             "registerPeriodMs": scn.cluster.register_period_ms,
             "brokerExpiredMs": scn.cluster.broker_expired_ms,
             "scanIntervalMs": scn.cluster.scan_interval_ms,
+            "namesrvConfig": dict(scn.cluster.namesrv_config),
             "topics": list(scn.cluster.topics),
         },
         "load": [
@@ -127,6 +128,7 @@ def render(result: RunResult, console: Console) -> None:
         f"cluster: {c.namesrvs} NameServer(s), {c.brokers} broker group(s) x {c.slaves + 1} "
         f"(registerNameServerPeriod {c.register_period_ms} ms, brokerChannelExpiredTime {c.broker_expired_ms} ms, "
         f"scan every {c.scan_interval_ms} ms); topics {', '.join(c.topics)}"
+        + "".join(f"; {k}={v}" for k, v in c.namesrv_config)
     )
     for g in scn.groups:
         console.print(

@@ -115,6 +115,7 @@ def start_options(scn: Scenario) -> cluster.StartOptions:
         register_period_ms=c.register_period_ms,
         broker_expired_ms=c.broker_expired_ms,
         scan_interval_ms=c.scan_interval_ms,
+        namesrv_props=c.namesrv_config,
         topics=c.topics,
         topic_queues=c.queues,
         broker_props=(*c.broker_config, *((("persistMessages", "false"),) if c.message_store == "memory" else ())),

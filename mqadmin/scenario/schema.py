@@ -16,6 +16,7 @@ is :class:`ScenarioError`, one line ``FILE:LINE: FIELD: problem``.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from mqadmin.scenario import consumer_schema
 from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
 from mqadmin.scenario.yamlnodes import LMap, LSeq, YamlError, line_of
 from mqadmin.scenario.yamlnodes import load as load_yaml
+from namesrv.config import ConfigError, NamesrvConfig
 
 TOPIC_CHARS = set("%|abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 MAX_DURATION = 600.0
@@ -56,6 +58,7 @@ class ClusterSpec:
     scan_interval_ms: int = 5000  # NameServer scanNotActiveBrokerInterval
     message_store: str = "disk"  # disk: messages survive a broker restart; memory: a kill -9 loses them
     broker_config: tuple[tuple[str, str], ...] = ()  # extra broker.properties keys for every broker
+    namesrv_config: tuple[tuple[str, str], ...] = ()  # more namesrv.properties keys, e.g. warmRestartEnable
 
     @property
     def broker_names(self) -> list[str]:
@@ -297,6 +300,37 @@ def scenario_name(v: Any) -> str:
     return name
 
 
+#: NameServer keys the runner sets itself (or from other cluster fields); namesrv_config may not.
+RUNNER_NAMESRV_KEYS = ("listenPort", "bindAddress", "scanNotActiveBrokerInterval", "brokerChannelExpiredTime")
+
+
+def namesrv_config(v: Any) -> tuple[tuple[str, str], ...]:
+    """``{key: value}`` of NameServer properties, checked as mqnamesrv would check them."""
+    if not isinstance(v, dict):
+        raise _Bad(f"must be a mapping of NameServer config keys to values, got {_show(v)}")
+    known = set(NamesrvConfig.keys())
+    out = []
+    for key, value in v.items():
+        if key not in known:
+            raise _Bad(f"{key!r} is not a NameServer config key")
+        if key in RUNNER_NAMESRV_KEYS:
+            raise _Bad(f"{key} is set by the runner (see the other cluster fields)")
+        if NamesrvConfig.is_path_key(key):
+            raise _Bad(f"{key}: paths stay in the scenario's own state directory")
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, (int, str)):
+            value = str(value)
+        else:
+            raise _Bad(f"{key} must be a string, number or true/false, got {_show(value)}")
+        try:
+            NamesrvConfig().parse_values({key: value})
+        except ConfigError as exc:
+            raise _Bad(str(exc)) from None
+        out.append((key, value))
+    return tuple(out)
+
+
 def list_of(item: Parser, *, min_len: int = 1, max_len: int = 64) -> Parser:
     def parse(v: Any) -> tuple[Any, ...]:
         values = list(v) if isinstance(v, list) else [v]
@@ -347,6 +381,7 @@ class _Section:
         self.data = data
         self.where = where
         self.read: set[str] = set()
+        self.also: tuple[str, ...] = ()  # keys read elsewhere but valid here too (an item's `at`, `label`)
 
     def path(self, key: str) -> str:
         return f"{self.where}.{key}" if self.where else key
@@ -380,8 +415,11 @@ class _Section:
     def finish(self) -> None:
         for key in self.data:
             if key not in self.read:
-                known = ", ".join(sorted(self.read))
-                raise self.ctx.error(self.line(key), self.path(key), f"unknown field (expected one of: {known})")
+                names = sorted(self.read | set(self.also))
+                close = difflib.get_close_matches(str(key), names, n=1)
+                hint = f"did you mean {close[0]}? " if close else ""
+                raise self.ctx.error(self.line(key), self.path(key),
+                                     f"unknown field ({hint}expected one of: {', '.join(names)})")
 
 
 # ---------------------------------------------------------------------------
@@ -460,7 +498,9 @@ def _item(ctx: _Ctx, data: Any, where: str, line: int, kinds: tuple[str, ...], o
             raise item.fail(k, f"given twice (also inside {kind})")
         params[k] = v
         params.key_lines[k] = data.key_lines[k]
-    return kind, _Section(ctx, params, where), item
+    sec = _Section(ctx, params, where)
+    sec.also = (kind, *outer)
+    return kind, sec, item
 
 
 class _Parser:
@@ -533,6 +573,7 @@ class _Parser:
             scan_interval_ms=sec.get("scan_interval_ms", integer(10, 600_000), 5000),
             message_store=sec.get("message_store", choice("disk", "memory"), "disk"),
             broker_config=sec.get("broker_config", consumer_schema.broker_config, ()),
+            namesrv_config=sec.get("namesrv_config", namesrv_config, ()),
         )
         sec.finish()
         return spec
@@ -716,7 +757,7 @@ def parse(text_: str, path: str = "<scenario>") -> Scenario:
     top = _Section(ctx, data, "", 1)
     p = _Parser(ctx)
     name = top.get("name", scenario_name, "".join(c if c.isalnum() or c in "._-" else "_" for c in Path(path).stem)[:64] or "scenario")
-    description = top.get("description", text)
+    description = top.get("description", text, "")  # optional: `scenario list` shows an empty one
     if "\n" in description:
         raise top.fail("description", "must be one line (put details in the comment at the top)")
     duration = top.get("duration", number(1, MAX_DURATION))

@@ -1,0 +1,103 @@
+"""The records of the NameServer's routing table (no behaviour beyond encoding).
+
+Kept apart from :mod:`namesrv.routes` so that the table and its
+registration logic (:mod:`namesrv.registration`) can share them without an
+import cycle; :mod:`namesrv.routes` re-exports every name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from remoting.bodies import DataVersion
+
+#: (brokerName, readQueueNums, writeQueueNums, perm, topicSysFlag). Tuples are
+#: interned so 320,000 (topic, broker) pairs cost a pointer each.
+QueueData = tuple[str, int, int, int, int]
+
+DEFAULT_BROKER_CHANNEL_EXPIRED_MS = 120_000
+SYNC_BROKER_MEMBER_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"
+
+
+@dataclass(slots=True)
+class BrokerEntry:
+    """BrokerData: one master/slave set, by brokerName."""
+
+    cluster: str
+    name: str
+    addrs: dict[int, str]
+    enable_acting_master: bool = False
+    zone_name: str | None = None
+
+    def to_obj(self, addrs: dict[int, str] | None = None) -> dict[str, Any]:
+        obj: dict[str, Any] = {
+            "brokerAddrs": dict(sorted((addrs if addrs is not None else self.addrs).items())),
+            "brokerName": self.name,
+            "cluster": self.cluster,
+            "enableActingMaster": self.enable_acting_master,
+        }
+        if self.zone_name is not None:
+            obj["zoneName"] = self.zone_name
+        return obj
+
+
+@dataclass(slots=True)
+class LiveBroker:
+    """BrokerLiveInfo, plus what lets an unchanged re-registration skip work."""
+
+    cluster: str
+    addr: str
+    name: str
+    broker_id: int
+    last_update_ms: float
+    timeout_ms: int
+    data_version: DataVersion
+    conn: Hashable
+    ha_server_addr: str | None
+    body_digest: bytes | None = None
+    topic_count: int = 0
+    applied_as_writer: bool = False
+    applied_epoch: int = -1
+
+
+@dataclass(slots=True)
+class Registration:
+    """The header of a REGISTER_BROKER request."""
+
+    cluster: str
+    addr: str
+    name: str
+    broker_id: int
+    ha_server_addr: str | None = None
+    zone_name: str | None = None
+    heartbeat_timeout_ms: int | None = None
+    enable_acting_master: bool | None = None  # None: a pre-5.x broker
+
+
+@dataclass(slots=True)
+class RegisterOutcome:
+    ok: bool
+    ha_server_addr: str | None = None
+    master_addr: str | None = None
+
+
+@dataclass(slots=True)
+class Removed:
+    """A broker address dropped from the table (for logging and closing)."""
+
+    cluster: str
+    name: str
+    addr: str
+    conn: Hashable | None
+    reason: str
+
+
+@dataclass
+class RouteOptions:
+    """NameServer options that change what the table answers."""
+
+    support_acting_master: bool = False
+    delete_topic_with_broker_registration: bool = False
+    default_timeout_ms: int = DEFAULT_BROKER_CHANNEL_EXPIRED_MS

@@ -1,0 +1,1 @@
+"""Wire fuzzer for both servers: see tests/fuzz/__main__.py."""
