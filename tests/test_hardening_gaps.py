@@ -102,9 +102,9 @@ async def test_million_tiny_json_topics_are_refused_by_counting(namesrv: Namesrv
     table = b",".join(b'"T%07d":{}' % i for i in range(1_000_000))
     body = (b'{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":1,"timestamp":1},'
             b'"topicConfigTable":{' + table + b"}}}")
-    # 0.55 s of orjson before the topic count was checked; now the objects are counted first
-    await refused(namesrv.addr, request(RequestCode.REGISTER_BROKER, broker_ext(), body), "JSON objects, more than",
-                  within=0.5)
+    # 0.55 s of orjson before the topic count was checked; now the raw topic table is cut and counted first
+    await refused(namesrv.addr, request(RequestCode.REGISTER_BROKER, broker_ext(), body),
+                  "more than 200000 topics", within=0.5)
     await serving(namesrv.addr, RequestCode.GET_BROKER_CLUSTER_INFO, namesrv.log())
 
 
@@ -228,9 +228,8 @@ async def test_compressed_bomb_is_refused_after_the_first_topics(namesrv: Namesr
     squeezer = zlib.compressobj(9)
     framed = struct.pack(">i", len(item)) + item
     body = squeezer.compress(prefix) + b"".join(squeezer.compress(framed * 1000) for _ in range(200)) + squeezer.flush()
-    remark = await refused(namesrv.addr, request(RequestCode.REGISTER_BROKER, broker_ext(compressed=True), body),
-                           "inflates past the size limit", within=0.5)
-    assert f"200000 topics of about {len(item)} bytes" in remark
+    await refused(namesrv.addr, request(RequestCode.REGISTER_BROKER, broker_ext(compressed=True), body),
+                  "inflates past the size limit", within=0.5)
     await serving(namesrv.addr, RequestCode.GET_BROKER_CLUSTER_INFO, namesrv.log())
 
 
