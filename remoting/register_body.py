@@ -213,6 +213,15 @@ def _check_json_shape(body: bytes, limits: RegisterLimits) -> None:
             f"register body holds {objects} JSON objects, more than {limits.max_json_objects}"
             f" (2 per topic of registerBodyMaxTopics {limits.max_topics}, and 65536)"
         )
+    # Static-topic mappings: a currIdMap entry is a key and a number (no brace to count), so
+    # count the keys from the mappings' start to the topic table (or the end) instead.
+    start = body.find(b'"topicQueueMappingInfoMap":')
+    if start != -1:
+        table = body.find(b'"topicConfigTable":', start)
+        keys = body.count(b":", start, table if table != -1 else len(body))
+        bound = 4 * limits.max_mapping_entries
+        if keys > bound:
+            raise BodyError(f"register body's static-topic mappings (currIdMap entries and all) hold {keys} keys, more than {bound}")
 
 
 class _JsonBudget:
