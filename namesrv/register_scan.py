@@ -160,12 +160,12 @@ def _table_end(data: bytes, tstart: int, closer: bytes) -> int:
         at = data.find(key, lo)
         if at != -1:
             return at
-    if data.endswith(closer):
-        return len(data) - len(closer)
     for key in _AFTER_TABLE:  # a long tail (large static-topic mappings)
         at = data.find(key, tstart - 1)
         if at != -1:
             return at
+    if data.endswith(closer):
+        return len(data) - len(closer)
     return -1
 
 
@@ -186,7 +186,10 @@ def scan_json(
     # mappings) is small in a real body: count its keys (C speed) before parsing it.
     keys = body.count(b":", 0, tstart) + body.count(b":", tend)
     if keys > MAX_REST_KEYS:
-        raise BodyError(f"register body holds {keys} keys outside its topic table, more than {MAX_REST_KEYS}")
+        raise BodyError(
+            f"register body holds {keys} keys outside its topic table (static-topic mappings,"
+            f" currIdMap entries and all), more than {MAX_REST_KEYS}"
+        )
     try:
         rest = parse(body[:tstart] + memoryview(body)[tend:], False, version)
     except BodyError:

@@ -67,6 +67,10 @@ class RegisterLimits:
     #: currIdMap entries of all mapping infos together (a static topic maps its queues: a
     #: real broker has a handful of such topics with tens of queues each).
     max_mapping_entries: int = 65_536
+    #: A plain body parsed in one go holds the loop ~20-40 ms per MB: the registration
+    #: cuts bodies laid out as brokers write them into chunks (each parsed alone, far
+    #: smaller); one that cannot be cut is parsed whole only up to this (0: no bound).
+    max_whole_json: int = 0
 
     @property
     def max_json_objects(self) -> int:
@@ -396,6 +400,11 @@ def parse_register_body(
     if compressed:
         return _parse_compressed(body, version, limits)
     _check_json_shape(body, limits)
+    if limits.max_whole_json and len(body) > limits.max_whole_json:
+        raise BodyError(
+            f"register body of {len(body)} bytes is not laid out as brokers write it, and larger than"
+            f" registerBodyMaxWholeParseBytes ({limits.max_whole_json}) for a body parsed in one go"
+        )
     obj = fastjson.loads(body, max_legacy_items=fastjson.LEGACY_MAX_ITEMS)
     if not isinstance(obj, dict):
         raise BodyError("register body is not a JSON object")
