@@ -84,6 +84,8 @@ class NamesrvConfig:
     registerBodyMaxInflatedBytes: int = 16 * 1024 * 1024  # a compressed register body inflates to at most this
     # a plain (JSON) register body is at most this (0: frameMaxLength); parsing holds the loop ~20 ms per MB
     registerBodyMaxBytes: int = 0
+    #: a plain-JSON register body the scan cannot cut is parsed in one go only up to this (0: no bound)
+    registerBodyMaxWholeParseBytes: int = 2 * 1024 * 1024
     maxBrokers: int = 10_000  # live brokers in the route table
     maxBrokersPerConnection: int = 128  # live brokers registered over one connection (a Java broker uses one)
     registerBodyMaxTopics: int = 200_000  # topics in one REGISTER_BROKER
@@ -191,6 +193,7 @@ BOUNDS: dict[str, tuple[int, int]] = {
     "waitSecondsForService": (0, MAX_WAIT_SECONDS_FOR_SERVICE),
     "registerBodyMaxInflatedBytes": (_MIB, 1024 * _MIB),
     "registerBodyMaxBytes": (0, 1024 * _MIB),
+    "registerBodyMaxWholeParseBytes": (0, 1024 * _MIB),
     "maxBrokers": (1, 10_000_000),
     "maxBrokersPerConnection": (1, 10_000_000),
     "registerBodyMaxTopics": (1, 10_000_000),

@@ -47,6 +47,7 @@ LIVE_KEYS = frozenset(
         "serverMaxConnections",
         "registerBodyMaxInflatedBytes",
         "registerBodyMaxBytes",
+        "registerBodyMaxWholeParseBytes",
         "maxBrokers",
         "maxBrokersPerConnection",
         "registerBodyMaxTopics",

@@ -165,6 +165,7 @@ class NameServerProcessor(KVRequests, ConfigRequests):
             max_inflated_bytes=self.config.registerBodyMaxInflatedBytes,
             max_topics=self.config.registerBodyMaxTopics,
             max_depth=self.config.registerBodyMaxJsonDepth,
+            max_whole_json=self.config.registerBodyMaxWholeParseBytes,
         )
 
     def runtime_state(self) -> RuntimeState:

@@ -146,6 +146,8 @@ def plan_topics(
     records: list[tuple[int, int, tuple[str, ...], bool]] = []
     repeated = False
     budget = 0
+    limit = scanned.max_topics if isinstance(scanned, Scan) else None
+    already = sum(len(r.topics) for r in matched.values())
     for chunk in todo:
         if chunk is None:
             assert isinstance(scanned, Parsed)
@@ -192,11 +194,12 @@ def plan_topics(
                 shared = table._chunk_names[chunk.digest] = tuple(names)
             records.append((chunk.digest, chunk.items, shared, verified))
         budget += len(topics)
+        if limit is not None and len(seen) + already > limit:  # refuse early: do not build a million topics first
+            raise BodyError(f"register body has more than {limit} topics, the limit")
         if budget >= PLAN_SLICE_TOPICS:
             budget = 0
             yield
-    count = len(seen) + sum(len(r.topics) for r in matched.values())
-    limit = scanned.max_topics if isinstance(scanned, Scan) else None
+    count = len(seen) + already
     if limit is not None and count > limit:
         raise BodyError(f"register body has {count} topics, more than the limit of {limit}")
     if not write:

@@ -62,6 +62,9 @@ DIGEST_STEP = 2 * 1024 * 1024
 DEFAULT_MAX_INFLATED = 256 * 1024 * 1024
 #: How far from the end the keys that follow the topic table are looked for.
 TAIL_WINDOW = 4096
+#: Keys (colons) allowed outside the topic table: static-topic mappings hold at most
+#: 65,536 currIdMap entries (remoting.register_body), each info a handful of keys more.
+MAX_REST_KEYS = 4 * 65_536
 
 #: (body, compressed, version) -> the parsed body; raises BodyError.
 ParseBody = Callable[[bytes, bool, int], RegisterBody]
@@ -157,12 +160,12 @@ def _table_end(data: bytes, tstart: int, closer: bytes) -> int:
         at = data.find(key, lo)
         if at != -1:
             return at
-    if data.endswith(closer):
-        return len(data) - len(closer)
     for key in _AFTER_TABLE:  # a long tail (large static-topic mappings)
         at = data.find(key, tstart - 1)
         if at != -1:
             return at
+    if data.endswith(closer):
+        return len(data) - len(closer)
     return -1
 
 
@@ -179,6 +182,14 @@ def scan_json(
         return None
     if body.find(b'"topicConfigTable"', tend) != -1 or body.find(b'"topicConfigSerializeWrapper"', tend) != -1:
         return None  # a repeated key would win in a full parse
+    # Everything but the topic table (data version, filter servers, static-topic
+    # mappings) is small in a real body: count its keys (C speed) before parsing it.
+    keys = body.count(b":", 0, tstart) + body.count(b":", tend)
+    if keys > MAX_REST_KEYS:
+        raise BodyError(
+            f"register body holds {keys} keys outside its topic table (static-topic mappings,"
+            f" currIdMap entries and all), more than {MAX_REST_KEYS}"
+        )
     try:
         rest = parse(body[:tstart] + memoryview(body)[tend:], False, version)
     except BodyError:

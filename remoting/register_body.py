@@ -67,6 +67,10 @@ class RegisterLimits:
     #: currIdMap entries of all mapping infos together (a static topic maps its queues: a
     #: real broker has a handful of such topics with tens of queues each).
     max_mapping_entries: int = 65_536
+    #: A plain body parsed in one go holds the loop ~20-40 ms per MB: the registration
+    #: cuts bodies laid out as brokers write them into chunks (each parsed alone, far
+    #: smaller); one that cannot be cut is parsed whole only up to this (0: no bound).
+    max_whole_json: int = 0
 
     @property
     def max_json_objects(self) -> int:
@@ -213,6 +217,15 @@ def _check_json_shape(body: bytes, limits: RegisterLimits) -> None:
             f"register body holds {objects} JSON objects, more than {limits.max_json_objects}"
             f" (2 per topic of registerBodyMaxTopics {limits.max_topics}, and 65536)"
         )
+    # Static-topic mappings: a currIdMap entry is a key and a number (no brace to count), so
+    # count the keys from the mappings' start to the topic table (or the end) instead.
+    start = body.find(b'"topicQueueMappingInfoMap":')
+    if start != -1:
+        table = body.find(b'"topicConfigTable":', start)
+        keys = body.count(b":", start, table if table != -1 else len(body))
+        bound = 4 * limits.max_mapping_entries
+        if keys > bound:
+            raise BodyError(f"register body's static-topic mappings (currIdMap entries and all) hold {keys} keys, more than {bound}")
 
 
 class _JsonBudget:
@@ -387,6 +400,11 @@ def parse_register_body(
     if compressed:
         return _parse_compressed(body, version, limits)
     _check_json_shape(body, limits)
+    if limits.max_whole_json and len(body) > limits.max_whole_json:
+        raise BodyError(
+            f"register body of {len(body)} bytes is not laid out as brokers write it, and larger than"
+            f" registerBodyMaxWholeParseBytes ({limits.max_whole_json}) for a body parsed in one go"
+        )
     obj = fastjson.loads(body, max_legacy_items=fastjson.LEGACY_MAX_ITEMS)
     if not isinstance(obj, dict):
         raise BodyError("register body is not a JSON object")
