@@ -131,9 +131,7 @@ class ClientTable:
                 self._heartbeat_fingerprints[name] = fingerprint
             if not without_sub:
                 subs = [s for s in map(_subscription_from_json, _list(item.get("subscriptionDataSet"))) if s]
-                new = {s.topic: s for s in subs}
-                if new != group.subscriptions:
-                    group.subscriptions = new
+                group.subscriptions = _merge_subscriptions(group.subscriptions, subs)
         for name in client.consumer_groups - set(groups):
             self._leave(name, client_id)
             changed.add(name)
@@ -235,6 +233,17 @@ class ClientTable:
             holder = self.locks.get(key)
             if holder is not None and holder[0] == client_id:
                 del self.locks[key]
+
+
+def _merge_subscriptions(old: dict[str, Subscription], subs: list[Subscription]) -> dict[str, Subscription]:
+    """ConsumerGroupInfo.updateSubscription: a topic's subscription is replaced only by a newer version
+    (members of a group heartbeat their own subVersions; the newest wins, so none is told its
+    subscription is not the latest), and topics the heartbeat no longer lists are dropped."""
+    merged: dict[str, Subscription] = {}
+    for sub in subs:
+        prev = old.get(sub.topic)
+        merged[sub.topic] = sub if prev is None or sub.sub_version > prev.sub_version else prev
+    return merged
 
 
 def _list(value: Any) -> list[Any]:

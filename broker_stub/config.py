@@ -73,6 +73,8 @@ class BrokerConfig:
     # started with defaults never share a file. Set it to keep topics across restarts.
     storePathRootDir: str = ""
     traceOn: bool = True
+    slaveReadEnable: bool = False  # a slave answers pulls only with this set (5.x rejects them otherwise)
+    flushConsumerOffsetInterval: int = 5000  # ms between writes of config/consumerOffset.json
     # extensions
     maxMessagesPerQueue: int = 10000  # in-memory queue bound; the oldest message is dropped
     # Bytes the in-memory store may hold (records plus an estimate of their index entries and
@@ -88,6 +90,7 @@ class BrokerConfig:
     writeBufferHighWaterMark: int = 0  # Java's keys; 0 = Netty's default (64 KiB / 32 KiB)
     writeBufferLowWaterMark: int = 0
     maxHeldPulls: int = 10000  # long-polling pulls held at once; beyond, answered at once
+    persistMessages: bool = True  # with storePathRootDir: messages also go to per-queue files, read back on start
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -142,6 +145,7 @@ class BrokerConfig:
             "serverMaxConnections",
             "shortPollingTimeMills",
             "maxHeldPulls",
+            "flushConsumerOffsetInterval",
         ):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key} must be positive, got {getattr(self, key)}")

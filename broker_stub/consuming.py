@@ -84,6 +84,10 @@ class Consuming:
         self.hold = PullHold(config.maxHeldPulls)
         self.delays = DelayQueue(parse_levels(config.messageDelayLevel), clock)
         self._random = random.Random()
+        #: A slave's view of its master (broker_stub.replication): while it lives, the slave sends
+        #: consumers back to it; once gone, the slave answers pulls itself (Java's minBrokerIdInGroup).
+        self.master_alive: Callable[[], bool] = lambda: True
+        self.offsets_changed = 0  # bumped on every offset change (the offsets file is rewritten when it moved)
         #: (group, topic, records found): the broker's GROUP_GET stats (set by the admin module)
         self.on_pulled: Callable[[str, str, list[bytes]], None] = lambda group, topic, records: None
 
@@ -111,6 +115,8 @@ class Consuming:
     def _pull(self, req: RemotingCommand, conn: Hashable, *, allow_suspend: bool) -> RemotingCommand | None:
         """PullMessageProcessor.processRequest; None when the pull is held for later."""
         config = self.config
+        if not config.is_master and not config.slaveReadEnable:  # PullMessageProcessor.rejectRequest (5.x)
+            raise Reject(ResponseCode.SYSTEM_BUSY, "[REJECTREQUEST]system busy, start flow control for a while")
         topic = req.ext("topic") or ""
         group = req.ext("consumerGroup") or ""
         queue_id = ext_int(req, "queueId", -1)
@@ -138,8 +144,8 @@ class Consuming:
         if read.records:
             self.on_pulled(group, topic, read.records)
         code = read.code
-        if not config.is_master and code != ResponseCode.SUCCESS:
-            code = ResponseCode.PULL_RETRY_IMMEDIATELY  # a slave sends the consumer back to its master
+        if not config.is_master and code != ResponseCode.SUCCESS and self.master_alive():
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY  # a slave sends the consumer back to its live master
         elif code == ResponseCode.PULL_NOT_FOUND and allow_suspend and sys_flag & PULL_FLAG_SUSPEND:
             millis = ext_int(req, "suspendTimeoutMillis", 0) if config.longPollingEnable else config.shortPollingTimeMills
             millis = min(max(millis, 0), SUSPEND_CAP_MS)
@@ -229,8 +235,14 @@ class Consuming:
     # ------------------------------------------------------------------
     # offsets
 
+    def set_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """A group's committed offset (kept, bounded, saved by broker_stub.persistence when on disk)."""
+        self._set_offset(group, topic, queue_id, offset)
+
     def _set_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         key = (group, topic, queue_id)
+        if self.offsets.get(key) != offset:
+            self.offsets_changed += 1
         self.offsets[key] = offset
         self.offsets.move_to_end(key)
         while len(self.offsets) > MAX_CONSUMER_OFFSETS:

@@ -127,6 +127,10 @@ class BrokerProcessor:
             FAULT_CODE: self.fault,
         }
 
+    def add_handler(self, code: int, handler: Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]) -> None:
+        """Serve one more request code (replication, offsets sync: see broker_stub.ha)."""
+        self._handlers[code] = handler
+
     # ------------------------------------------------------------------
     # dispatch
 

@@ -35,6 +35,7 @@ from broker_stub.store import MessageStore, StoreFullError, ipv4_bytes
 from broker_stub.topics import OFFSET_MOVED_EVENT, SCHEDULE_TOPIC, SELF_TEST_TOPIC, TopicLimitError, TopicTable
 from remoting.bodies import TopicConfig
 from remoting.codes import CURRENT_VERSION, PERM_INHERIT, PERM_WRITE, RequestCode, ResponseCode, SerializeType
+from remoting.codec import encode
 from remoting.command import RemotingCommand, response_to
 
 if TYPE_CHECKING:
@@ -149,6 +150,10 @@ class Sender:
         self.peer_of = peer_of
         self.consuming: Consuming | None = None  # set by the processor: held pulls to wake
         self.on_put: Callable[[str, int], None] | None = None  # set by the processor: put statistics
+        #: True while stored messages wait too long for the disk (broker_stub.queue_files): refuse sends.
+        self.store_busy: Callable[[], bool] = lambda: False
+        #: With messages on disk: send a stored message's answer once it is written (broker_stub.persistence).
+        self.hold_answer: Callable[[Hashable, bytes], None] | None = None
         self._queue_pick = random.Random()
         self._born: dict[Hashable, tuple[bytes, int]] = {}
         self._uniq = UniqIds(ipv4_bytes(config.brokerIP1))
@@ -175,7 +180,7 @@ class Sender:
             return tc
         raise Reject(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{FAQ_APPLY_TOPIC}")
 
-    def send_message(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand | bytes:
+    def send_message(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand | bytes | None:
         faults = self.faults
         if faults.reject_code is not None:
             return response_to(req, faults.reject_code, faults.reject_remark)
@@ -184,6 +189,8 @@ class Sender:
             raise Reject(ResponseCode.SERVICE_NOT_AVAILABLE, f"the broker[{self.broker_addr}] is a slave, sending is forbidden")
         if not config.brokerPermission & PERM_WRITE:
             raise Reject(ResponseCode.NO_PERMISSION, f"the broker[{self.broker_addr}] sending message is forbidden")
+        if self.store_busy():
+            raise Reject(ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while")
         get = (req.ext_fields or {}).get
         keys = SEND_FIELDS if req.code == SEND_MESSAGE else SEND_FIELDS_V2
         (_k_group, k_topic, k_default, k_default_nums, k_queue, k_sys_flag, k_born, k_flag, k_props, k_reconsume,
@@ -268,7 +275,8 @@ class Sender:
             and self._region_plain
             and (transaction_id is None or JSON_PLAIN.match(transaction_id))
         ):
-            return send_ok_frame(req.opaque, msg_id, queue_id, first_offset, region, trace, transaction_id)
+            frame = send_ok_frame(req.opaque, msg_id, queue_id, first_offset, region, trace, transaction_id)
+            return self._answer_stored(req, conn, frame)
         ext: dict[str, object] = {
             "msgId": msg_id,
             "queueId": queue_id,
@@ -278,7 +286,15 @@ class Sender:
         }
         if transaction_id:
             ext["transactionId"] = transaction_id
-        return response_to(req, ResponseCode.SUCCESS, ext_fields=ext)
+        return self._answer_stored(req, conn, response_to(req, ResponseCode.SUCCESS, ext_fields=ext))
+
+    def _answer_stored(self, req: RemotingCommand, conn: Hashable, answer: RemotingCommand | bytes) -> RemotingCommand | bytes | None:
+        """The answer now, or (messages on disk) None and the answer once the message is written."""
+        hold = self.hold_answer
+        if hold is None or req.flag & 2:
+            return answer
+        hold(conn, answer if type(answer) is bytes else encode(answer))  # type: ignore[arg-type]
+        return None
 
     def put_message(
         self, topic: str, queue_id: int, body: bytes, flag: int, props_text: str, sys_flag: int, born_ts: int,

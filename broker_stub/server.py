@@ -2,9 +2,11 @@
 
 An orderly stop first stops registering, then sends UNREGISTER_BROKER to
 every NameServer (so routes drop at once rather than after an expiry), then
-closes the listener, lets requests already read be answered, writes the
-topic changes not yet on disk and closes the connections; all bounded in
-time.
+closes the listener, lets requests already read be answered (with messages
+on disk: written, synced and their held answers sent), writes the topic
+changes not yet on disk and closes the connections; all bounded in time.
+Persistence (broker_stub.persistence) and the master/slave roles
+(broker_stub.ha) hook in here.
 
 With ``listenPort=0`` the port the OS picked is written back into the
 config, as a Java broker does (BrokerController.startBasicService), so
@@ -20,6 +22,8 @@ import trio
 from broker_stub import topic_store
 from broker_stub.config import BrokerConfig
 from broker_stub.faults import Faults
+from broker_stub.ha import HighAvailability
+from broker_stub.persistence import Persistence, load_offsets
 from broker_stub.processor import BrokerProcessor
 from broker_stub.registrar import Registrar
 from broker_stub.store import MessageStore
@@ -62,6 +66,8 @@ class BrokerServer:
             self.saver = topic_store.TopicSaver(self.topics_file, self._topics_snapshot)
             self.topics.on_change = self._topics_changed
         self.subgroups = SubscriptionGroups(groups_path(config.storePathRootDir) if config.storePathRootDir else None)
+        self.saved_offsets = load_offsets(config)  # consumerOffset.json, read before serving as well
+        self.persistence: Persistence | None = None
 
     def stop(self) -> None:
         """Begin an orderly stop (safe to call more than once)."""
@@ -120,10 +126,23 @@ class BrokerServer:
             subgroups=self.subgroups,
         )
         reactor.processor = self.processor
+        # messages and offsets read back from storePathRootDir (None: memory only), then written as they come
+        self.persistence = persistence = Persistence.open(config, store, self.processor.consuming, self.saved_offsets)
+        if persistence is not None:
+            self.processor.sending.store_busy = lambda: persistence.busy
+            if persistence.files is not None:
+                persistence.hold_answers(reactor.write_to)
+                self.processor.sending.hold_answer = persistence.hold_answer
+        registrar = self.registrar
+        ha = HighAvailability(self.processor, store, topics, is_master=config.is_master,
+                              master_addr=lambda: registrar.master_addr)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(reactor.run)
             nursery.start_soon(self._tick)
             nursery.start_soon(self._timers)
+            nursery.start_soon(ha.run)
+            if persistence is not None:
+                nursery.start_soon(persistence.run)
             if self.saver is not None:
                 nursery.start_soon(self.saver.run)
             registering = trio.CancelScope()
@@ -137,6 +156,8 @@ class BrokerServer:
             with trio.move_on_after(SHUTDOWN_GRACE_SECONDS):
                 while reactor.in_flight:
                     await trio.sleep(0.005)
+            if persistence is not None:  # written and synced, held answers sent, before connections close
+                await persistence.close()
             if self.saver is not None:
                 with trio.move_on_after(FLUSH_GRACE_SECONDS):
                     try:

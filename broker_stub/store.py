@@ -26,6 +26,9 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
+
+from broker_stub.common import find_property
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7, MessageDecoder V1
 _HEAD = struct.Struct(">iiiiiqqiq4siq4siiq")  # totalSize .. preparedTransactionOffset, 84 bytes
@@ -52,6 +55,14 @@ def ipv4_bytes(host: str) -> bytes:
             return socket.inet_aton(socket.gethostbyname(host))
         except OSError:
             return socket.inet_aton("127.0.0.1")
+
+
+class Journal(Protocol):
+    """Where stored records also go when messages persist (:mod:`broker_stub.queue_files`)."""
+
+    def append(self, topic: str, queue_id: int, offset: int, record: bytes) -> None: ...
+
+    def delete_topic(self, topic: str) -> None: ...
 
 
 class StoreFullError(ValueError):
@@ -201,6 +212,7 @@ class MessageStore:
         self.get_total = 0
         # the 8 address+port bytes every message id starts with
         self._id_prefix = (self.store_ip + _I32.pack(store_port)).hex().upper()
+        self.journal: Journal | None = None  # set when messages persist (storePathRootDir)
 
     def put(
         self,
@@ -290,7 +302,57 @@ class MessageStore:
             budget.track(queue, phys)
         self.commit_offset = phys + total
         self.put_total += 1
+        if self.journal is not None:
+            self.journal.append(topic, queue_id, offset, record)
         return offset, phys
+
+    def append_stored(self, topic: str, queue_id: int, record: bytes, *, journal: bool = True) -> bool:
+        """Keep a record laid out elsewhere at its own queue offset: read back from this broker's
+        files, or replicated from the master. Offsets must grow; an empty queue starts at the
+        record's offset. Returns False (nothing kept) for a record at or below the queue's end.
+
+        The bounds hold as for :meth:`put`: the per-queue count drops this queue's oldest, the
+        byte budget the oldest of all queues (StoreFullError if it cannot fit at all).
+        """
+        msg = parse_record(record)
+        (offset,) = _QUEUE_OFFSET.unpack_from(record, 20)
+        (store_ts,) = _STORE_TS.unpack_from(record, 56)
+        cost = len(record) + MESSAGE_OVERHEAD
+        key = (topic, queue_id)
+        queue = self._queues.get(key)
+        budget = self.budget
+        if queue is None:
+            budget.check(QUEUE_OVERHEAD + cost)  # before anything is dropped
+            budget.make_room(QUEUE_OVERHEAD + cost, self._queues)
+            queue = self._queues[key] = _Queue(key)
+            budget.add_queue()
+        elif offset < queue.next_offset:
+            return False
+        else:
+            budget.check(cost)
+            if offset > queue.next_offset:  # a gap (the source dropped older messages): start over there
+                while len(queue):
+                    budget.used -= queue.drop_oldest() + MESSAGE_OVERHEAD
+            elif len(queue) >= self.max_per_queue:
+                budget.used -= queue.drop_oldest() + MESSAGE_OVERHEAD
+            if budget.used + cost > budget.max_bytes:
+                budget.make_room(cost, self._queues)
+        queue.records.append(record)
+        queue.tags.append(find_property(msg.properties, "TAGS"))
+        queue.stamps.append(store_ts)
+        queue.phys.append(msg.phys)
+        queue.next_offset = offset + 1
+        budget.used += cost
+        if not queue.in_heap:
+            budget.track(queue, msg.phys)
+        self.commit_offset = max(self.commit_offset, msg.phys + len(record))
+        if journal and self.journal is not None:
+            self.journal.append(topic, queue_id, offset, record)
+        return True
+
+    def queue_keys(self) -> list[tuple[str, int]]:
+        """Every (topic, queue id) holding or having held messages."""
+        return list(self._queues)
 
     def msg_id(self, phys: int) -> str:
         """MessageDecoder.createMessageId: store IPv4 + port + commit-log offset, 32 upper-case hex chars."""
@@ -392,6 +454,8 @@ class MessageStore:
     def delete_topic(self, topic: str) -> None:
         for key in [k for k in self._queues if k[0] == topic]:
             self.budget.remove_queue(self._queues.pop(key))
+        if self.journal is not None:
+            self.journal.delete_topic(topic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,6 +473,10 @@ class StoredMessage:
     phys: int
     body: bytes
     properties: str
+
+
+_QUEUE_OFFSET = struct.Struct(">q")  # at byte 20 of a record
+_STORE_TS = struct.Struct(">q")  # at byte 56 of an IPv4 record
 
 
 def parse_record(record: bytes) -> StoredMessage:

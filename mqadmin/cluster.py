@@ -271,6 +271,7 @@ class StartOptions:
     topics: tuple[str, ...] = ()  # created on every master once the brokers are routable
     topic_queues: int = 8
     ready_timeout: float = ROUTABLE_TIMEOUT
+    broker_props: tuple[tuple[str, str], ...] = ()  # extra broker.properties keys for every broker (scenarios)
 
 
 TOPIC_NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
@@ -342,7 +343,8 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
                     "brokerClusterName": opts.cluster, "brokerName": name, "brokerId": broker_id,
                     "namesrvAddr": state.namesrv_addr, "listenPort": 0, "brokerIP1": "127.0.0.1",
                     "registerNameServerPeriod": opts.register_period_ms,
-                    "storePathRootDir": work / "store",  # topics survive restartBroker, as a Java broker's do
+                    "storePathRootDir": work / "store",  # topics (and messages) survive restartBroker, as with Java
+                    **dict(opts.broker_props),
                 })
                 state.procs.append(proc)
                 brokers.append(proc)

@@ -3,10 +3,10 @@
 Exit codes are mqadmin's (README, "Exit status and errors"): 0 the run
 completed and the brokers' counts agree with the producers', 1 the run
 could not be set up or did not finish, or it completed but the counts
-disagree or a scenario expectation failed (one line on stderr), 2 a bad
-option value (checked before anything starts: output files, the master URL,
-option combinations), 130 interrupted. Every process the run started is
-stopped first.
+disagree, a scenario expectation failed or a consumer group's messages do
+not reconcile (one line on stderr), 2 a bad option value (checked before
+anything starts: output files, the master URL, option combinations), 130
+interrupted. Every process the run started is stopped first.
 
 Order matters for a careless user: nothing is started (no cluster, no JVM,
 no temporary directory) before the options, the output paths and the
@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -34,6 +35,24 @@ PlotOpt = typer.Option(None, "--plot", metavar="OUT.png", help="Draw sends, brok
 def _fail(message: str, code: int = 1) -> typer.Exit:
     print(f"mqadmin fanout: {message}", file=sys.stderr)
     return typer.Exit(code)
+
+
+def failed_check(doc: dict[str, Any]) -> str | None:
+    """Why a finished run failed its checks (exit 1), or None: counts that disagree, a failed
+    scenario expectation, or consumer groups whose acknowledged messages do not reconcile."""
+    agreement = doc["agreement"]
+    if not (agreement["agree"] or agreement["explained"]):
+        return f"the brokers' counts disagree with the producers': {agreement['note']}"
+    failed = [v["expectation"] for v in doc["scenario_verdicts"] if v["passed"] is False]
+    if failed:
+        return f"{len(failed)} scenario expectation(s) failed: {'; '.join(failed)}"
+    consumers = doc.get("consumers")
+    if consumers is not None and not consumers["reconciled"]:
+        unread = [r["group"] for r in consumers["by_group"] if not r["offsets_read"]]
+        why = (f"{consumers['total']['unexplained']:,} acknowledged message(s) unexplained" if not unread
+               else f"the committed offsets of {len(unread)} group(s) could not be read")
+        return f"the consumer groups do not reconcile: {why}"
+    return None
 
 
 def _kill(spec: str) -> tuple[str, float]:
@@ -91,6 +110,11 @@ def register(app: typer.Typer) -> None:
         queues: int = typer.Option(8, "--queues", min=1, max=1024, help="Queues of topics created by the run."),
         conf: list[str] | None = ConfOpt,
         spark_timeout: float = typer.Option(60.0, "--spark-timeout", min=1, help="Non-local masters: seconds to wait for an executor."),
+        consumers: int = typer.Option(0, "--consumers", min=0, max=1_000_000,
+                                      help="Simulated push consumers, in the same partitions as the producers."),
+        consumer_groups: int | None = typer.Option(None, "--consumer-groups", min=1,
+                                                   help="Consumer groups (default: one per topic, each on its topic)."),
+        drain: float = typer.Option(5.0, "--drain", min=0, max=300, help="Seconds consumers keep consuming after the load."),
         report: Path | None = ReportOpt,
         plot: Path | None = PlotOpt,
         as_json: bool = typer.Option(False, "--json", help="Print the JSON result instead of tables."),
@@ -127,6 +151,7 @@ def register(app: typer.Typer) -> None:
             poll_interval=poll_interval, send_timeout=send_timeout, retries=retries, latency_fault=latency_fault,
             ramp_up=ramp_up, start_delay=start_delay, kills=tuple(_kill(k) for k in kills or ()),
             create_topics=create_topics, queues=queues, spark_conf=_conf(conf or []), spark_timeout=spark_timeout,
+            consumers=consumers, consumer_groups=consumer_groups, drain=drain,
         )
         try:
             opts.validate()
@@ -162,9 +187,6 @@ def register(app: typer.Typer) -> None:
                 reporting.plot(doc, plot)
         except OSError as exc:
             raise _fail(f"cannot write {exc.filename or report or plot}: {exc.strerror or exc}") from None
-        agreement = doc["agreement"]
-        if not (agreement["agree"] or agreement["explained"]):
-            raise _fail(f"the brokers' counts disagree with the producers': {agreement['note']}")
-        failed = [v["expectation"] for v in doc["scenario_verdicts"] if v["passed"] is False]
-        if failed:
-            raise _fail(f"{len(failed)} scenario expectation(s) failed: {'; '.join(failed)}")
+        failure = failed_check(doc)
+        if failure is not None:
+            raise _fail(failure)  # a failed check: exit 1, as every mqadmin check

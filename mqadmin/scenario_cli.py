@@ -49,7 +49,8 @@ def resolve(file: str) -> Path:
 
 ReportOpt = typer.Option(None, "--report", metavar="OUT.json", help="Write the full result as JSON.")
 PlotOpt = typer.Option(None, "--plot", metavar="OUT.png", help="Draw sends per second and route changes.")
-RecordsOpt = typer.Option(None, "--records", metavar="OUT.msgpack", help="Keep every send record (msgpack).")
+RecordsOpt = typer.Option(None, "--records", metavar="OUT.msgpack",
+                          help="Keep every send record (msgpack); consume records go beside it (OUT.consumed.msgpack).")
 ListDirOpt = typer.Option(None, "--dir", help="Directory of scenario files (default: the shipped ones).")
 
 
@@ -85,7 +86,8 @@ def run_cmd(
     err = make_console(stderr=True)
     progress = (lambda line: None) if (quiet or as_json) else (lambda line: err.print(f"[{scn.name}] {line}"))
     try:
-        result = runner.run(scn, records_path=records, keep_dir=keep_dir, progress=progress)
+        consumed = records.with_name(f"{records.stem}.consumed{records.suffix}") if records is not None else None
+        result = runner.run(scn, records_path=records, keep_dir=keep_dir, progress=progress, consume_records_path=consumed)
     except runner.ScenarioRunError as exc:
         raise _fail(1, f"the run failed: {exc}") from None
     except BaseException as exc:

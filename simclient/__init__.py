@@ -1,5 +1,8 @@
-"""Simulated RocketMQ producers over the real protocol (see simclient/producer.py)."""
+"""Simulated RocketMQ producers and push consumers over the real protocol (simclient/producer.py, simclient/consumer.py)."""
 
+from simclient.consume_records import ConsumeRecord, consume_record_writer, read_consume_records
+from simclient.consume_stats import ConsumeStats
+from simclient.consumer import ConsumerOptions, OwnershipEvent, SimConsumer
 from simclient.load import LoadSpec, LoadSummary, run_load
 from simclient.pool import ClientPool
 from simclient.producer import ProducerOptions, SimProducer
@@ -9,14 +12,21 @@ from simclient.stats import Histogram, RouteStats
 __all__ = [
     "OUTCOMES",
     "ClientPool",
+    "ConsumeRecord",
+    "ConsumeStats",
+    "ConsumerOptions",
     "Histogram",
     "LoadSpec",
     "LoadSummary",
+    "OwnershipEvent",
     "ProducerOptions",
     "RecordWriter",
     "RouteStats",
     "SendRecord",
+    "SimConsumer",
     "SimProducer",
+    "consume_record_writer",
+    "read_consume_records",
     "read_records",
     "run_load",
 ]

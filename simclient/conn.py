@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+from collections.abc import Callable
 
 import outcome
 import trio
@@ -58,6 +59,8 @@ class PipelinedConnection:
         self._max_in_flight = max_in_flight
         self._slot_waiters = trio.lowlevel.ParkingLot()
         self._closed: str | None = None
+        #: Requests the server sends us (a broker's NOTIFY_CONSUMER_IDS_CHANGED), called synchronously.
+        self.on_request: Callable[[str, RemotingCommand], None] | None = None
 
     @property
     def closed(self) -> bool:
@@ -117,7 +120,9 @@ class PipelinedConnection:
                     break
                 for cmd in self._decoder.feed(data):
                     if not cmd.is_response:
-                        continue  # broker-initiated requests (e.g. CHECK_TRANSACTION_STATE): not needed
+                        if self.on_request is not None:  # e.g. NOTIFY_CONSUMER_IDS_CHANGED for consumers
+                            self.on_request(self.addr, cmd)
+                        continue
                     task = pending_table.pop(cmd.opaque, None)
                     if task is not None:
                         reschedule(task, outcome.Value(cmd))

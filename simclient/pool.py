@@ -19,7 +19,7 @@ load is the same; only the socket count differs from real clients).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
 from typing import Self
@@ -74,6 +74,11 @@ class ClientPool:
         self._cm: AbstractAsyncContextManager[trio.Nursery] | None = None
         self.connects = 0
         self.connect_failures = 0
+        #: Called with (address, request) for each request a server sends on a pooled connection
+        #: (brokers notify consumers that their group changed); must not block.
+        self.request_listeners: list[Callable[[str, RemotingCommand], None]] = []
+        #: Called with the address each time a new connection is established (Java's onChannelActive).
+        self.connect_listeners: list[Callable[[str], None]] = []
 
     async def __aenter__(self) -> Self:
         if self._cm is not None:
@@ -108,12 +113,25 @@ class ClientPool:
             max_frame_length=self.max_frame_length,
             max_in_flight=self.max_in_flight,
         )
+        client.on_request = self._server_request
         task_status.started(client)
+        for listener in list(self.connect_listeners):
+            try:
+                listener(addr)
+            except Exception:  # a listener bug must not break the connection
+                log.exception("connect listener failed for %s", addr)
         try:
             await client.run()
         except Exception as exc:  # noqa: BLE001 (one broken connection must not take every producer down)
             log.warning("connection to %s failed: %r", addr, exc)
             client.close(f"connection failed: {exc!r}")
+
+    def _server_request(self, addr: str, cmd: RemotingCommand) -> None:
+        for listener in list(self.request_listeners):
+            try:
+                listener(addr, cmd)
+            except Exception:  # a listener bug must not break the connection's reader
+                log.exception("request listener failed for code %s from %s", cmd.code, addr)
 
     def connection_of(self, addr: str) -> PipelinedConnection | None:
         """The live connection to ``addr``, if any (its identity changes when it was re-opened)."""

@@ -311,7 +311,7 @@ class SimProducer:
 
     def _record(
         self, begin: float, topic: str, broker: str | None, queue_id: int, outcome: str, attempts: int,
-        queue_offset: int = -1, code: int = -1,
+        queue_offset: int = -1, code: int = -1, msg_id: str = "",
     ) -> SendRecord:
         return SendRecord(
             begin - self.t0,
@@ -324,6 +324,7 @@ class SimProducer:
             attempts,
             queue_offset,
             code,
+            msg_id,
         )
 
     def _penalize(self, broker: str, latency_s: float, *, isolation: bool, reachable: bool) -> None:
@@ -431,7 +432,9 @@ class SimProducer:
                 outcome = "ok"
                 if code != ResponseCode.SUCCESS and opts.retry_another_broker_when_not_store_ok:
                     continue
-                return self._record(begin, topic, broker, result.queue_id, "ok", attempts, result.queue_offset, code), result
+                return self._record(
+                    begin, topic, broker, result.queue_id, "ok", attempts, result.queue_offset, code, result.msg_id
+                ), result
             self._penalize(broker, latency, isolation=True, reachable=False)
             outcome = "rejected"
             if code in RETRY_RESPONSE_CODES:
@@ -439,7 +442,9 @@ class SimProducer:
             break
         if result is not None:
             broker = result_broker
-            return self._record(begin, topic, broker, result.queue_id, "ok", attempts, result.queue_offset, result.code), result
+            return self._record(
+                begin, topic, broker, result.queue_id, "ok", attempts, result.queue_offset, result.code, result.msg_id
+            ), result
         if tried is None:
             return self._record(begin, topic, None, -1, outcome, attempts, -1, code), None
         return self._record(begin, topic, tried[0], tried[1], outcome, attempts, -1, code), None

@@ -10,10 +10,10 @@ defaults, so adding a field at the end keeps old files readable.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
-from typing import BinaryIO, Self
+from typing import Any, BinaryIO, Self
 
 import msgpack
 
@@ -33,6 +33,7 @@ class SendRecord:
     attempts: int  # 1 + retries used (0 when no route was found: nothing was sent)
     queue_offset: int = -1  # the broker's queue offset of a stored message, else -1
     code: int = -1  # response code of the last answered attempt, -1 if none answered
+    msg_id: str = ""  # the producer's message id (UNIQ_KEY) of a stored message: what consumers record
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(SendRecord))
@@ -48,8 +49,16 @@ class RecordWriter:
     long a run is. Use ``close`` (or ``with``) to flush the tail.
     """
 
-    def __init__(self, path: str | Path, *, buffer_bytes: int = 256 * 1024, append: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        buffer_bytes: int = 256 * 1024,
+        append: bool = False,
+        to_array: Callable[[Any], tuple] | None = None,
+    ) -> None:
         self.path = Path(path)
+        self._to_array = to_array or record_to_array  # another record type (consume records) packs its own fields
         self._fh: BinaryIO | None = open(self.path, "ab" if append else "wb")  # noqa: SIM115 (closed by close())
         self._packer = msgpack.Packer(use_bin_type=True)
         self._buf: list[bytes] = []
@@ -57,10 +66,10 @@ class RecordWriter:
         self._limit = max(1, buffer_bytes)
         self.count = 0
 
-    def write(self, rec: SendRecord) -> None:
+    def write(self, rec: Any) -> None:
         if self._fh is None:
             raise ValueError(f"record writer for {self.path} is closed")
-        data = self._packer.pack(record_to_array(rec))
+        data = self._packer.pack(self._to_array(rec))
         self._buf.append(data)
         self._buffered += len(data)
         self.count += 1

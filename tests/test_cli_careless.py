@@ -354,6 +354,7 @@ def test_scenario_plot_marks_and_legends_stay_off_the_data(tmp_path: Path, monke
         namesrvs=["127.0.0.1:9876"],
         actions=[ns(effect=3.0, text="kill_broker broker-a-0", ok=True, action=ns(kind="kill_broker")),
                  ns(effect=6.0, text="wait_until route_excludes broker-a", ok=True, action=ns(kind="wait_until"))],
+        consumers=None,  # no consumer groups: two panels
     )
     path = tmp_path / "s.png"
     scenario_plot.draw(result, path)  # type: ignore[arg-type]

@@ -150,6 +150,28 @@ def test_scenario_timeline_runs_on_the_fanout_cluster(spark_session: object, tmp
     assert not Path(result.cluster_dir or "/nonexistent").exists()  # the run's own cluster is gone
 
 
+def test_consumers_in_the_partitions_reconcile_with_the_brokers(spark_session: object, local_cluster: cluster.ClusterState) -> None:
+    """Consumers beside the producers: every acknowledged message consumed or lagging, checked against the
+    offsets the groups committed on the brokers and the brokers' own queue offsets."""
+    opts = FanoutOptions(producers=200, topics=2, duration=4.0, rate=5.0, namesrv=local_cluster.namesrv_addr,
+                         partitions=2, start_delay=1.0, consumers=40, consumer_groups=2, drain=4.0)
+    result = run(opts, session=spark_session)
+    doc = to_json(result)
+    cons = doc["consumers"]
+    assert cons["consumers"] == 40 and cons["groups"] == 2
+    assert result.consumer_rows is not None and {r["group"] for r in result.consumer_rows} == {
+        "fanout_consumer_group_0", "fanout_consumer_group_1"}
+    total = cons["total"]
+    assert total["acknowledged"] == doc["sends"]["outcomes"]["ok"] == doc["agreement"]["brokers_counted"]
+    assert total["unexplained"] == 0 and cons["reconciled"] is True
+    assert total["consumed"] + total["lag"] == total["acknowledged"]
+    assert total["consumed"] == total["acknowledged"]  # 4 s of drain: nothing left behind
+    # the brokers agree: each group committed its queues up to their max offsets
+    assert all(r["broker_lag"] == 0 for r in result.consumer_rows)
+    assert cons["consumptions"] == total["consumed"] + total["other"] + total["duplicates"]
+    assert 0 < cons["latency_ms"]["p50"] < 1000
+
+
 def test_multiprocessing_engine_runs_the_same_partitions(local_cluster: cluster.ClusterState) -> None:
     before = put_totals(local_cluster)
     opts = FanoutOptions(producers=100, topics=2, messages_per_producer=2, rate=5.0, send_timeout=10.0,
@@ -209,3 +231,27 @@ def test_cli_unreachable_spark_master_is_one_line(local_cluster: cluster.Cluster
     assert proc.returncode == 1
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("mqadmin fanout: ") and master in line and "Traceback" not in proc.stderr
+
+
+def test_consumer_groups_that_do_not_reconcile_fail_the_check_with_exit_1() -> None:
+    """README exit statuses: a failed check is 1 (never 3), with one line saying which check."""
+    from mqadmin.fanout_cli import failed_check
+
+    row = {"group": "g0", "offsets_read": True}
+    doc: dict[str, object] = {"agreement": {"agree": True, "explained": False, "note": ""}, "scenario_verdicts": [],
+                              "consumers": {"reconciled": True, "by_group": [row], "total": {"unexplained": 0}}}
+    assert failed_check(doc) is None
+    doc["consumers"] = {"reconciled": False, "by_group": [row], "total": {"unexplained": 2}}
+    assert failed_check(doc) == "the consumer groups do not reconcile: 2 acknowledged message(s) unexplained"
+    doc["consumers"] = {"reconciled": False, "by_group": [{**row, "offsets_read": False}], "total": {"unexplained": 0}}
+    assert "committed offsets of 1 group(s) could not be read" in (failed_check(doc) or "")
+    doc["agreement"] = {"agree": False, "explained": False, "note": "3 missing"}
+    assert failed_check(doc) == "the brokers' counts disagree with the producers': 3 missing"
+
+
+def test_cli_consumer_groups_without_consumers_is_a_usage_error() -> None:
+    proc = subprocess.run([*MQADMIN, "fanout", "-n", dead_addr(), "--no-spark", "--consumer-groups", "2"],
+                          check=False, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line == "mqadmin fanout: --consumer-groups needs --consumers"

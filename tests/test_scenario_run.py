@@ -343,9 +343,9 @@ def test_interrupt_during_cluster_start_stops_everything(base: Path) -> None:
     assert cluster_procs(base) == []
 
 
-@pytest.mark.parametrize("name", ["broker-crash", "broker-shutdown", "namesrv-all-down"])
+@pytest.mark.parametrize("name", ["broker-crash", "broker-shutdown", "namesrv-all-down", "consumer-namesrv-all-down"])
 def test_shipped_scenario_passes(base: Path, name: str) -> None:
-    """Three shipped scenarios, run by name as a user runs them: every expectation holds."""
+    """Four shipped scenarios, run by name as a user runs them: every expectation holds."""
     out_json = base / f"{name}.json"
     rc, out, err = finish(start_cli("scenario", "run", name, "--report", str(out_json), base=base), timeout=120)
     assert cluster_procs(base) == []
@@ -354,6 +354,9 @@ def test_shipped_scenario_passes(base: Path, name: str) -> None:
     assert rc == 0 and doc["passed"] is True, (failed, err[-2000:])
     assert "PASS: all" in out and "expectations hold" in out
     route_drops = [e for e in doc["expectations"] if e["kind"] == "route_excludes"]
-    if name != "namesrv-all-down":  # a crash or a shutdown drops the route on connection close, well under 1 s
+    if name in ("broker-crash", "broker-shutdown"):  # a crash or a shutdown drops the route on connection close, well under 1 s
         assert route_drops and all(0 <= e["measured"] < 1.0 for e in route_drops)
     assert doc["sends"]["total"] > 100
+    if name.startswith("consumer-"):
+        groups = {g["name"]: g for g in doc["consumers"]["groups"]}
+        assert groups["running"]["consumed"] >= groups["running"]["acknowledged"] > 100

@@ -19,6 +19,7 @@ from typing import Any
 
 import msgpack
 
+from mqadmin.fanout.consume_metrics import ConsumeMetrics
 from simclient.load import LoadSummary
 
 #: Per-second counters of the whole run, in this order.
@@ -193,6 +194,7 @@ class FanoutMetrics:
     brokers: dict[str, BrokerUse] = field(default_factory=dict)
     timeline: Timeline = field(default_factory=dict)
     parts: list[PartInfo] = field(default_factory=list)
+    consume: ConsumeMetrics | None = None  # when the run had consumers
 
     @property
     def partitions(self) -> int:
@@ -229,6 +231,10 @@ class FanoutMetrics:
             self.broker(name).merge(use)
         _add_timeline(self.timeline, other.timeline, len(TIMELINE_FIELDS))
         self.parts = sorted([*self.parts, *other.parts], key=lambda p: p.index)
+        if other.consume is not None:
+            if self.consume is None:
+                self.consume = ConsumeMetrics()
+            self.consume.merge(other.consume)
 
     def to_obj(self) -> dict[str, Any]:
         return {
@@ -237,6 +243,7 @@ class FanoutMetrics:
             "brokers": {name: use.to_obj() for name, use in sorted(self.brokers.items())},
             "timeline": _timeline_obj(self.timeline),
             "parts": [p.to_obj() for p in self.parts],
+            **({"consume": self.consume.to_obj()} if self.consume is not None else {}),
         }
 
     @classmethod
@@ -248,6 +255,7 @@ class FanoutMetrics:
             brokers={str(k): BrokerUse.from_obj(v) for k, v in obj.get("brokers", {}).items()},
             timeline=_timeline_from(obj.get("timeline", []), len(TIMELINE_FIELDS)),
             parts=[PartInfo.from_obj(p) for p in obj.get("parts", [])],
+            consume=ConsumeMetrics.from_obj(obj["consume"]) if obj.get("consume") is not None else None,
         )
 
     def encode(self) -> bytes:

@@ -47,6 +47,9 @@ class FanoutOptions:
     spark_conf: dict[str, str] = field(default_factory=dict)
     spark_timeout: float = 60.0
     max_duration: float = 600.0
+    consumers: int = 0  # simulated push consumers in the same partitions (mqadmin.fanout.consume)
+    consumer_groups: int | None = None  # default: one per topic
+    drain: float = 5.0  # s consumers keep consuming after the load ends
 
     def validate(self) -> None:
         if self.engine not in ENGINES:
@@ -73,6 +76,14 @@ class FanoutOptions:
             raise FanoutUsageError("--start-delay must be 0..120 s")
         if self.topics < 1:
             raise FanoutUsageError("--topics must be >= 1")
+        if self.consumers < 0:
+            raise FanoutUsageError("--consumers must be >= 0")
+        if self.consumer_groups is not None and not self.consumers:
+            raise FanoutUsageError("--consumer-groups needs --consumers")
+        if self.consumer_groups is not None and not 1 <= self.consumer_groups <= max(1, self.consumers):
+            raise FanoutUsageError(f"--consumer-groups must be 1..{max(1, self.consumers)} (the consumer count)")
+        if not 0 <= self.drain <= 300:
+            raise FanoutUsageError("--drain must be 0..300 s")
         if self.engine == "spark":
             from mqadmin.fanout.spark import (  # no pyspark import: regexes
                 check_master,

@@ -12,6 +12,7 @@ can name it in one line. Importing it needs no Spark.
 from __future__ import annotations
 
 import os
+import random
 import socket
 import time
 from collections.abc import Callable
@@ -19,6 +20,8 @@ from dataclasses import dataclass, replace
 
 import trio
 
+from mqadmin.fanout.consume import end_of_consumers, run_consumers
+from mqadmin.fanout.consume_metrics import ConsumeMetrics
 from mqadmin.fanout.metrics import (
     BROKER_TIMELINE_FIELDS,
     TIMELINE_FIELDS,
@@ -61,12 +64,21 @@ class FanoutPlan:
     group: str = "fanout_producer_group"
     start_wall: float = 0.0  # epoch seconds at which every partition starts its load
     sample_interval: float = 1.0
+    # simulated push consumers in the same partitions (mqadmin.fanout.consume)
+    consumers: int = 0
+    consumer_groups: int = 1
+    drain: float = 5.0  # s consumers keep consuming after the load ends
+    consumer_heartbeat_interval: float = 30.0  # heartbeatBrokerInterval
+    rebalance_interval: float = 20.0
+    persist_interval: float = 5.0  # persistConsumerOffsetInterval
 
     def __post_init__(self) -> None:
         if self.partitions < 1:
             raise ValueError("partitions must be >= 1")
         if self.producers < 1:
             raise ValueError("producers must be >= 1")
+        if self.consumers < 0 or not 1 <= self.consumer_groups <= max(1, self.consumers):
+            raise ValueError("consumers must be >= 0 and consumer_groups 1..consumers")
         if self.sample_interval <= 0:
             raise ValueError("sample_interval must be positive")
 
@@ -240,12 +252,15 @@ async def _run(index: int, plan: FanoutPlan, part: PartInfo) -> FanoutMetrics:
     sampler = Sampler(plan, metrics, part, by_addr, clock)
     timeline = metrics.timeline
     width = len(TIMELINE_FIELDS)
+    consume = metrics.consume = ConsumeMetrics() if plan.consumers else None
 
     def sink(rec: SendRecord) -> None:
         t = offset + rec.t
         ok = rec.outcome == "ok"
         bump(timeline, max(0, int(t)), 0 if ok else 1, width)
         if ok and rec.broker is not None:
+            if consume is not None and rec.queue_offset >= 0:
+                consume.acked.add((rec.topic, rec.broker, rec.queue_id), rec.queue_offset)
             use = metrics.broker(rec.broker)
             use.stored += 1
             if use.last_stored is None or t > use.last_stored:
@@ -254,10 +269,23 @@ async def _run(index: int, plan: FanoutPlan, part: PartInfo) -> FanoutMetrics:
     async with TrackingPool(clock, metrics, by_addr) as pool:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(sampler.run)
+            consumers_done = trio.Event()
+            if consume is not None:
+                async def consumers() -> None:
+                    try:
+                        await run_consumers(plan, index, pool, consume, t0=t0, offset=offset,
+                                            end_at=t0 + end_of_consumers(plan), rng=random.Random())
+                    finally:
+                        consumers_done.set()
+
+                nursery.start_soon(consumers)
+            else:
+                consumers_done.set()
             summary = await run_load(
                 plan.producer_options(), plan.load_spec(count), sink, pool=pool, first_producer_id=first, t0=t0,
                 on_start=sampler.producers.extend,
             )
+            await consumers_done.wait()  # they drain what is left, then commit and unregister (bounded)
             nursery.cancel_scope.cancel()
         sampler.sample()
         part.connects = pool.connects

@@ -16,6 +16,7 @@ from typing import Any
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
+from mqadmin.fanout import consume_report
 from mqadmin.fanout.metrics import (
     BROKER_TIMELINE_FIELDS,
     TIMELINE_FIELDS,
@@ -191,6 +192,7 @@ def to_json(result: FanoutResult) -> dict[str, Any]:
         "timeline": {**_series(m.timeline, TIMELINE_FIELDS, last_sec),
                      "brokers": {name: _series(u.timeline, BROKER_TIMELINE_FIELDS, last_sec)
                                  for name, u in sorted(m.brokers.items())}},
+        "consumers": consume_report.to_json(result, window),
         "notes": result.notes,
     }
 
@@ -256,6 +258,7 @@ def render(doc: dict[str, Any], console: Console | None = None) -> RenderableTyp
     parts.append(fit_table(bcols, brows, footer_rows=footer, title="brokers (counted = the brokers' own queue offsets)",
                            console=console))
 
+    parts.extend(consume_report.render(doc.get("consumers"), console))
     if doc["failover"]:
         fcols = [Col("#Broker"), Col("#Killed at s", justify="right"), Col("#Failed attempts", justify="right"),
                  Col("#Stopped sending after s", justify="right"), Col("#Left routes after s", 1, "right"),
@@ -312,6 +315,7 @@ def plot(doc: dict[str, Any], path: str | Path) -> None:
         top.bar(range(n), tl["failed"], width=1.0, align="edge", bottom=tl["ok"], color="#d62728", label="failed",
                 edgecolor="white", linewidth=0.3)
     top.set_ylabel("sends begun / s")
+    consume_report.plot_line(doc.get("consumers"), top)
     legend_outside(top)
     load = doc["load"]
     fig.suptitle(f"{load['producers']:,} producers on {doc['engine']['text']}: {doc['sends']['total']:,} sends, "

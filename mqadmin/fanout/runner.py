@@ -69,6 +69,8 @@ class FanoutResult:
     scenario: str | None = None
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: with consumers: each group's reconciliation rows (mqadmin.fanout.consume_metrics.reconcile)
+    consumer_rows: list[dict[str, Any]] | None = None
 
     @property
     def engine_text(self) -> str:
@@ -124,7 +126,9 @@ def make_plan(opts: FanoutOptions, namesrvs: list[str], topics: tuple[str, ...],
     ramp = opts.ramp_up
     if ramp is None:
         ramp = min(1.0 / rate, 5.0) if rate > 0 else 0.0
+    groups = opts.consumer_groups or (min(len(topics), opts.consumers) if opts.consumers else 1)
     return FanoutPlan(
+        consumers=opts.consumers, consumer_groups=max(1, groups), drain=opts.drain,
         namesrv_addrs=tuple(namesrvs), topics=topics, producers=opts.producers, partitions=partitions, rate=rate,
         duration=opts.duration, messages_per_producer=opts.messages_per_producer,
         message_size=opts.message_size if opts.message_size is not None else 256,
@@ -371,6 +375,8 @@ class Driver:
             scenario=scn.name if scn is not None else None, notes=list(self.notes),
         )
         result.notes.extend(errors)
+        if metrics.consume is not None:
+            result.consumer_rows = self._reconcile(view, metrics)
         parts = [p for p in metrics.parts if p.error is None]
         if parts:
             result.timings["first_task_s"] = min(p.entered for p in parts) + opts.start_delay
@@ -384,6 +390,19 @@ class Driver:
         if scn is not None and isinstance(timeline, ScenarioTimeline):
             result.verdicts = timeline.verdicts(scn, metrics)
         return result
+
+    def _reconcile(self, view: ClusterView, metrics: FanoutMetrics) -> list[dict[str, Any]]:
+        """Each consumer group's acknowledged messages: consumed, lag or unexplained (reads committed offsets)."""
+        from mqadmin.fanout.consume import read_offsets
+        from mqadmin.fanout.consume_metrics import reconcile
+
+        assert metrics.consume is not None
+        self.status("reading the consumer groups' committed offsets")
+        read = read_offsets(view, metrics.consume)
+        if read is None:
+            self.notes.append("could not read every committed consumer offset: lag and unexplained are not split")
+        rows = reconcile(metrics.consume, read[0] if read else None, read[1] if read else None)
+        return [r.to_obj() for r in rows]
 
     def _engine_text(self, parallelism: int) -> str:
         return f"Spark {self.opts.master}" if self.opts.engine == "spark" else f"{parallelism} processes"
@@ -412,6 +431,10 @@ class Driver:
     def _wait(self, job: Job, plan: FanoutPlan, timeline: Timeline) -> list[bytes]:
         """Until the job ends: progress, watchdog; Ctrl-C cancels the job."""
         hard = plan.time_limit + plan.send_timeout * 2 + 3.0 + 2.0  # run_load's own bounds
+        if plan.consumers:
+            from mqadmin.fanout.consume import STOP_TIMEOUT
+
+            hard = max(hard, plan.time_limit + plan.drain + STOP_TIMEOUT + 2.0)
         deadline = plan.start_wall + hard + WATCHDOG_SLACK
         task = None
         total = plan.time_limit + self.opts.start_delay if plan.duration is not None else plan.partitions

@@ -12,13 +12,14 @@ creation to the masters. Each action returns a one-line detail or raises
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import trio
 
 from mqadmin import cluster
 from mqadmin.client import AdminClient, AdminError
+from mqadmin.scenario.consumer_schema import ACTION_KINDS as CONSUMER_ACTIONS
 from mqadmin.scenario.expectations import holds, holds_through, stable_hold
 from mqadmin.scenario.observer import Observer
 from mqadmin.scenario.schema import Action
@@ -35,6 +36,8 @@ class Executor:
     def __init__(self, state: cluster.ClusterState, observer: Observer) -> None:
         self.state = state
         self.observer = observer
+        #: carries out start/stop/kill_consumer (mqadmin.scenario.consumers.ConsumerFleet.action)
+        self.consumer_actions: Callable[[Action], Awaitable[str]] | None = None
 
     # ------------------------------------------------------------------
 
@@ -109,6 +112,13 @@ class Executor:
             return await self._create_topic(a["topic"], a["queues"], a["brokers"])
         if kind == "wait_until":
             return await self._wait_until(action)
+        if kind in CONSUMER_ACTIONS:
+            if self.consumer_actions is None:
+                raise ActionError(f"{kind}: this run has no consumers")
+            try:
+                return await self.consumer_actions(action)
+            except Exception as exc:  # noqa: BLE001 (ConsumerActionError and friends: one line, the run goes on)
+                raise ActionError(str(exc)) from None
         raise ActionError(f"unknown action {kind}")
 
     async def _perm(self, kind: str, broker: str) -> str:

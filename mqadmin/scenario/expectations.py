@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mqadmin.scenario import consumer_eval
+from mqadmin.scenario.consumer_schema import EXPECT_KINDS as CONSUMER_EXPECT_KINDS
 from mqadmin.scenario.observer import Observer, present, writable
 from mqadmin.scenario.schema import Condition, Expectation, Scenario
 from simclient import SendRecord
@@ -104,8 +106,13 @@ def evaluate(
     records: Sequence[SendRecord],
     label_times: dict[str, float],
     end: float,
+    consumers: Any = None,
+    accounts: Any = None,
 ) -> Verdict:
-    """One expectation against the run's observations and send records."""
+    """One expectation against the run's observations and send records (and consume records)."""
+    if exp.kind in CONSUMER_EXPECT_KINDS:
+        return consumer_eval.evaluate(scn, exp, index, records=records, run=consumers, label_times=label_times,
+                                      end=end, accounts=accounts)
     ref = label_times.get(exp.after, math.nan) if exp.after else 0.0
 
     def verdict(passed: bool, measured: float | None, measured_text: str, target: str, detail: str = "") -> Verdict:
@@ -159,9 +166,13 @@ def evaluate(
 
 
 def evaluate_all(
-    scn: Scenario, *, obs: Observer, records: Sequence[SendRecord], label_times: dict[str, float], end: float
+    scn: Scenario, *, obs: Observer, records: Sequence[SendRecord], label_times: dict[str, float], end: float,
+    consumers: Any = None,
 ) -> list[Verdict]:
+    """Every expectation; ``consumers`` is the run's :class:`~mqadmin.scenario.consumers.ConsumerRun`, if any."""
+    accounts = consumer_eval.account(records, consumers) if consumers is not None else None
     return [
-        evaluate(scn, exp, i + 1, obs=obs, records=records, label_times=label_times, end=end)
+        evaluate(scn, exp, i + 1, obs=obs, records=records, label_times=label_times, end=end, consumers=consumers,
+                 accounts=accounts)
         for i, exp in enumerate(scn.expectations)
     ]

@@ -1,4 +1,5 @@
-"""``--plot``: sends per second by outcome above, writable brokers per NameServer below.
+"""``--plot``: sends per second by outcome above, writable brokers per NameServer below (and, with
+consumers, each group's lag under that: :mod:`mqadmin.scenario.consumer_plot`).
 
 matplotlib is an optional extra (``[plot]``), imported only here and only
 when a plot is asked for, with the non-interactive Agg backend.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 from mqadmin.plotmarks import draw_marks, layout, legend_outside, merge_marks
 from mqadmin.scenario.observer import writable
@@ -30,8 +32,14 @@ def draw(result: RunResult, path: str | Path) -> None:
     import matplotlib.pyplot as plt
 
     scn = result.scenario
-    height = 7.5
-    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(12, height), height_ratios=(3, 2))
+    if result.consumers is not None:  # a third panel: each consumer group's lag
+        height = 9.5
+        fig, (top, bottom, lag_ax) = plt.subplots(3, 1, sharex=True, figsize=(12, height), height_ratios=(3, 2, 2))
+        panels: tuple[Any, ...] = (top, bottom, lag_ax)
+    else:
+        height = 7.5
+        fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(12, height), height_ratios=(3, 2))
+        panels = (top, bottom)
     secs = per_second(result.records, result.end)
     base = [0] * len(secs)
     for outcome in OUTCOMES:
@@ -43,7 +51,6 @@ def draw(result: RunResult, path: str | Path) -> None:
                 edgecolor="white", linewidth=0.3)
         base = [b + y for b, y in zip(base, ys)]
     top.set_ylabel("sends begun per second")
-    legend_outside(top)
     fig.suptitle(f"{scn.name}: {scn.description}" if scn.description else scn.name, fontsize="medium", x=0.1,
                  ha="left")
 
@@ -66,8 +73,13 @@ def draw(result: RunResult, path: str | Path) -> None:
     for a in result.actions:
         text = a.text if a.action.kind != "wait_until" else "reached: " + a.text.removeprefix("wait_until ")
         actions.append((a.effect, text, a.ok))
-    listed = draw_marks(fig, top, (top, bottom), merge_marks(actions))
+    listed = draw_marks(fig, top, panels, merge_marks(actions))
     bottom.set_xlabel("seconds since time zero")
+    if result.consumers is not None:
+        from mqadmin.scenario import consumer_plot
+
+        consumer_plot.draw(top, bottom, lag_ax, result)
+    legend_outside(top)
     bottom.set_xlim(0, max(result.end, 1.0))
     layout(fig, listed, height)
     fig.savefig(path, dpi=110)

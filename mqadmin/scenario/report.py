@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from mqadmin.render import Col, fit_table, status_text
+from mqadmin.scenario import consumer_report
 from mqadmin.scenario.expectations import percentile
 from mqadmin.scenario.observer import diff_text, summary_text
 from mqadmin.scenario.runner import RunResult
@@ -105,6 +106,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
                        for name, lo, hi in phases(result)],
             "perSecond": per_second(result.records, result.end),
         },
+        "consumers": consumer_report.to_json(result, phases(result)),
         "expectations": [v.to_json() for v in result.verdicts],
         "forceKilled": result.leftover,
         "stateDir": result.state_dir,
@@ -185,6 +187,8 @@ def render(result: RunResult, console: Console) -> None:
         console.print(f"  ok     |{_bar_line(ok, top)}|")
         console.print(Text(f"  failed |{_bar_line(bad, top)}|", style="red" if any(bad) else ""))
         console.print(f"         |{''.join(marks)}|")
+
+    consumer_report.render(result, phases(result), console)
 
     if result.verdicts:
         rows = [[str(v.index), v.text, v.target, v.measured_text, status_text(v.passed, "PASS" if v.passed else "FAIL"), v.detail]

@@ -25,16 +25,19 @@ import trio
 
 from mqadmin import cluster
 from mqadmin.scenario.actions import ActionError, Executor
+from mqadmin.scenario.consumers import ConsumerFleet, ConsumerRun
 from mqadmin.scenario.expectations import Verdict, evaluate_all
 from mqadmin.scenario.observer import Observer
 from mqadmin.scenario.schema import Action, ProducerGroup, Scenario
 from simclient import (
     ClientPool,
+    ConsumeRecord,
     LoadSpec,
     LoadSummary,
     ProducerOptions,
     RecordWriter,
     SendRecord,
+    consume_record_writer,
     run_load,
 )
 
@@ -42,6 +45,8 @@ from simclient import (
 EFFECT_AT_END = ("restart_broker", "restart_namesrv", "wait_until")
 #: How long after the last send the observer keeps watching (late route changes still count).
 SETTLE = 0.5
+#: Actions after which a memory-only broker has lost what it held.
+LOSING_ACTIONS = ("kill_broker", "shutdown_broker", "restart_broker")
 
 
 class ScenarioRunError(Exception):
@@ -90,6 +95,7 @@ class RunResult:
     teardown_seconds: float = 0.0
     leftover: list[str] = field(default_factory=list)  # processes that needed SIGKILL at the end
     state_dir: str | None = None  # the cluster's state directory (logs), when kept
+    consumers: ConsumerRun | None = None  # consume records and ownership events, when the scenario has consumers
 
     @property
     def passed(self) -> bool:
@@ -112,6 +118,7 @@ def start_options(scn: Scenario) -> cluster.StartOptions:
         namesrv_props=c.namesrv_config,
         topics=c.topics,
         topic_queues=c.queues,
+        broker_props=(*c.broker_config, *((("persistMessages", "false"),) if c.message_store == "memory" else ())),
     )
 
 
@@ -152,6 +159,7 @@ def run(
     keep_dir: bool = False,
     base_dir: str | Path | None = None,
     progress: Callable[[str], None] = lambda line: None,
+    consume_records_path: str | Path | None = None,
 ) -> RunResult:
     """Run ``scn`` to the end and judge it; every process started is stopped before returning or raising.
 
@@ -174,7 +182,7 @@ def run(
             result.namesrvs = [p.addr for p in state.namesrvs]
             result.brokers = {p.name: p.addr for p in state.brokers}
             progress(f"cluster up in {result.setup_seconds:.1f} s; running {scn.duration:g} s of load and timeline")
-            trio.run(_run_async, scn, state, result, records_path, progress)
+            trio.run(_run_async, scn, state, result, records_path, progress, consume_records_path)
     finally:
         with _signals(signal.SIG_IGN):  # a second Ctrl-C must not cut the cleanup short
             begin = time.monotonic()
@@ -186,8 +194,14 @@ def run(
                 shutil.rmtree(workdir, ignore_errors=True)
         if still:
             raise ScenarioRunError(f"could not stop {', '.join(still)} (state in {workdir})")
+    if result.consumers is not None and scn.cluster.message_store == "memory":
+        result.consumers.broker_losses = [
+            (a.action.args["broker"], a.start) for a in result.actions
+            if a.ok and a.action.kind in LOSING_ACTIONS and a.action.args.get("broker_id", 0) == 0
+        ]
     result.verdicts = evaluate_all(
-        scn, obs=result.observer, records=result.records, label_times=result.label_times, end=result.end
+        scn, obs=result.observer, records=result.records, label_times=result.label_times, end=result.end,
+        consumers=result.consumers,
     ) if result.observer is not None else []
     return result
 
@@ -212,16 +226,20 @@ async def _run_async(
     result: RunResult,
     records_path: str | Path | None,
     progress: Callable[[str], None],
+    consume_records_path: str | Path | None = None,
 ) -> None:
     writer = RecordWriter(records_path) if records_path else None
+    consume_writer = consume_record_writer(consume_records_path) if consume_records_path and scn.consumers else None
     try:
         with trio.fail_after(scn.timeout):
-            await _main(scn, state, result, writer, progress)
+            await _main(scn, state, result, writer, progress, consume_writer)
     except trio.TooSlowError:
         raise ScenarioRunError(f"scenario {scn.name} ran longer than its timeout of {scn.timeout:g} s") from None
     finally:
         if writer is not None:
             writer.close()
+        if consume_writer is not None:
+            consume_writer.close()
 
 
 async def _main(
@@ -230,6 +248,7 @@ async def _main(
     result: RunResult,
     writer: RecordWriter | None,
     progress: Callable[[str], None],
+    consume_writer: RecordWriter | None = None,
 ) -> None:
     namesrvs = [p.addr for p in state.namesrvs]
     t0 = trio.current_time()
@@ -247,12 +266,22 @@ async def _main(
         await outer.start(obs.run)
         t0 = trio.current_time()
         obs.rebase(t0)  # time zero: the observer has seen every NameServer once
+        executor = Executor(state, obs)
+        fleet = None
+        if scn.consumers:
+            consume_sink: Callable[[ConsumeRecord], None] | None = consume_writer.write if consume_writer else None
+            fleet = ConsumerFleet(scn, namesrvs, t0, sink=consume_sink)
+            result.consumers = fleet.run_data
+            await outer.start(fleet.run)
+            executor.consumer_actions = fleet.action
         async with ClientPool() as pool, trio.open_nursery() as work:
             for g in scn.groups:
                 work.start_soon(_run_group, g, namesrvs, pool, t0, sink, result)
-            await _run_timeline(scn, Executor(state, obs), result, t0, progress)
+            await _run_timeline(scn, executor, result, t0, progress)
         await trio.sleep_until(max(trio.current_time(), t0 + scn.duration) + SETTLE)
         result.end = obs.now()
+        if fleet is not None:
+            await fleet.close()
         outer.cancel_scope.cancel()
 
 

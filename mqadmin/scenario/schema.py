@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mqadmin.scenario import consumer_schema
+from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
 from mqadmin.scenario.yamlnodes import LMap, LSeq, YamlError, line_of
 from mqadmin.scenario.yamlnodes import load as load_yaml
 from namesrv.config import ConfigError, NamesrvConfig
@@ -54,6 +56,8 @@ class ClusterSpec:
     register_period_ms: int = 30000  # broker registerNameServerPeriod
     broker_expired_ms: int = 120000  # NameServer brokerChannelExpiredTime
     scan_interval_ms: int = 5000  # NameServer scanNotActiveBrokerInterval
+    message_store: str = "disk"  # disk: messages survive a broker restart; memory: a kill -9 loses them
+    broker_config: tuple[tuple[str, str], ...] = ()  # extra broker.properties keys for every broker
     namesrv_config: tuple[tuple[str, str], ...] = ()  # more namesrv.properties keys, e.g. warmRestartEnable
 
     @property
@@ -122,6 +126,8 @@ class Action:
 
     def describe(self) -> str:
         a = self.args
+        if self.kind in consumer_schema.ACTION_KINDS:
+            return consumer_schema.describe_action(self.kind, dict(a))
         if self.kind == "wait_until":
             assert self.condition is not None
             return f"wait_until {self.condition.describe()} (≤ {a['timeout']:g} s)"
@@ -174,8 +180,11 @@ class Expectation:
     broker: str | None = None  # max_sends_to / min_sends_to
     outcome: str = "all"  # p99_send_latency: all sends or only stored ones
     upper: float | None = None  # send_success_rate: at most this (a scenario where sends must fail)
+    extra: Mapping[str, Any] = field(default_factory=dict)  # consumer expectations: group, broker id, ...
 
     def describe(self) -> str:
+        if self.kind in consumer_schema.EXPECT_KINDS:
+            return consumer_schema.describe(self)
         after = f" after {self.after}" if self.after else ""
         scope = ""
         if self.window.describe():
@@ -220,6 +229,7 @@ class Scenario:
     observe_topics: tuple[str, ...]
     timeline: tuple[Action, ...]
     expectations: tuple[Expectation, ...]
+    consumers: tuple[ConsumerGroupSpec, ...] = ()
 
     @property
     def producers(self) -> int:
@@ -431,9 +441,10 @@ ACTION_KINDS = (
     "create_topic",
     "fault",
     "wait_until",
+    *consumer_schema.ACTION_KINDS,
 )
 COUNT_KINDS = ("send_success_rate", "max_failed_sends", "p99_send_latency", "max_sends_to", "min_sends_to")
-EXPECT_KINDS = (*CONDITION_KINDS, *COUNT_KINDS)
+EXPECT_KINDS = (*CONDITION_KINDS, *COUNT_KINDS, *consumer_schema.EXPECT_KINDS)
 
 #: the parameter a kind's own key carries (``- kill_broker: broker-a``)
 MAIN_PARAM = {
@@ -456,6 +467,7 @@ MAIN_PARAM = {
     "p99_send_latency": "max_ms",
     "max_sends_to": "broker",
     "min_sends_to": "broker",
+    **consumer_schema.MAIN_PARAM,
 }
 
 
@@ -498,6 +510,7 @@ class _Parser:
         self.topics: set[str] = set()
         self.labels: dict[str, int] = {}
         self.groups: dict[str, ProducerGroup] = {}
+        self.consumer_groups: tuple[ConsumerGroupSpec, ...] = ()
 
     # --- shared parameter readers -------------------------------------
 
@@ -558,6 +571,8 @@ class _Parser:
             register_period_ms=sec.get("register_period_ms", integer(100, 600_000), 30000),
             broker_expired_ms=sec.get("broker_expired_ms", integer(100, 600_000), 120000),
             scan_interval_ms=sec.get("scan_interval_ms", integer(10, 600_000), 5000),
+            message_store=sec.get("message_store", choice("disk", "memory"), "disk"),
+            broker_config=sec.get("broker_config", consumer_schema.broker_config, ()),
             namesrv_config=sec.get("namesrv_config", namesrv_config, ()),
         )
         sec.finish()
@@ -656,6 +671,8 @@ class _Parser:
                 if not sec.get(op, boolean):
                     raise sec.fail(op, f"{op}: false means nothing; remove it")
                 args[op] = True
+        elif kind in consumer_schema.ACTION_KINDS:
+            args.update(consumer_schema.parse_action(self, kind, sec))
         elif kind == "wait_until":
             cond_kind = sec.get("condition", choice(*CONDITION_KINDS))
             args["timeout"] = sec.get("timeout", number(0, MAX_DURATION, lo_open=True))
@@ -682,6 +699,11 @@ class _Parser:
             sec.finish()
             return Expectation(kind, item.line(kind), after, condition, within, not_before)
         window = self.window(sec)
+        if kind in consumer_schema.EXPECT_KINDS:
+            fields_ = consumer_schema.parse_expectation(self, kind, sec)
+            sec.finish()
+            return Expectation(kind, item.line(kind), after, None, None, None, fields_["threshold"], window,
+                               broker=fields_["broker"], extra=fields_["extra"])
         producers = sec.get("producers", text, None)
         if producers is not None and producers not in self.groups:
             raise sec.fail("producers", f"no producer group {producers!r} (groups: {', '.join(self.groups)})")
@@ -744,6 +766,7 @@ def parse(text_: str, path: str = "<scenario>") -> Scenario:
     p.cluster = p.parse_cluster(_Section(ctx, cluster_raw if cluster_raw is not None else LMap(top.line("cluster")), "cluster"))
     p.topics = set(p.cluster.topics)
     groups = p.parse_load(top.raw("load"), top.line("load"), duration)
+    p.consumer_groups = consumer_schema.parse_consumers(p, top.raw("consumers"), top.line("consumers"), duration)
 
     observe = _Section(ctx, top.raw("observe") if top.raw("observe") is not None else LMap(top.line("observe")), "observe")
     observe_interval = observe.get("interval", number(0.02, 5), 0.1)
@@ -791,6 +814,7 @@ def parse(text_: str, path: str = "<scenario>") -> Scenario:
     if timeout is None:
         timeout = duration + waits + 60.0
     topics_seen = [*dict.fromkeys([t for g in groups for t in g.topics] + list(observe_topics)
+                                  + [t for c in p.consumer_groups for t in c.topics]
                                   + [e.condition.topic for e in expectations if e.condition]
                                   + [a.condition.topic for a in actions if a.condition])]
     return Scenario(
@@ -806,6 +830,7 @@ def parse(text_: str, path: str = "<scenario>") -> Scenario:
         observe_topics=tuple(topics_seen),
         timeline=tuple(actions),
         expectations=tuple(expectations),
+        consumers=p.consumer_groups,
     )
 
 

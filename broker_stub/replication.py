@@ -1,0 +1,188 @@
+"""Master-to-slave copying of messages, so a slave can serve consumers when its master is gone.
+
+A Java slave connects to its master's HA port and receives the commit log
+byte for byte. The stub has no commit log, so a slave asks its master with
+a request of our own, code **9010** (no Apache RocketMQ request uses it;
+9000-9002 are the stub's other own codes), over the master's ordinary port: the body lists the slave's queues and the
+offset each one has reached; the answer is the records that follow, in
+the stored-message layout, at most ``MAX_REPLICA_BYTES`` per answer
+(``more`` says when a next request would find more). The slave keeps them
+at the master's queue offsets (:meth:`MessageStore.append_stored`), so a
+consumer can switch between master and slave mid-queue, and wakes the
+pulls it holds on those queues.
+
+The slave asks again at once while there is more, every
+``IDLE_POLL`` seconds otherwise (messages reach the slave within about
+that, as with Java's asynchronous replication), and reconnects after
+``RETRY_DELAY`` when the master is unreachable. :attr:`Replicator.master_alive`
+is whether the last exchange is recent and the connection did not fail
+since (a refused or broken connection counts at once, a master that stopped
+answering after ``MASTER_ALIVE_WINDOW``): a slave whose master is gone
+answers pulls itself instead of sending consumers back to the master (Java
+learns the same from the NameServer's broker member group, every second).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable, Hashable
+
+import trio
+
+from broker_stub.common import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, Reject
+from broker_stub.store import MessageStore, StoreFullError, parse_record
+from remoting import fastjson
+from remoting.bodies import BodyError
+from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand, request, response_to
+from remoting.transport import RemotingError, RemotingTimeout, connect
+
+log = logging.getLogger("broker_stub")
+
+REPLICATE_CODE = 9010
+MAX_REPLICA_BYTES = 1024 * 1024
+MAX_REPLICA_RECORDS = 4096
+IDLE_POLL = 0.05  # s between requests while the slave is caught up
+RETRY_DELAY = 0.5  # s before reconnecting to an unreachable master
+REQUEST_TIMEOUT = 2.0
+MASTER_ALIVE_WINDOW = 3.0  # s: no exchange for that long and the master counts as gone
+_I32 = struct.Struct(">i")
+
+
+def replicate_request(have: list[tuple[str, int, int]]) -> RemotingCommand:
+    """The slave's request: its queues and the next offset each one needs."""
+    return request(REPLICATE_CODE, {}, fastjson.dumps_fast({"offsets": [list(h) for h in have]}))
+
+
+def serve_replicate(store: MessageStore, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+    """The master's answer: records after the slave's offsets, bounded in bytes and count."""
+    try:
+        doc = fastjson.loads(req.body) if req.body else {}
+        have = {(str(t), int(q)): int(n) for t, q, n in (doc.get("offsets") or [])}
+    except (BodyError, ValueError, TypeError, AttributeError) as exc:
+        raise Reject(ResponseCode.INVALID_PARAMETER, f"bad replication request: {exc}") from None
+    for (topic, queue_id), offset in have.items():  # a queue id is a Java int, an offset a long
+        if not (INT32_MIN <= queue_id <= INT32_MAX and INT64_MIN <= offset <= INT64_MAX):
+            raise Reject(ResponseCode.INVALID_PARAMETER,
+                         f"bad replication request: queue {topic}:{queue_id} offset {offset} is out of range")
+    parts: list[bytes] = []
+    size = 0
+    count = 0
+    more = False
+    for topic, queue_id in store.queue_keys():
+        lo, hi = store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)
+        start = max(have.get((topic, queue_id), lo), lo)
+        if start >= hi:
+            continue
+        if size >= MAX_REPLICA_BYTES or count >= MAX_REPLICA_RECORDS:
+            more = True
+            break
+        records, nxt = store.get(topic, queue_id, start, MAX_REPLICA_RECORDS - count, MAX_REPLICA_BYTES - size)
+        store.get_total -= len(records)  # copying to a slave is not consumption (runtime info counts gets)
+        parts.extend(records)
+        count += len(records)
+        size += sum(map(len, records))
+        more = more or nxt < hi
+    return response_to(req, ResponseCode.SUCCESS, ext_fields={"more": more}, body=b"".join(parts))
+
+
+def split_records(body: bytes) -> list[bytes]:
+    """A run of stored records, each as its own bytes; ValueError on a malformed run."""
+    out = []
+    pos = 0
+    while pos < len(body):
+        if pos + 4 > len(body):
+            raise ValueError(f"truncated record at byte {pos}")
+        (total,) = _I32.unpack_from(body, pos)
+        if total <= 0 or pos + total > len(body):
+            raise ValueError(f"record at byte {pos} claims {total} bytes")
+        out.append(body[pos : pos + total])
+        pos += total
+    return out
+
+
+class Replicator:
+    """The slave's side: keep asking the master (from registration) for what follows."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        *,
+        master_addr: Callable[[], str | None],
+        on_stored: Callable[[str, int], None],
+        on_unknown_topic: Callable[[str], None],
+        known_topic: Callable[[str], bool],
+        clock: Callable[[], float] = trio.current_time,
+    ) -> None:
+        self.store = store
+        self.master_addr = master_addr
+        self.on_stored = on_stored
+        self.on_unknown_topic = on_unknown_topic
+        self.known_topic = known_topic
+        self.clock = clock
+        self.last_ok = -float("inf")
+        self.copied = 0
+        self.failures = 0
+
+    @property
+    def master_alive(self) -> bool:
+        return self.clock() - self.last_ok < MASTER_ALIVE_WINDOW
+
+    def _have(self) -> list[tuple[str, int, int]]:
+        store = self.store
+        return [(t, q, store.max_offset(t, q)) for t, q in store.queue_keys()]
+
+    def apply(self, body: bytes) -> int:
+        """Keep the records of one answer; returns how many were new."""
+        kept = 0
+        touched: set[tuple[str, int]] = set()
+        unknown: set[str] = set()
+        for record in split_records(body):
+            msg = parse_record(record)
+            try:
+                stored = self.store.append_stored(msg.topic, msg.queue_id, record)
+            except StoreFullError as exc:  # bigger than this slave's maxStoreBytes allows: skip it
+                log.warning("replication: a record of %s:%d not kept: %s", msg.topic, msg.queue_id, exc)
+                continue
+            if stored:
+                kept += 1
+                touched.add((msg.topic, msg.queue_id))
+                if not self.known_topic(msg.topic):
+                    unknown.add(msg.topic)
+        for topic in unknown:
+            self.on_unknown_topic(topic)
+        for topic, queue_id in touched:
+            self.on_stored(topic, queue_id)
+        self.copied += kept
+        return kept
+
+    async def run(self) -> None:
+        while True:
+            addr = self.master_addr()
+            if addr is None:
+                await trio.sleep(RETRY_DELAY)
+                continue
+            try:
+                async with connect(addr, connect_timeout=REQUEST_TIMEOUT) as client:
+                    while self.master_addr() == addr and not client.closed:
+                        resp = await client.invoke(replicate_request(self._have()), REQUEST_TIMEOUT)
+                        if resp.code != ResponseCode.SUCCESS:
+                            raise RemotingError(f"{addr}: replication refused: code {resp.code} {resp.remark}")
+                        try:
+                            self.apply(resp.body)
+                        except ValueError as exc:
+                            raise RemotingError(f"{addr}: bad replication answer: {exc}") from None
+                        self.last_ok = self.clock()
+                        if resp.ext("more") != "true":
+                            await trio.sleep(IDLE_POLL)
+            except RemotingError as exc:
+                self.failures += 1
+                if not isinstance(exc, RemotingTimeout):
+                    self.last_ok = -float("inf")  # refused or broken: the master is gone now, not in a few seconds
+                if self.failures == 1 or self.failures % 100 == 0:
+                    log.warning("replication from master %s: %s (%d failures)", addr, exc, self.failures)
+            await trio.sleep(RETRY_DELAY)
+
+
+__all__ = ["REPLICATE_CODE", "Replicator", "replicate_request", "serve_replicate", "split_records"]

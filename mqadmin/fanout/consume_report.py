@@ -1,0 +1,73 @@
+"""The fan-out report's consumers part: a table, its JSON section, its line on the plot.
+
+The table has one row per consumer group (the first ``MAX_GROUP_ROWS``, then
+a total): acknowledged messages of the group's topics, consumed, lag (not
+consumed yet, at or past the offset the group committed, as the brokers
+count lag), unexplained (not consumed although the committed offset is past
+it), consumed-but-not-acknowledged (earlier messages, or sends that timed
+out after being stored) and duplicates; above it, consumed/s and the
+end-to-end latency (broker store time to consumption).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console, RenderableType
+from rich.text import Text
+
+from mqadmin.fanout.consume import consumers_doc
+from mqadmin.render import Col, fit_table
+
+if TYPE_CHECKING:
+    from mqadmin.fanout.runner import FanoutResult
+
+MAX_GROUP_ROWS = 20
+
+
+def to_json(result: FanoutResult, window: float) -> dict[str, Any] | None:
+    consume = result.metrics.consume
+    if consume is None or result.consumer_rows is None:
+        return None
+    return consumers_doc(consume, result.consumer_rows, window)
+
+
+def render(doc: dict[str, Any] | None, console: Console | None = None) -> list[RenderableType]:
+    if doc is None:
+        return []
+    lat = doc["latency_ms"]
+    head = Text(f"{doc['consumers']:,} consumers in {doc['groups']} group(s): {doc['consumptions']:,} consumptions, "
+                f"{doc['per_second'] or 0:,.1f}/s, end-to-end p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms, "
+                f"max {lat['max']:.0f} ms; {doc['pulls']:,} pulls, {doc['rebalances']:,} rebalances")
+    cols = [Col("#Group"), Col("#Consumers", justify="right"), Col("#Acked", justify="right"),
+            Col("#Consumed", justify="right"), Col("#Lag", justify="right"), Col("#Unexplained", justify="right"),
+            Col("#Not acked", 2, "right"), Col("#Dups", justify="right"), Col("#Broker lag", 1, "right")]
+
+    def row(r: dict[str, Any], name: str) -> list[Any]:
+        bad = r["unexplained"]
+        return [name, f"{r.get('members', ''):,}" if isinstance(r.get("members"), int) else "", f"{r['acknowledged']:,}",
+                f"{r['consumed']:,}", f"{r['lag']:,}", Text(f"{bad:,}", style="red" if bad else "green"),
+                f"{r['other']:,}", f"{r['duplicates']:,}",
+                "-" if r.get("broker_lag") is None else f"{r['broker_lag']:,}"]
+
+    groups = doc["by_group"]
+    rows = [row(r, r["group"]) for r in groups[:MAX_GROUP_ROWS]]
+    if len(groups) > MAX_GROUP_ROWS:
+        rows.append([f"... {len(groups) - MAX_GROUP_ROWS} more groups", "", "", "", "", "", "", "", ""])
+    total = {**doc["total"], "members": doc["consumers"],
+             "broker_lag": None if any(r.get("broker_lag") is None for r in groups) else sum(r["broker_lag"] for r in groups)}
+    verdict = "reconciled: every acknowledged message consumed or lagging" if doc["reconciled"] else "NOT reconciled"
+    table = fit_table(cols, rows, footer_rows=[row(total, "total")], console=console,
+                      title=f"consumers ({verdict})")
+    return [head, table]
+
+
+def plot_line(doc: dict[str, Any] | None, ax: Any) -> None:
+    """Consumed per second over the sends-per-second bars."""
+    if doc is None or not doc["per_second_series"]:
+        return
+    ys = doc["per_second_series"]
+    ax.plot([i + 0.5 for i in range(len(ys))], ys, color="#1f77b4", linewidth=1.6, label="consumed")
+
+
+__all__ = ["plot_line", "render", "to_json"]
