@@ -102,9 +102,11 @@ async def test_million_tiny_json_topics_are_refused_by_counting(namesrv: Namesrv
     table = b",".join(b'"T%07d":{}' % i for i in range(1_000_000))
     body = (b'{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":1,"timestamp":1},'
             b'"topicConfigTable":{' + table + b"}}}")
-    # 0.55 s of orjson before the topic count was checked; now the raw topic table is cut and counted first
+    # 0.55 s of orjson in one go before the topic count was checked; now the table is cut into chunks and
+    # counted in slices between other clients' requests (0.3-0.6 s in all, a few ms at a time), refused
+    # as soon as it passes the bound
     await refused(namesrv.addr, request(RequestCode.REGISTER_BROKER, broker_ext(), body),
-                  "more than 200000 topics", within=0.5)
+                  "more than 200000 topics", within=3.0)
     await serving(namesrv.addr, RequestCode.GET_BROKER_CLUSTER_INFO, namesrv.log())
 
 
