@@ -117,7 +117,7 @@ def decode_stored(body: bytes) -> list[dict[str, object]]:
     out = []
     pos = 0
     while pos < len(body):
-        (total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, _born_ip, _born_port, _store_ts,
+        (total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_ip, _born_port, store_ts,
          store_ip, store_port, reconsume, _prepared) = struct.unpack_from(">iiiiiqqiq4siq4siiq", body, pos)
         p = pos + 84
         (blen,) = struct.unpack_from(">i", body, p)
@@ -132,6 +132,7 @@ def decode_stored(body: bytes) -> list[dict[str, object]]:
         assert magic == -626843481 and crc == zlib.crc32(msg_body) & 0x7FFFFFFF
         out.append({"queueId": queue_id, "queueOffset": queue_offset, "phys": phys, "body": msg_body, "topic": topic,
                     "props": props, "flag": flag, "sysFlag": sys_flag, "bornTimestamp": born_ts,
-                    "reconsumeTimes": reconsume, "storeHost": f"{socket.inet_ntoa(store_ip)}:{store_port}"})
+                    "reconsumeTimes": reconsume, "storeHost": f"{socket.inet_ntoa(store_ip)}:{store_port}",
+                    "bornHost": socket.inet_ntoa(born_ip), "storeTs": store_ts})
         pos += total
     return out

@@ -9,7 +9,6 @@ import socket
 import struct
 import subprocess
 import time
-import zlib
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -21,6 +20,7 @@ from remoting.bodies import ClusterInfo, TopicRouteData, parse_kv_table
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand, request
 from remoting.transport import RemotingTimeout, connect
+from tests.broker_wire import decode_stored
 
 pytest_plugins = ("tests.broker_procs",)  # the start_broker fixture
 
@@ -130,31 +130,6 @@ def pull(topic: str, queue_id: int, offset: int, group: str = "CG", *, sys_flag:
 
 def fault(action: str, **ext: object) -> RemotingCommand:
     return request(FAULT, {"action": action, **ext})
-
-
-def decode_stored(body: bytes) -> list[dict[str, object]]:
-    """An independent reading of the stored-message layout (MessageDecoder, IPv4)."""
-    out = []
-    pos = 0
-    while pos < len(body):
-        (total, magic, crc, queue_id, _flag, queue_offset, phys, _sys_flag, _born_ts, born_ip, _born_port, store_ts,
-         store_ip, store_port, _reconsume, _prepared) = struct.unpack_from(">iiiiiqqiq4siq4siiq", body, pos)
-        p = pos + 84
-        (blen,) = struct.unpack_from(">i", body, p)
-        msg_body = body[p + 4 : p + 4 + blen]
-        p += 4 + blen
-        tlen = body[p]
-        topic = body[p + 1 : p + 1 + tlen].decode()
-        p += 1 + tlen
-        (plen,) = struct.unpack_from(">h", body, p)
-        props = body[p + 2 : p + 2 + plen].decode()
-        assert p + 2 + plen - pos == total
-        assert magic == -626843481 and crc == zlib.crc32(msg_body) & 0x7FFFFFFF
-        out.append({"queueId": queue_id, "queueOffset": queue_offset, "phys": phys, "body": msg_body, "topic": topic,
-                    "props": props, "storeHost": f"{socket.inet_ntoa(store_ip)}:{store_port}",
-                    "bornHost": socket.inet_ntoa(born_ip), "storeTs": store_ts})
-        pos += total
-    return out
 
 
 def free_port() -> int:
