@@ -178,7 +178,10 @@ async def test_bad_addresses_and_signals_are_usage_errors(tmp_path: Path) -> Non
 
 
 def _interrupt_after_first_output(args: list[str], marker: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    # SIGINT back to its default in the child: a test run started in the background (``cmd &``) ignores it,
+    # and an ignored SIGINT is inherited, so Ctrl-C would never reach the command under test
+    proc = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + 30

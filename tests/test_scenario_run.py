@@ -210,8 +210,9 @@ def write_small(base: Path, tag: str, duration: float = 3, timeout: float | None
 def start_cli(*args: str, base: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(base), "COLUMNS": "200"}
     code = "import sys; from mqadmin.cli import entry; sys.argv[0] = 'mqadmin'; entry()"
+    # SIGINT back to its default: a background test run (``cmd &``) ignores it, and children inherit that
     return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, cwd=ROOT)
+                            text=True, env=env, cwd=ROOT, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str, str]:
