@@ -39,7 +39,7 @@ from mqadmin.fanout.timeline import Event, KillTimeline, ScenarioTimeline, Timel
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from mqadmin.scenario.schema import Scenario
+    from mqadmin.scenario.model import Scenario
 
 #: Slack (s) on top of the load's own bounds before the driver gives up on a run.
 WATCHDOG_SLACK = 60.0

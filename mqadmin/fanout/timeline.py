@@ -25,7 +25,7 @@ from mqadmin.fanout.metrics import FanoutMetrics
 
 if TYPE_CHECKING:
     from mqadmin.scenario.observer import Observer
-    from mqadmin.scenario.schema import Expectation, Scenario
+    from mqadmin.scenario.model import Expectation, Scenario
 
 
 @dataclass

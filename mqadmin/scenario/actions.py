@@ -22,7 +22,7 @@ from mqadmin.client import AdminClient, AdminError
 from mqadmin.scenario.consumer_schema import ACTION_KINDS as CONSUMER_ACTIONS
 from mqadmin.scenario.expectations import holds, holds_through, stable_hold
 from mqadmin.scenario.observer import Observer
-from mqadmin.scenario.schema import Action
+from mqadmin.scenario.model import Action
 from remoting.bodies import TopicConfig
 
 RPC_TIMEOUT = 3.0

@@ -35,7 +35,7 @@ from simclient.consume_records import ConsumeRecord
 if TYPE_CHECKING:
     from mqadmin.scenario.consumers import ConsumerRun
     from mqadmin.scenario.expectations import Verdict
-    from mqadmin.scenario.schema import Expectation, Scenario
+    from mqadmin.scenario.model import Expectation, Scenario
 
 
 @dataclass

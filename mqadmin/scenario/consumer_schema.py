@@ -35,7 +35,9 @@ from typing import TYPE_CHECKING, Any
 from mqadmin.scenario.yamlnodes import LMap, LSeq
 
 if TYPE_CHECKING:
-    from mqadmin.scenario.schema import Expectation, _Parser, _Section
+    from mqadmin.scenario.model import Expectation
+    from mqadmin.scenario.schema import _Parser
+    from mqadmin.scenario.values import _Section
 
 ACTION_KINDS = ("start_consumer", "stop_consumer", "kill_consumer")
 EXPECT_KINDS = (
@@ -90,7 +92,7 @@ class ConsumerGroupSpec:
 
 
 def parse_group(p: _Parser, sec: _Section, name: str, duration: float) -> ConsumerGroupSpec:
-    from mqadmin.scenario.schema import choice, integer, list_of, number, text, topic_name
+    from mqadmin.scenario.values import choice, integer, list_of, number, text, topic_name
 
     topics = sec.get("topics", list_of(topic_name, max_len=32), p.cluster.topics)
     for t in topics:
@@ -119,7 +121,7 @@ def parse_group(p: _Parser, sec: _Section, name: str, duration: float) -> Consum
 
 def parse_consumers(p: _Parser, data: Any, line: int, duration: float) -> tuple[ConsumerGroupSpec, ...]:
     """The ``consumers:`` section (absent: no consumers)."""
-    from mqadmin.scenario.schema import _Section, text
+    from mqadmin.scenario.values import _Section, text
 
     if data is None:
         return ()
@@ -143,7 +145,7 @@ def parse_consumers(p: _Parser, data: Any, line: int, duration: float) -> tuple[
 
 
 def _group_value(groups: tuple[ConsumerGroupSpec, ...]) -> Any:
-    from mqadmin.scenario.schema import _Bad, text
+    from mqadmin.scenario.values import _Bad, text
 
     def parse(v: Any) -> str:
         name = text(v)
@@ -155,7 +157,7 @@ def _group_value(groups: tuple[ConsumerGroupSpec, ...]) -> Any:
 
 
 def parse_action(p: _Parser, kind: str, sec: _Section) -> dict[str, Any]:
-    from mqadmin.scenario.schema import integer
+    from mqadmin.scenario.values import integer
 
     args: dict[str, Any] = {"group": sec.get("group", _group_value(p.consumer_groups))}
     if kind == "start_consumer":
@@ -167,7 +169,7 @@ def parse_action(p: _Parser, kind: str, sec: _Section) -> dict[str, Any]:
 
 def parse_expectation(p: _Parser, kind: str, sec: _Section) -> dict[str, Any]:
     """The fields of a consumer expectation: threshold, broker, window and ``extra`` (group, broker id, ...)."""
-    from mqadmin.scenario.schema import MAX_DURATION, boolean, integer, number
+    from mqadmin.scenario.values import MAX_DURATION, boolean, integer, number
 
     if not p.consumer_groups:
         raise sec.fail(None, f"{kind} needs a consumers section")
@@ -222,7 +224,7 @@ def describe_action(kind: str, args: dict[str, Any]) -> str:
 
 def broker_config(value: Any) -> tuple[tuple[str, str], ...]:
     """``cluster.broker_config``: extra broker.properties keys for every broker (e.g. slaveReadEnable)."""
-    from mqadmin.scenario.schema import _Bad
+    from mqadmin.scenario.values import _Bad
 
     if not isinstance(value, LMap):
         raise _Bad("must be a mapping of broker.properties keys to values")

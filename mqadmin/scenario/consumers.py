@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import trio
 
 from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
-from mqadmin.scenario.schema import Action, Scenario
+from mqadmin.scenario.model import Action, Scenario
 from simclient import ClientPool, ConsumeRecord, ConsumerOptions, ConsumeStats, OwnershipEvent, SimConsumer
 
 STOP_TIMEOUT = 3.0  # s a graceful stop may take (commit offsets, unregister)

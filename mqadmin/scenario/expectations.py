@@ -17,7 +17,7 @@ from typing import Any
 from mqadmin.scenario import consumer_eval
 from mqadmin.scenario.consumer_schema import EXPECT_KINDS as CONSUMER_EXPECT_KINDS
 from mqadmin.scenario.observer import Observer, present, writable
-from mqadmin.scenario.schema import Condition, Expectation, Scenario
+from mqadmin.scenario.model import Condition, Expectation, Scenario
 from simclient import SendRecord
 
 

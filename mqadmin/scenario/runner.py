@@ -28,7 +28,7 @@ from mqadmin.scenario.actions import ActionError, Executor
 from mqadmin.scenario.consumers import ConsumerFleet, ConsumerRun
 from mqadmin.scenario.expectations import Verdict, evaluate_all
 from mqadmin.scenario.observer import Observer
-from mqadmin.scenario.schema import Action, ProducerGroup, Scenario
+from mqadmin.scenario.model import Action, ProducerGroup, Scenario
 from simclient import (
     ClientPool,
     ConsumeRecord,

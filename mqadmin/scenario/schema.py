@@ -16,10 +16,6 @@ is :class:`ScenarioError`, one line ``FILE:LINE: FIELD: problem``.
 
 from __future__ import annotations
 
-import difflib
-import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,407 +23,40 @@ from mqadmin.scenario import consumer_schema
 from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
 from mqadmin.scenario.yamlnodes import LMap, LSeq, YamlError, line_of
 from mqadmin.scenario.yamlnodes import load as load_yaml
-from namesrv.config import ConfigError, NamesrvConfig
-
-TOPIC_CHARS = set("%|abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
-MAX_DURATION = 600.0
-MAX_FILE_BYTES = 1024 * 1024
-
-
-class ScenarioError(ValueError):
-    """An invalid scenario: the message is one line naming file, line and field."""
-
-
-class _Bad(ValueError):
-    """A parameter value that is wrong; the caller adds where."""
-
-
-# ---------------------------------------------------------------------------
-# the model
-
-
-@dataclass(frozen=True)
-class ClusterSpec:
-    namesrvs: int = 2
-    brokers: int = 2
-    slaves: int = 0
-    topics: tuple[str, ...] = ("ScenarioTopic",)
-    queues: int = 4
-    register_period_ms: int = 30000  # broker registerNameServerPeriod
-    broker_expired_ms: int = 120000  # NameServer brokerChannelExpiredTime
-    scan_interval_ms: int = 5000  # NameServer scanNotActiveBrokerInterval
-    message_store: str = "disk"  # disk: messages survive a broker restart; memory: a kill -9 loses them
-    broker_config: tuple[tuple[str, str], ...] = ()  # extra broker.properties keys for every broker
-    namesrv_config: tuple[tuple[str, str], ...] = ()  # more namesrv.properties keys, e.g. warmRestartEnable
-
-    @property
-    def broker_names(self) -> list[str]:
-        letters = "abcdefghijklmnopqrstuvwxyz"
-        return [f"broker-{letters[i]}" for i in range(self.brokers)]
-
-
-@dataclass(frozen=True)
-class ProducerGroup:
-    """Producers sharing options; each is one simulated DefaultMQProducer."""
-
-    name: str
-    producers: int
-    rate: float  # sends/s per producer
-    message_size: int
-    topics: tuple[str, ...]
-    start: float  # s after time zero
-    duration: float  # s
-    poll_interval: float  # pollNameServerInterval, s
-    send_timeout: float  # sendMsgTimeout, s
-    retries: int  # retryTimesWhenSendFailed
-    latency_fault: bool  # sendLatencyFaultEnable
-    first_id: int = 0  # producer ids of this group: first_id .. first_id + producers - 1
-
-    @property
-    def ids(self) -> range:
-        return range(self.first_id, self.first_id + self.producers)
-
-
-@dataclass(frozen=True)
-class Condition:
-    """A predicate on the NameServers' routes, as the observer last saw them.
-
-    ``route_excludes``/``route_includes``: the broker is (not) in the topic's
-    route on every selected NameServer that answers (at least one must);
-    ``mode`` ``writable`` asks whether producers can send to it (a master and
-    a write-permitted queue entry), ``present`` whether it is listed at all.
-    ``namesrvs_agree``: every selected NameServer answers with the same
-    route; ``namesrvs_disagree``: two that answer differ.
-    """
-
-    kind: str
-    topic: str
-    broker: str | None = None
-    namesrvs: tuple[int, ...] | None = None  # None: all
-    mode: str = "writable"
-
-    def describe(self) -> str:
-        where = "" if self.namesrvs is None else f" on namesrv {','.join(map(str, self.namesrvs))}"
-        if self.kind in ("route_excludes", "route_includes"):
-            verb = "leaves" if self.kind == "route_excludes" else "is in"
-            what = "writable route" if self.mode == "writable" else "route"
-            return f"{self.broker} {verb} the {what} of {self.topic}{where}"
-        return f"NameServers {'agree' if self.kind == 'namesrvs_agree' else 'disagree'} on {self.topic}{where}"
-
-
-@dataclass(frozen=True)
-class Action:
-    kind: str
-    line: int
-    at: float | None  # None: right after the previous action
-    label: str | None
-    args: Mapping[str, Any] = field(default_factory=dict)
-    condition: Condition | None = None  # wait_until only
-
-    def describe(self) -> str:
-        a = self.args
-        if self.kind in consumer_schema.ACTION_KINDS:
-            return consumer_schema.describe_action(self.kind, dict(a))
-        if self.kind == "wait_until":
-            assert self.condition is not None
-            return f"wait_until {self.condition.describe()} (≤ {a['timeout']:g} s)"
-        if self.kind == "fault":
-            what = ", ".join(f"{k}={v}" for k, v in a.items() if k in FAULT_OPS)
-            return f"fault {_broker_text(a)} {what}"
-        if self.kind in ("kill_namesrv", "restart_namesrv"):
-            return f"{self.kind} namesrv-{a['namesrv']}"
-        if self.kind == "partition":
-            return f"partition {_broker_text(a)} from namesrv-{a['namesrv']}"
-        if self.kind == "heal":
-            return f"heal {_broker_text(a)}" + ("" if a.get("namesrv") is None else f" with namesrv-{a['namesrv']}")
-        if self.kind == "create_topic":
-            return f"create_topic {a['topic']} ({a['queues']} queues)"
-        if "broker" in a:
-            return f"{self.kind} {_broker_text(a)}"
-        return self.kind
-
-
-def _broker_text(a: Mapping[str, Any]) -> str:
-    return f"{a['broker']}-{a.get('broker_id', 0)}" if "broker_id" in a else str(a["broker"])
-
-
-@dataclass(frozen=True)
-class Window:
-    """Seconds relative to when the ``after`` action took effect (or to time zero); None: open."""
-
-    start: float | None = None
-    end: float | None = None
-
-    def describe(self) -> str:
-        if self.start is None and self.end is None:
-            return ""
-        lo = "start" if self.start is None else f"{self.start:g}"
-        hi = "end" if self.end is None else f"{self.end:g}"
-        return f"[{lo}, {hi}] s"
-
-
-@dataclass(frozen=True)
-class Expectation:
-    kind: str
-    line: int
-    after: str | None = None  # a timeline label: times and windows count from when that action took effect
-    condition: Condition | None = None  # the timed kinds
-    within: float | None = None
-    not_before: float | None = None
-    threshold: float | None = None  # min rate, max count, max ms, min count
-    window: Window = Window()
-    producers: str | None = None  # a producer group name; None: all
-    broker: str | None = None  # max_sends_to / min_sends_to
-    outcome: str = "all"  # p99_send_latency: all sends or only stored ones
-    upper: float | None = None  # send_success_rate: at most this (a scenario where sends must fail)
-    extra: Mapping[str, Any] = field(default_factory=dict)  # consumer expectations: group, broker id, ...
-
-    def describe(self) -> str:
-        if self.kind in consumer_schema.EXPECT_KINDS:
-            return consumer_schema.describe(self)
-        after = f" after {self.after}" if self.after else ""
-        scope = ""
-        if self.window.describe():
-            scope += f" in {self.window.describe()}{after}"
-        elif self.after:
-            scope += f" from {self.after} on"
-        if self.producers:
-            scope += f" ({self.producers})"
-        if self.condition is not None:
-            bound = f"within {self.within:g} s{after}"
-            if self.not_before is not None:
-                bound = f"after {self.not_before:g}-{self.within:g} s{after.replace(' after', ' of')}"
-            return f"{self.condition.describe()} {bound}"
-        t = self.threshold
-        if self.kind == "send_success_rate":
-            if self.upper is not None:
-                return f"send success rate {f'{t:g}..' if t else '<= '}{self.upper:g}{scope}"
-            return f"send success rate >= {t:g}{scope}"
-        if self.kind == "max_failed_sends":
-            return f"failed sends <= {t:g}{scope}"
-        if self.kind == "p99_send_latency":
-            which = "" if self.outcome == "all" else " (stored sends)"
-            return f"p99 send latency <= {t:g} ms{which}{scope}"
-        if self.kind == "max_sends_to":
-            return f"sends stored on {self.broker} <= {t:g}{scope}"
-        if self.kind == "min_sends_to":
-            return f"sends stored on {self.broker} >= {t:g}{scope}"
-        return self.kind
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    description: str
-    path: str
-    duration: float
-    timeout: float
-    cluster: ClusterSpec
-    groups: tuple[ProducerGroup, ...]
-    observe_interval: float
-    observe_timeout: float
-    observe_topics: tuple[str, ...]
-    timeline: tuple[Action, ...]
-    expectations: tuple[Expectation, ...]
-    consumers: tuple[ConsumerGroupSpec, ...] = ()
-
-    @property
-    def producers(self) -> int:
-        return sum(g.producers for g in self.groups)
-
-    def group(self, name: str) -> ProducerGroup:
-        return next(g for g in self.groups if g.name == name)
-
-
-# ---------------------------------------------------------------------------
-# value parsers: each returns the value or raises _Bad
-
-Parser = Callable[[Any], Any]
-REQUIRED: Any = object()
-
-
-def integer(lo: int, hi: int) -> Parser:
-    def parse(v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise _Bad(f"must be an integer, got {_show(v)}")
-        if not lo <= v <= hi:
-            raise _Bad(f"must be {lo}..{hi}, got {v}")
-        return v
-    return parse
-
-
-def number(lo: float, hi: float, *, lo_open: bool = False) -> Parser:
-    def parse(v: Any) -> float:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise _Bad(f"must be a number, got {_show(v)}")
-        if v < lo or v > hi or (lo_open and v == lo):
-            raise _Bad(f"must be {'>' if lo_open else '>='} {lo:g} and <= {hi:g}, got {v:g}")
-        return float(v)
-    return parse
-
-
-def boolean(v: Any) -> bool:
-    if not isinstance(v, bool):
-        raise _Bad(f"must be true or false, got {_show(v)}")
-    return v
-
-
-def text(v: Any) -> str:
-    if not isinstance(v, str) or not v.strip():
-        raise _Bad(f"must be a non-empty string, got {_show(v)}")
-    return v.strip()
-
-
-def choice(*options: str) -> Parser:
-    def parse(v: Any) -> str:
-        if v not in options:
-            raise _Bad(f"must be one of {', '.join(options)}, got {_show(v)}")
-        return v
-    return parse
-
-
-def topic_name(v: Any) -> str:
-    name = text(v)
-    if len(name) > 127 or not set(name) <= TOPIC_CHARS:
-        raise _Bad(f"topic {name!r} must be 1-127 characters of [%|a-zA-Z0-9_-]")
-    return name
-
-
-def scenario_name(v: Any) -> str:
-    name = text(v)
-    if len(name) > 64 or not all(c.isalnum() or c in "._-" for c in name):
-        raise _Bad(f"must be 1-64 characters of letters, digits, '.', '_' and '-', got {name!r}")
-    return name
-
-
-#: NameServer keys the runner sets itself (or from other cluster fields); namesrv_config may not.
-RUNNER_NAMESRV_KEYS = ("listenPort", "bindAddress", "scanNotActiveBrokerInterval", "brokerChannelExpiredTime")
-
-
-def namesrv_config(v: Any) -> tuple[tuple[str, str], ...]:
-    """``{key: value}`` of NameServer properties, checked as mqnamesrv would check them."""
-    if not isinstance(v, dict):
-        raise _Bad(f"must be a mapping of NameServer config keys to values, got {_show(v)}")
-    known = set(NamesrvConfig.keys())
-    out = []
-    for key, value in v.items():
-        if key not in known:
-            raise _Bad(f"{key!r} is not a NameServer config key")
-        if key in RUNNER_NAMESRV_KEYS:
-            raise _Bad(f"{key} is set by the runner (see the other cluster fields)")
-        if NamesrvConfig.is_path_key(key):
-            raise _Bad(f"{key}: paths stay in the scenario's own state directory")
-        if isinstance(value, bool):
-            value = "true" if value else "false"
-        elif isinstance(value, (int, str)):
-            value = str(value)
-        else:
-            raise _Bad(f"{key} must be a string, number or true/false, got {_show(value)}")
-        try:
-            NamesrvConfig().parse_values({key: value})
-        except ConfigError as exc:
-            raise _Bad(str(exc)) from None
-        out.append((key, value))
-    return tuple(out)
-
-
-def list_of(item: Parser, *, min_len: int = 1, max_len: int = 64) -> Parser:
-    def parse(v: Any) -> tuple[Any, ...]:
-        values = list(v) if isinstance(v, list) else [v]
-        if not min_len <= len(values) <= max_len:
-            raise _Bad(f"must list {min_len}..{max_len} items, got {len(values)}")
-        out = []
-        for i, x in enumerate(values):
-            try:
-                out.append(item(x))
-            except _Bad as exc:
-                raise _Bad(f"item {i + 1}: {exc}") from None
-        if len(set(out)) != len(out):
-            raise _Bad("must not repeat an item")
-        return tuple(out)
-    return parse
-
-
-def _show(v: Any) -> str:
-    if v is None:
-        return "nothing"
-    if isinstance(v, (list, dict)):
-        return "a list" if isinstance(v, list) else "a mapping"
-    s = repr(v)
-    return s if len(s) <= 40 else s[:37] + "..."
-
-
-# ---------------------------------------------------------------------------
-# reading sections
-
-
-class _Ctx:
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.deferred: list[tuple[str, Any, int, str]] = []  # (what, value, line, field)
-
-    def error(self, line: int, where: str, message: str) -> ScenarioError:
-        loc = f"{self.path}:{line}" if line else self.path
-        return ScenarioError(f"{loc}: {where}: {message}" if where else f"{loc}: {message}")
-
-
-class _Section:
-    """Typed reads from one mapping; ``finish`` rejects keys nobody read."""
-
-    def __init__(self, ctx: _Ctx, data: Any, where: str, line: int = 0) -> None:
-        if not isinstance(data, LMap):
-            raise ctx.error(line_of(data, line), where, f"must be a mapping, got {_show(data)}")
-        self.ctx = ctx
-        self.data = data
-        self.where = where
-        self.read: set[str] = set()
-        self.also: tuple[str, ...] = ()  # keys read elsewhere but valid here too (an item's `at`, `label`)
-
-    def path(self, key: str) -> str:
-        return f"{self.where}.{key}" if self.where else key
-
-    def line(self, key: str | None = None) -> int:
-        if key is not None and key in self.data.key_lines:
-            return self.data.key_lines[key]
-        return self.data.line
-
-    def has(self, key: str) -> bool:
-        return key in self.data
-
-    def get(self, key: str, parse: Parser, default: Any = REQUIRED) -> Any:
-        self.read.add(key)
-        if key not in self.data or (self.data[key] is None and default is not REQUIRED):
-            if default is REQUIRED:
-                raise self.ctx.error(self.data.line, self.path(key), "is required")
-            return default
-        try:
-            return parse(self.data[key])
-        except _Bad as exc:
-            raise self.ctx.error(self.line(key), self.path(key), str(exc)) from None
-
-    def raw(self, key: str) -> Any:
-        self.read.add(key)
-        return self.data.get(key)
-
-    def fail(self, key: str | None, message: str) -> ScenarioError:
-        return self.ctx.error(self.line(key), self.path(key) if key else self.where, message)
-
-    def finish(self) -> None:
-        for key in self.data:
-            if key not in self.read:
-                names = sorted(self.read | set(self.also))
-                close = difflib.get_close_matches(str(key), names, n=1)
-                hint = f"did you mean {close[0]}? " if close else ""
-                raise self.ctx.error(self.line(key), self.path(key),
-                                     f"unknown field ({hint}expected one of: {', '.join(names)})")
-
+from mqadmin.scenario.model import (
+    FAULT_OPS,
+    Action,
+    ClusterSpec,
+    Condition,
+    Expectation,
+    ProducerGroup,
+    Scenario,
+    Window,
+)
+from mqadmin.scenario.values import (
+    MAX_DURATION,
+    MAX_FILE_BYTES,
+    REQUIRED,
+    ScenarioError,
+    _Bad,
+    _Ctx,
+    _Section,
+    _show,
+    boolean,
+    choice,
+    integer,
+    list_of,
+    namesrv_config,
+    number,
+    scenario_name,
+    text,
+    topic_name,
+)
 
 # ---------------------------------------------------------------------------
 # actions and expectations: one kind key per item
 
 
-#: fault operations, exactly one per fault action
-FAULT_OPS = ("latency_ms", "reject", "hang", "resume", "clear")
 CONDITION_KINDS = ("route_excludes", "route_includes", "namesrvs_agree", "namesrvs_disagree")
 BROKER_ACTIONS = ("kill_broker", "stop_broker", "cont_broker", "shutdown_broker", "restart_broker")
 ACTION_KINDS = (

@@ -1,0 +1,214 @@
+"""The scenario model: frozen dataclasses a validated scenario file becomes.
+
+Apart from the parser (:mod:`mqadmin.scenario.schema`) so the runner, the
+actions and the expectations depend on the shapes only, not on YAML.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mqadmin.scenario import consumer_schema
+from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
+
+
+
+#: fault operations, exactly one per fault action
+FAULT_OPS = ("latency_ms", "reject", "hang", "resume", "clear")
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    namesrvs: int = 2
+    brokers: int = 2
+    slaves: int = 0
+    topics: tuple[str, ...] = ("ScenarioTopic",)
+    queues: int = 4
+    register_period_ms: int = 30000  # broker registerNameServerPeriod
+    broker_expired_ms: int = 120000  # NameServer brokerChannelExpiredTime
+    scan_interval_ms: int = 5000  # NameServer scanNotActiveBrokerInterval
+    message_store: str = "disk"  # disk: messages survive a broker restart; memory: a kill -9 loses them
+    broker_config: tuple[tuple[str, str], ...] = ()  # extra broker.properties keys for every broker
+    namesrv_config: tuple[tuple[str, str], ...] = ()  # more namesrv.properties keys, e.g. warmRestartEnable
+
+    @property
+    def broker_names(self) -> list[str]:
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        return [f"broker-{letters[i]}" for i in range(self.brokers)]
+
+
+@dataclass(frozen=True)
+class ProducerGroup:
+    """Producers sharing options; each is one simulated DefaultMQProducer."""
+
+    name: str
+    producers: int
+    rate: float  # sends/s per producer
+    message_size: int
+    topics: tuple[str, ...]
+    start: float  # s after time zero
+    duration: float  # s
+    poll_interval: float  # pollNameServerInterval, s
+    send_timeout: float  # sendMsgTimeout, s
+    retries: int  # retryTimesWhenSendFailed
+    latency_fault: bool  # sendLatencyFaultEnable
+    first_id: int = 0  # producer ids of this group: first_id .. first_id + producers - 1
+
+    @property
+    def ids(self) -> range:
+        return range(self.first_id, self.first_id + self.producers)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A predicate on the NameServers' routes, as the observer last saw them.
+
+    ``route_excludes``/``route_includes``: the broker is (not) in the topic's
+    route on every selected NameServer that answers (at least one must);
+    ``mode`` ``writable`` asks whether producers can send to it (a master and
+    a write-permitted queue entry), ``present`` whether it is listed at all.
+    ``namesrvs_agree``: every selected NameServer answers with the same
+    route; ``namesrvs_disagree``: two that answer differ.
+    """
+
+    kind: str
+    topic: str
+    broker: str | None = None
+    namesrvs: tuple[int, ...] | None = None  # None: all
+    mode: str = "writable"
+
+    def describe(self) -> str:
+        where = "" if self.namesrvs is None else f" on namesrv {','.join(map(str, self.namesrvs))}"
+        if self.kind in ("route_excludes", "route_includes"):
+            verb = "leaves" if self.kind == "route_excludes" else "is in"
+            what = "writable route" if self.mode == "writable" else "route"
+            return f"{self.broker} {verb} the {what} of {self.topic}{where}"
+        return f"NameServers {'agree' if self.kind == 'namesrvs_agree' else 'disagree'} on {self.topic}{where}"
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: str
+    line: int
+    at: float | None  # None: right after the previous action
+    label: str | None
+    args: Mapping[str, Any] = field(default_factory=dict)
+    condition: Condition | None = None  # wait_until only
+
+    def describe(self) -> str:
+        a = self.args
+        if self.kind in consumer_schema.ACTION_KINDS:
+            return consumer_schema.describe_action(self.kind, dict(a))
+        if self.kind == "wait_until":
+            assert self.condition is not None
+            return f"wait_until {self.condition.describe()} (≤ {a['timeout']:g} s)"
+        if self.kind == "fault":
+            what = ", ".join(f"{k}={v}" for k, v in a.items() if k in FAULT_OPS)
+            return f"fault {_broker_text(a)} {what}"
+        if self.kind in ("kill_namesrv", "restart_namesrv"):
+            return f"{self.kind} namesrv-{a['namesrv']}"
+        if self.kind == "partition":
+            return f"partition {_broker_text(a)} from namesrv-{a['namesrv']}"
+        if self.kind == "heal":
+            return f"heal {_broker_text(a)}" + ("" if a.get("namesrv") is None else f" with namesrv-{a['namesrv']}")
+        if self.kind == "create_topic":
+            return f"create_topic {a['topic']} ({a['queues']} queues)"
+        if "broker" in a:
+            return f"{self.kind} {_broker_text(a)}"
+        return self.kind
+
+
+def _broker_text(a: Mapping[str, Any]) -> str:
+    return f"{a['broker']}-{a.get('broker_id', 0)}" if "broker_id" in a else str(a["broker"])
+
+
+@dataclass(frozen=True)
+class Window:
+    """Seconds relative to when the ``after`` action took effect (or to time zero); None: open."""
+
+    start: float | None = None
+    end: float | None = None
+
+    def describe(self) -> str:
+        if self.start is None and self.end is None:
+            return ""
+        lo = "start" if self.start is None else f"{self.start:g}"
+        hi = "end" if self.end is None else f"{self.end:g}"
+        return f"[{lo}, {hi}] s"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    kind: str
+    line: int
+    after: str | None = None  # a timeline label: times and windows count from when that action took effect
+    condition: Condition | None = None  # the timed kinds
+    within: float | None = None
+    not_before: float | None = None
+    threshold: float | None = None  # min rate, max count, max ms, min count
+    window: Window = Window()
+    producers: str | None = None  # a producer group name; None: all
+    broker: str | None = None  # max_sends_to / min_sends_to
+    outcome: str = "all"  # p99_send_latency: all sends or only stored ones
+    upper: float | None = None  # send_success_rate: at most this (a scenario where sends must fail)
+    extra: Mapping[str, Any] = field(default_factory=dict)  # consumer expectations: group, broker id, ...
+
+    def describe(self) -> str:
+        if self.kind in consumer_schema.EXPECT_KINDS:
+            return consumer_schema.describe(self)
+        after = f" after {self.after}" if self.after else ""
+        scope = ""
+        if self.window.describe():
+            scope += f" in {self.window.describe()}{after}"
+        elif self.after:
+            scope += f" from {self.after} on"
+        if self.producers:
+            scope += f" ({self.producers})"
+        if self.condition is not None:
+            bound = f"within {self.within:g} s{after}"
+            if self.not_before is not None:
+                bound = f"after {self.not_before:g}-{self.within:g} s{after.replace(' after', ' of')}"
+            return f"{self.condition.describe()} {bound}"
+        t = self.threshold
+        if self.kind == "send_success_rate":
+            if self.upper is not None:
+                return f"send success rate {f'{t:g}..' if t else '<= '}{self.upper:g}{scope}"
+            return f"send success rate >= {t:g}{scope}"
+        if self.kind == "max_failed_sends":
+            return f"failed sends <= {t:g}{scope}"
+        if self.kind == "p99_send_latency":
+            which = "" if self.outcome == "all" else " (stored sends)"
+            return f"p99 send latency <= {t:g} ms{which}{scope}"
+        if self.kind == "max_sends_to":
+            return f"sends stored on {self.broker} <= {t:g}{scope}"
+        if self.kind == "min_sends_to":
+            return f"sends stored on {self.broker} >= {t:g}{scope}"
+        return self.kind
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    path: str
+    duration: float
+    timeout: float
+    cluster: ClusterSpec
+    groups: tuple[ProducerGroup, ...]
+    observe_interval: float
+    observe_timeout: float
+    observe_topics: tuple[str, ...]
+    timeline: tuple[Action, ...]
+    expectations: tuple[Expectation, ...]
+    consumers: tuple[ConsumerGroupSpec, ...] = ()
+
+    @property
+    def producers(self) -> int:
+        return sum(g.producers for g in self.groups)
+
+    def group(self, name: str) -> ProducerGroup:
+        return next(g for g in self.groups if g.name == name)
+
+
