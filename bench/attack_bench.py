@@ -70,15 +70,22 @@ class RssSampler:
             time.sleep(self.period)
 
     def reset_peak(self) -> None:
+        time.sleep(self.period * 2)  # a sample taken after the reset, not the one before it
         self.peak = self.latest
 
-    def __enter__(self) -> RssSampler:
+    def start(self) -> RssSampler:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> None:
         self._stop.set()
         self._thread.join(2)
+
+    def __enter__(self) -> RssSampler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 class Prober:

@@ -26,7 +26,6 @@ import multiprocessing
 import socket
 import struct
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -35,12 +34,12 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from attack_bench import RssSampler  # noqa: E402  (bench/ is on the path: scripts run from it)
 from remoting import requests as rq
 from remoting.codec import FrameDecoder, encode
 from remoting.codes import RequestCode
@@ -223,36 +222,6 @@ class Probe:
 # memory
 
 
-class RssSampler:
-    """Peak and latest RSS of one process, sampled every 20 ms in a thread."""
-
-    def __init__(self, pid: int, period: float = 0.02) -> None:
-        self.proc = psutil.Process(pid)
-        self.period = period
-        self.peak = 0
-        self.latest = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.latest = self.proc.memory_info().rss
-            except psutil.Error:
-                return
-            self.peak = max(self.peak, self.latest)
-            time.sleep(self.period)
-
-    def reset_peak(self) -> None:
-        time.sleep(self.period * 2)
-        self.peak = self.latest
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-
-
 # --------------------------------------------------------------------------
 # servers
 
@@ -267,7 +236,7 @@ class Server:
         self.addr = (host, int(port))
         assert proc.proc is not None
         self.pid = proc.proc.pid
-        self.rss = RssSampler(self.pid)
+        self.rss = RssSampler(self.pid).start()
         self.probe = Probe(self.addr, kind)
         self.baseline: dict[str, Any] = {}
 
@@ -339,7 +308,7 @@ class Server:
         self.addr = (host, int(port))
         assert self.proc.proc is not None
         self.pid = self.proc.proc.pid
-        self.rss = RssSampler(self.pid)
+        self.rss = RssSampler(self.pid).start()
         self.probe = Probe(self.addr, self.kind)
         return status
 

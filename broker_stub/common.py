@@ -64,20 +64,6 @@ def format_properties(props: dict[str, str]) -> str:
     return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items())
 
 
-def find_property(text: str, name: str) -> str | None:
-    """One property straight from the properties string, without parsing all of it (hot path)."""
-    key = name + NAME_VALUE_SEPARATOR
-    if text.startswith(key):
-        start = len(key)
-    else:
-        i = text.find(PROPERTY_SEPARATOR + key)
-        if i < 0:
-            return None
-        start = i + 1 + len(key)
-    end = text.find(PROPERTY_SEPARATOR, start)
-    return text[start:end] if end >= 0 else text[start:]
-
-
 def get_property(text: str, name: str) -> str | None:
     """A property as Java's parsed map holds it: the last pair of that name with a non-empty
     value wins. Hot path: when the name occurs once, at a pair's start, two finds and a slice."""

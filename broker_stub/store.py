@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from broker_stub.common import find_property
+from remoting.msgprops import find_property
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7, MessageDecoder V1
 _HEAD = struct.Struct(">iiiiiqqiq4siq4siiq")  # totalSize .. preparedTransactionOffset, 84 bytes

@@ -14,6 +14,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from remoting.msgprops import find_property
+
 MAGIC_V1 = -626843481
 MAGIC_V2 = -626843477
 BORNHOST_V6 = 0x10
@@ -47,19 +49,6 @@ class Pulled:
     retry_topic: str | None  # RETRY_TOPIC of a message re-delivered on %RETRY%group
 
 
-def _prop(text: str, name: str) -> str | None:
-    key = name + NAME_VALUE
-    if text.startswith(key):
-        start = len(key)
-    else:
-        i = text.find(PROPERTY_END + key)
-        if i < 0:
-            return None
-        start = i + 1 + len(key)
-    end = text.find(PROPERTY_END, start)
-    return text[start:end] if end >= 0 else text[start:]
-
-
 def decode_pulled(data: bytes) -> list[Pulled]:
     """Every message in a pull answer's body; DecodeError on a malformed one."""
     out: list[Pulled] = []
@@ -91,7 +80,7 @@ def decode_pulled(data: bytes) -> list[Pulled]:
                 raise DecodeError(f"message at byte {pos} overruns its size {total}")
             props = data[p + 2 : p + 2 + props_len].decode("utf-8")
             out.append(Pulled(topic, queue_id, queue_offset, phys, store_ts, born_ts, reconsume, body_len,
-                              _prop(props, "UNIQ_KEY") or "", _prop(props, "TAGS"), _prop(props, "RETRY_TOPIC")))
+                              find_property(props, "UNIQ_KEY") or "", find_property(props, "TAGS"), find_property(props, "RETRY_TOPIC")))
             pos += total
     except (struct.error, IndexError, UnicodeDecodeError) as exc:
         raise DecodeError(f"malformed stored message at byte {pos}: {exc}") from None
