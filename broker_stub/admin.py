@@ -26,6 +26,8 @@ from broker_stub.clients import Subscription
 from broker_stub.common import Reject
 from broker_stub.config import BrokerConfig
 from broker_stub.consuming import Consuming
+from broker_stub.message_query import MessageQuery
+from broker_stub.query_index import KeyIndex
 from broker_stub.stats import GROUP_GET_NUMS, TOPIC_PUT_NUMS, BrokerStats
 from broker_stub.store import MessageStore
 from broker_stub.subgroups import SubscriptionGroups
@@ -96,6 +98,8 @@ class BrokerAdmin:
         self.clock = clock
         self.stats = BrokerStats(config.brokerClusterName, self._now())
         self.groups = GroupAdmin(config, topics, store, consuming, subgroups, stats=self.stats, write_to=write_to)
+        self.keys = KeyIndex(store, config.maxKeyIndexEntries)
+        self.queries = MessageQuery(self.keys)
         consuming.on_pulled = self._pulled
 
     def _now(self) -> int:
@@ -110,10 +114,16 @@ class BrokerAdmin:
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
             **self.groups.handlers(),
+            **self.queries.handlers(),
         }
 
     # ------------------------------------------------------------------
     # hooks
+
+    def stored(self, topic: str, size: int) -> None:
+        """A message was put (the put path's hook): its statistics, and its keys to index."""
+        self.stats.put(topic, size)
+        self.keys.touch(topic)
 
     def tick(self) -> None:
         """Once a second: fold the second's sends and pulls into the stats items."""

@@ -91,6 +91,7 @@ class BrokerConfig:
     writeBufferLowWaterMark: int = 0
     maxHeldPulls: int = 10000  # long-polling pulls held at once; beyond, answered at once
     persistMessages: bool = True  # with storePathRootDir: messages also go to per-queue files, read back on start
+    maxKeyIndexEntries: int = 1_000_000  # keys QUERY_MESSAGE finds (UNIQ_KEY and KEYS words), newest; 28 bytes each
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -146,6 +147,7 @@ class BrokerConfig:
             "shortPollingTimeMills",
             "maxHeldPulls",
             "flushConsumerOffsetInterval",
+            "maxKeyIndexEntries",
         ):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key} must be positive, got {getattr(self, key)}")

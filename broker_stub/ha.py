@@ -45,7 +45,10 @@ class HighAvailability:
             return
         self.sync = SlaveSync(topics, master_addr=master_addr, set_offset=consuming.set_offset)
 
+        keys = processor.admin.keys
+
         def stored(topic: str, queue_id: int) -> None:
+            keys.touch(topic)
             if consuming.hold.count:
                 consuming.arrived(topic, queue_id)
 

@@ -106,7 +106,7 @@ class BrokerProcessor:
         self.sending.consuming = self.consuming
         self.admin = BrokerAdmin(config, topics, store, self.consuming, subgroups or SubscriptionGroups(),
                                  peer_of=peer_of, write_to=write_to, clock=clock)
-        self.sending.on_put = self.admin.stats.put
+        self.sending.on_put = self.admin.stored
         self._handlers: dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]] = {
             RequestCode.SEND_MESSAGE: self.send_message,
             RequestCode.SEND_MESSAGE_V2: self.send_message,

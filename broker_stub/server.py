@@ -141,6 +141,7 @@ class BrokerServer:
             nursery.start_soon(self._tick)
             nursery.start_soon(self._timers)
             nursery.start_soon(ha.run)
+            nursery.start_soon(self.processor.admin.keys.run)
             if persistence is not None:
                 nursery.start_soon(persistence.run)
             if self.saver is not None:
