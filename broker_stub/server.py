@@ -135,7 +135,7 @@ class BrokerServer:
                 self.processor.sending.hold_answer = persistence.hold_answer
         registrar = self.registrar
         ha = HighAvailability(self.processor, store, topics, is_master=config.is_master,
-                              master_addr=lambda: registrar.master_addr)
+                              master_addr=lambda: registrar.master_addr, ha_server_addr=lambda: registrar.ha_server_addr)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(reactor.run)
             nursery.start_soon(self._tick)
