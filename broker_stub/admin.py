@@ -26,6 +26,7 @@ from broker_stub.clients import Subscription
 from broker_stub.common import Reject
 from broker_stub.config import BrokerConfig
 from broker_stub.consume_stats import BrokerConsumeStats
+from broker_stub.consumer_relay import ConsumerRelay
 from broker_stub.consuming import Consuming
 from broker_stub.message_query import MessageQuery
 from broker_stub.producer_table import producer_table_body
@@ -98,6 +99,7 @@ class BrokerAdmin:
             config, topics, store, consuming, subgroups, self.stats,
             broker_addr=lambda: f"{config.brokerIP1}:{config.listenPort}", store_timestamp=self.store_timestamp,
             write_to=write_to, now=self._now)
+        self.relay = ConsumerRelay(consuming.clients, write_to=write_to, peer_of=peer_of, clock=clock)
         consuming.on_pulled = self._pulled
 
     def _now(self) -> int:
@@ -115,6 +117,7 @@ class BrokerAdmin:
             **self.groups.handlers(),
             **self.queries.handlers(),
             **self.broker_consume_stats.handlers(),
+            **self.relay.handlers(),
         }
 
     # ------------------------------------------------------------------
@@ -128,6 +131,7 @@ class BrokerAdmin:
     def tick(self) -> None:
         """Once a second: fold the second's sends and pulls into the stats items."""
         self.stats.flush(self._now())
+        self.relay.expire()
 
     def _pulled(self, group: str, topic: str, records: list[bytes]) -> None:
         self.stats.got(group, topic, len(records), sum(map(len, records)))
