@@ -94,7 +94,7 @@ class BrokerAdmin:
         self.stats = BrokerStats(config.brokerClusterName, self._now())
         self.groups = GroupAdmin(config, topics, store, consuming, subgroups, stats=self.stats, write_to=write_to)
         self.keys = KeyIndex(store, config.maxKeyIndexEntries)
-        self.queries = MessageQuery(self.keys)
+        self.queries = MessageQuery(self.keys, lambda key, default: int(config.java_settings.get(key, default)))
         self.broker_consume_stats = BrokerConsumeStats(
             config, topics, store, consuming, subgroups, self.stats,
             broker_addr=lambda: f"{config.brokerIP1}:{config.listenPort}", store_timestamp=self.store_timestamp,
