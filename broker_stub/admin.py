@@ -91,7 +91,7 @@ class BrokerAdmin:
         self.consuming = consuming
         self.peer_of = peer_of
         self.clock = clock
-        self.stats = BrokerStats(config.brokerClusterName, self._now())
+        self.stats = BrokerStats(config.brokerClusterName, self._now(), clock=self._now)
         self.groups = GroupAdmin(config, topics, store, consuming, subgroups, stats=self.stats, write_to=write_to)
         self.keys = KeyIndex(store, config.maxKeyIndexEntries)
         self.queries = MessageQuery(self.keys, lambda key, default: int(config.java_settings.get(key, default)))
