@@ -138,6 +138,7 @@ class BrokerAdmin:
 
     def topic_deleted(self, topic: str) -> None:
         self.stats.topic_deleted(topic)
+        self.keys.forget_topic(topic)
 
     def store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
         """getMessageStoreTimeStamp: when the message at ``offset`` was stored (-1 if it is not held)."""

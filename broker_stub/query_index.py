@@ -22,11 +22,15 @@ hash-slot files with a chain per slot. ``queryMsgByKey`` and
   long; :meth:`KeyIndex.run` calls it until it has caught up. The first
   pass reads every queue, so messages read back from disk at start (or
   held by a slave) are indexed as the broker comes up, as Java rebuilds its
-  index on recovery.
-* **Exact answers.** A lookup walks the slot's chain (newest first, at most
-  ``MAX_WALK`` entries), fetches each candidate from the store and keeps it
-  only if it is still held, belongs to the topic, carries the key (as its
-  ``UNIQ_KEY`` or one of its ``KEYS``) and was stored within the time range.
+  index on recovery. Within one pass the queues are read one after
+  another, so when a single pass offers more keys than the capacity (a
+  start with more stored keys than the index holds) the entries kept are
+  those of the queues read last rather than strictly the newest.
+* **Exact answers.** A lookup walks the slot's chain (at most ``MAX_WALK``
+  entries), fetches each candidate from the store and keeps it only if it
+  is still held, belongs to the topic, carries the key (as its ``UNIQ_KEY``
+  or one of its ``KEYS``) and was stored within the time range; of those,
+  the ``maxNum`` newest by commit-log offset, oldest first, as Java answers.
   Java returns hash matches and leaves the check to the client.
 """
 
@@ -138,6 +142,12 @@ class KeyIndex:
         """``topic`` got a record: read its queues in the next pass (cheap: the put path calls it)."""
         self._dirty.add(topic)
 
+    def forget_topic(self, topic: str) -> None:
+        """``topic`` was deleted: if it comes back, its queues start over at offset 0. (Its entries
+        stay until overwritten; a lookup checks the record it finds, so they match nothing.)"""
+        self._next = {k: v for k, v in self._next.items() if k[0] != topic}
+        self._work = [k for k in self._work if k[0] != topic]
+
     @property
     def behind(self) -> bool:
         return bool(self._work or self._dirty or self._everything)
@@ -170,10 +180,7 @@ class KeyIndex:
                 key = work[-1]
                 topic, queue_id = key
                 lo, hi = store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)
-                start = self._next.get(key, 0)
-                if start > hi:  # the queue started over: its topic was deleted and created again
-                    start = lo
-                start = max(start, lo)
+                start = max(self._next.get(key, 0), lo)
                 if start < hi:
                     records, start = store.get(topic, queue_id, start, budget - done, 1 << 62)
                     for record in records:
@@ -205,8 +212,9 @@ class KeyIndex:
                     self._add(hash(f"{topic}#{key}"), queue_id, offset)
                     added = True
         self.indexed_records += 1
-        if added:
-            self.last_phys = phys_offset(record)
+        phys = phys_offset(record)
+        if added and phys >= self.last_phys:  # queues are read in any order: keep the newest
+            self.last_phys = phys
             self.last_timestamp = store_timestamp(record)
 
     def _add(self, key_hash: int, queue_id: int, offset: int) -> None:
@@ -256,7 +264,7 @@ class KeyIndex:
         store = self.store
         counted = store.get_total
         try:
-            while seq >= 0 and seq >= oldest and steps < MAX_WALK and len(found) < max_num:
+            while seq >= 0 and seq >= oldest and steps < MAX_WALK:
                 pos = seq % self.capacity
                 if self._hashes[pos] == key_hash:
                     ident = (self._queue_ids[pos], self._offsets[pos])
@@ -269,8 +277,8 @@ class KeyIndex:
                 steps += 1
         finally:
             store.get_total = counted  # a lookup is not consumption
-        found.sort(key=lambda item: item[0])
-        return [record for _, record in found]
+        found.sort(key=lambda item: item[0])  # queues are indexed in any order: the newest by commit-log offset
+        return [record for _, record in found[-max_num:]]
 
     @staticmethod
     def _matches(record: bytes, topic: str, key: str, begin: int, end: int) -> bool:
