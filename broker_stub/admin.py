@@ -93,7 +93,8 @@ class BrokerAdmin:
         self.clock = clock
         self.stats = BrokerStats(config.brokerClusterName, self._now(), clock=self._now)
         self.groups = GroupAdmin(config, topics, store, consuming, subgroups, stats=self.stats, write_to=write_to)
-        self.keys = KeyIndex(store, config.maxKeyIndexEntries)
+        self.keys = KeyIndex(store, config.maxKeyIndexEntries,
+                             enabled=lambda: config.java_settings.get("messageIndexEnable") != "false")
         self.queries = MessageQuery(self.keys, lambda key, default: int(config.java_settings.get(key, default)))
         self.broker_consume_stats = BrokerConsumeStats(
             config, topics, store, consuming, subgroups, self.stats,

@@ -94,7 +94,7 @@ class BrokerConfig:
     writeBufferLowWaterMark: int = 0
     maxHeldPulls: int = 10000  # long-polling pulls held at once; beyond, answered at once
     persistMessages: bool = True  # with storePathRootDir: messages also go to per-queue files, read back on start
-    maxKeyIndexEntries: int = 1_000_000  # keys QUERY_MESSAGE finds (UNIQ_KEY and KEYS words), newest; 28 bytes each
+    maxKeyIndexEntries: int = 1_000_000  # keys QUERY_MESSAGE finds (UNIQ_KEY and KEYS words), newest; 24 bytes each
     #: Java broker keys the stub keeps and shows but does not act on (flushDiskType, ...), from the file or
     #: UPDATE_BROKER_CONFIG, as Java takes them (broker_stub.java_broker_config); not a key itself.
     java_settings: dict[str, str] = field(default_factory=dict, metadata={"internal": True})

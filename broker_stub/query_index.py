@@ -1,4 +1,4 @@
-"""The key index behind QUERY_MESSAGE: ``topic#key`` -> the stored messages that carry the key.
+"""The key index behind QUERY_MESSAGE: (topic, key) -> the stored messages that carry the key.
 
 A Java broker indexes every message it stores under its ``UNIQ_KEY`` (the
 client's message id) and under each word of its ``KEYS`` property
@@ -6,15 +6,15 @@ client's message id) and under each word of its ``KEYS`` property
 hash-slot files with a chain per slot. ``queryMsgByKey`` and
 ``queryMsgByUniqueKey`` read it. This is the same structure in memory:
 
-* **Fixed-size columns.** Each entry is a key hash, a queue id, a queue
-  offset and the sequence number of the previous entry in its slot, in four
-  ``array`` columns used as a ring of ``capacity`` entries (28 bytes each,
-  no Python object per entry); a slot table of ``capacity / 2`` rounded up
-  to a power of two holds each slot's newest entry. When the ring is full
-  the oldest entries are overwritten: the index covers the newest
-  ``capacity`` keys (``maxKeyIndexEntries``, 1,000,000 by default, about
-  32 MB when full; the columns grow as entries come, the slot table is
-  allocated at the first entry).
+* **Fixed-size columns.** Each entry is a key hash, the message's queue
+  offset and queue id packed in one long, and the sequence number of the
+  previous entry in its slot, in three ``array`` columns used as a ring of
+  ``capacity`` entries (24 bytes each, no Python object per entry); a slot
+  table of ``capacity / 2`` rounded up to a power of two holds each slot's
+  newest entry. When the ring is full the oldest entries are overwritten:
+  the index covers the newest ``capacity`` keys (``maxKeyIndexEntries``,
+  1,000,000 by default, about 28 MB when full; the columns grow as entries
+  come, the slot table is allocated at the first entry).
 * **Fed from the store, not from the put path.** :meth:`KeyIndex.catch_up`
   reads the records stored since its last pass, queue by queue, for the
   topics marked with :meth:`KeyIndex.touch` (a put, a replicated record),
@@ -25,7 +25,9 @@ hash-slot files with a chain per slot. ``queryMsgByKey`` and
   index on recovery. Within one pass the queues are read one after
   another, so when a single pass offers more keys than the capacity (a
   start with more stored keys than the index holds) the entries kept are
-  those of the queues read last rather than strictly the newest.
+  those of the queues read last rather than strictly the newest. With
+  Java's ``messageIndexEnable=false`` nothing is indexed (the catch-up
+  skips what was stored meanwhile), as a Java broker builds no index then.
 * **Exact answers.** A lookup walks the slot's chain (at most ``MAX_WALK``
   entries), fetches each candidate from the store and keeps it only if it
   is still held, belongs to the topic, carries the key (as its ``UNIQ_KEY``
@@ -38,6 +40,8 @@ from __future__ import annotations
 
 import struct
 from array import array
+from collections.abc import Callable
+
 import trio
 
 from broker_stub.store import MessageStore
@@ -57,25 +61,37 @@ HOSTS_ARE_IPV6 = 0x30
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
-QUEUE_ID_AT, QUEUE_OFFSET_AT, PHYS_AT, SYS_FLAG_AT, STORE_TS_AT, BODY_LEN_AT = 12, 20, 28, 36, 56, 84
+QUEUE_OFFSET_AT, PHYS_AT, SYS_FLAG_AT, STORE_TS_AT, BODY_LEN_AT = 20, 28, 36, 56, 84
+QUEUE_ID_BITS = 16  # an entry packs its queue offset and queue id in one long
+QUEUE_ID_MAX = (1 << QUEUE_ID_BITS) - 1
 _UNIQ = b"UNIQ_KEY\x01"
 _KEYS = b"KEYS\x01"
 
 
-def _property(props: bytes, key: bytes) -> str | None:
-    """One property of a stored record's properties bytes (the pair must start the text or follow \\x02)."""
-    i = props.find(key)
-    while i > 0 and props[i - 1] != 2:
-        i = props.find(key, i + 1)
+def _property(data: bytes, key: bytes, start: int, end: int) -> str | None:
+    """One property of the properties bytes at ``data[start:end]`` (the pair must begin them or follow \\x02)."""
+    i = data.find(key, start, end)
+    while i > start and data[i - 1] != 2:
+        i = data.find(key, i + 1, end)
     if i < 0:
         return None
-    start = i + len(key)
-    end = props.find(b"\x02", start)
-    return props[start : end if end >= 0 else len(props)].decode("utf-8", "replace")
+    value = i + len(key)
+    stop = data.find(b"\x02", value, end)
+    return data[value : stop if stop >= 0 else end].decode("utf-8", "replace")
 
 
-def record_fields(record: bytes) -> tuple[str, str | None, str | None] | None:
-    """(topic, UNIQ_KEY, KEYS) of a stored record in the stub's IPv4 layout; None if it is not one."""
+def _keys_between(data: bytes, start: int, end: int) -> list[str]:
+    """A record's index keys from its properties bytes: UNIQ_KEY, then each word of KEYS."""
+    uniq = _property(data, _UNIQ, start, end)
+    out = [uniq] if uniq else []
+    keys = _property(data, _KEYS, start, end)
+    if keys:
+        out.extend(k for k in keys.split(KEY_SEPARATOR) if k)
+    return out
+
+
+def record_fields(record: bytes) -> tuple[str, list[str]] | None:
+    """(topic, index keys) of a stored record in the stub's IPv4 layout; None if it is not one."""
     if len(record) < BODY_LEN_AT + 4:
         return None
     (sys_flag,) = _I32.unpack_from(record, SYS_FLAG_AT)
@@ -89,20 +105,13 @@ def record_fields(record: bytes) -> tuple[str, str | None, str | None] | None:
     topic = record[pos + 1 : pos + 1 + topic_len].decode("utf-8", "replace")
     pos += 1 + topic_len
     (props_len,) = _I16.unpack_from(record, pos)
-    props = record[pos + 2 : pos + 2 + props_len]
-    return topic, _property(props, _UNIQ), _property(props, _KEYS)
+    return topic, _keys_between(record, pos + 2, pos + 2 + props_len)
 
 
 def record_keys(record: bytes) -> list[str]:
     """The keys a record is indexed under: its UNIQ_KEY, then each word of its KEYS."""
     fields = record_fields(record)
-    if fields is None:
-        return []
-    _, uniq, keys = fields
-    out = [uniq] if uniq else []
-    if keys:
-        out.extend(k for k in keys.split(KEY_SEPARATOR) if k)
-    return out
+    return fields[1] if fields is not None else []
 
 
 def store_timestamp(record: bytes) -> int:
@@ -114,17 +123,18 @@ def phys_offset(record: bytes) -> int:
 
 
 class KeyIndex:
-    def __init__(self, store: MessageStore, capacity: int = DEFAULT_MAX_ENTRIES) -> None:
+    def __init__(self, store: MessageStore, capacity: int = DEFAULT_MAX_ENTRIES,
+                 enabled: Callable[[], bool] = lambda: True) -> None:
         self.store = store
+        self.enabled = enabled  # Java's messageIndexEnable: while off, what is stored is not indexed
         self.capacity = max(16, capacity)
         slots = 1
         while slots < self.capacity // 2:
             slots *= 2
         self._slot_count = slots
         self._slots: array[int] | None = None  # seq + 1 of each slot's newest entry (0: none)
-        self._hashes: array[int] = array("q")
-        self._queue_ids: array[int] = array("i")
-        self._offsets: array[int] = array("q")
+        self._hashes: array[int] = array("q")  # hash((topic, key))
+        self._locs: array[int] = array("q")  # queue offset << QUEUE_ID_BITS | queue id
         self._prevs: array[int] = array("q")  # seq of the previous entry in the same slot (-1: none)
         self.total = 0  # entries ever added: the next entry's sequence number
         self._next: dict[tuple[str, int], int] = {}  # per queue: the next queue offset to read
@@ -172,6 +182,11 @@ class KeyIndex:
                     self._next = {k: v for k, v in self._next.items() if k in held}
             else:
                 return 0
+        if not self.enabled():  # skip what was stored meanwhile, as Java's dispatcher does
+            for topic, queue_id in self._work:
+                self._next[(topic, queue_id)] = store.max_offset(topic, queue_id)
+            self._work = []
+            return 0
         done = 0
         work = self._work
         counted = store.get_total
@@ -183,8 +198,7 @@ class KeyIndex:
                 start = max(self._next.get(key, 0), lo)
                 if start < hi:
                     records, start = store.get(topic, queue_id, start, budget - done, 1 << 62)
-                    for record in records:
-                        self._add_record(topic, queue_id, record)
+                    self._index(topic, queue_id, records)
                     done += len(records)
                 self._next[key] = start
                 if start >= hi:
@@ -193,50 +207,77 @@ class KeyIndex:
             store.get_total = counted  # indexing is not consumption
         return done
 
-    def _add_record(self, topic: str, queue_id: int, record: bytes) -> None:
-        fields = record_fields(record)
-        if fields is None:
+    def _index(self, topic: str, queue_id: int, records: list[bytes]) -> None:
+        """Add the keys of one queue's records (the hot loop of the catch-up: kept in one function)."""
+        if not 0 <= queue_id <= QUEUE_ID_MAX:
             return
-        (sys_flag,) = _I32.unpack_from(record, SYS_FLAG_AT)
-        if sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK:
-            return
-        _, uniq, keys = fields
-        (offset,) = _I64.unpack_from(record, QUEUE_OFFSET_AT)
-        added = False
-        if uniq:
-            self._add(hash(f"{topic}#{uniq}"), queue_id, offset)
-            added = True
-        if keys:
-            for key in keys.split(KEY_SEPARATOR):
-                if key:
-                    self._add(hash(f"{topic}#{key}"), queue_id, offset)
-                    added = True
-        self.indexed_records += 1
-        phys = phys_offset(record)
-        if added and phys >= self.last_phys:  # queues are read in any order: keep the newest
-            self.last_phys = phys
-            self.last_timestamp = store_timestamp(record)
-
-    def _add(self, key_hash: int, queue_id: int, offset: int) -> None:
         slots = self._slots
         if slots is None:
             slots = self._slots = array("q", bytes(8 * self._slot_count))
+        hashes, locs, prevs = self._hashes, self._locs, self._prevs
+        mask, capacity = self._slot_count - 1, self.capacity
         seq = self.total
-        slot = key_hash & (self._slot_count - 1)
-        prev = slots[slot] - 1
-        pos = seq % self.capacity
-        if pos == len(self._hashes):
-            self._hashes.append(key_hash)
-            self._queue_ids.append(queue_id)
-            self._offsets.append(offset)
-            self._prevs.append(prev)
-        else:
-            self._hashes[pos] = key_hash
-            self._queue_ids[pos] = queue_id
-            self._offsets[pos] = offset
-            self._prevs[pos] = prev
-        slots[slot] = seq + 1
-        self.total = seq + 1
+        unpack_i32, unpack_i16 = _I32.unpack_from, _I16.unpack_from
+        newest: bytes | None = None
+        for record in records:
+            if len(record) < BODY_LEN_AT + 4:
+                continue
+            (sys_flag,) = unpack_i32(record, SYS_FLAG_AT)
+            if sys_flag & HOSTS_ARE_IPV6 or sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK:
+                continue
+            (body_len,) = unpack_i32(record, BODY_LEN_AT)
+            pos = BODY_LEN_AT + 4 + body_len
+            pos += 1 + record[pos]  # the topic (we know it)
+            (props_len,) = unpack_i16(record, pos)
+            start, end = pos + 2, pos + 2 + props_len
+            # _keys_between inlined for the usual case: each name once, UNIQ_KEY and KEYS found directly
+            i = record.find(_UNIQ, start, end)
+            j = record.find(_KEYS, start, end)
+            if (i > start and record[i - 1] != 2) or (j > start and record[j - 1] != 2):
+                keys = _keys_between(record, start, end)  # a name inside another pair: the careful way
+                if not keys:
+                    continue
+            else:
+                keys = []
+                if i >= 0:
+                    i += 9
+                    stop = record.find(b"\x02", i, end)
+                    if stop < 0:
+                        stop = end
+                    if stop > i:
+                        keys.append(record[i:stop].decode("utf-8", "replace"))
+                if j >= 0:
+                    j += 5
+                    stop = record.find(b"\x02", j, end)
+                    if stop < 0:
+                        stop = end
+                    keys.extend(k for k in record[j:stop].decode("utf-8", "replace").split(KEY_SEPARATOR) if k)
+                if not keys:
+                    continue
+            (offset,) = _I64.unpack_from(record, QUEUE_OFFSET_AT)
+            loc = offset << QUEUE_ID_BITS | queue_id
+            for key in keys:
+                key_hash = hash((topic, key))
+                slot = key_hash & mask
+                pos = seq % capacity
+                if pos == len(hashes):
+                    hashes.append(key_hash)
+                    locs.append(loc)
+                    prevs.append(slots[slot] - 1)
+                else:
+                    hashes[pos] = key_hash
+                    locs[pos] = loc
+                    prevs[pos] = slots[slot] - 1
+                seq += 1
+                slots[slot] = seq
+            newest = record
+        self.indexed_records += len(records)
+        self.total = seq
+        if newest is not None:  # a queue's records come in commit-log order: its last is its newest
+            phys = phys_offset(newest)
+            if phys >= self.last_phys:  # queues are read in any order: keep the newest of all
+                self.last_phys = phys
+                self.last_timestamp = store_timestamp(newest)
 
     async def run(self) -> None:
         """Keep the index caught up for as long as the broker runs (yielding between slices)."""
@@ -255,7 +296,7 @@ class KeyIndex:
         slots = self._slots
         if slots is None or max_num <= 0:
             return []
-        key_hash = hash(f"{topic}#{key}")
+        key_hash = hash((topic, key))
         seq = slots[key_hash & (self._slot_count - 1)] - 1
         oldest = self.total - self.capacity
         found: list[tuple[int, bytes]] = []
@@ -267,7 +308,8 @@ class KeyIndex:
             while seq >= 0 and seq >= oldest and steps < MAX_WALK:
                 pos = seq % self.capacity
                 if self._hashes[pos] == key_hash:
-                    ident = (self._queue_ids[pos], self._offsets[pos])
+                    loc = self._locs[pos]
+                    ident = (loc & QUEUE_ID_MAX, loc >> QUEUE_ID_BITS)
                     if ident not in seen:
                         seen.add(ident)
                         records, _ = store.get(topic, ident[0], ident[1], 1, 1 << 62)
@@ -283,11 +325,7 @@ class KeyIndex:
     @staticmethod
     def _matches(record: bytes, topic: str, key: str, begin: int, end: int) -> bool:
         fields = record_fields(record)
-        if fields is None or fields[0] != topic:
-            return False
-        if not begin <= store_timestamp(record) <= end:
-            return False
-        return key in record_keys(record)
+        return fields is not None and fields[0] == topic and begin <= store_timestamp(record) <= end and key in fields[1]
 
 
 __all__ = ["DEFAULT_MAX_ENTRIES", "KeyIndex", "record_fields", "record_keys"]

@@ -146,6 +146,20 @@ async def test_a_deleted_topic_is_not_found_any_more(start_broker: Callable[...,
     assert [m["body"] for m in decode_stored((await call(broker.addr, query("QX", "NEW"))).body)] == [b"body-0"]
 
 
+async def test_message_index_enable_false_builds_no_index(start_broker: Callable[..., BrokerProcess]) -> None:
+    broker = start_broker(namesrvAddr="")
+    off = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"messageIndexEnable=false\n")
+    assert (await call(broker.addr, off)).code == ResponseCode.SUCCESS
+    await put_keyed(broker.addr, "QN", [("HIDDEN", uniq(1))])
+    await trio.sleep(0.3)  # several catch-up rounds
+    assert (await call(broker.addr, query("QN", "HIDDEN"))).code == ResponseCode.QUERY_NOT_FOUND
+    on = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"messageIndexEnable=true\n")
+    assert (await call(broker.addr, on)).code == ResponseCode.SUCCESS
+    await put_keyed(broker.addr, "QN", [("SEEN", uniq(2))])
+    assert (await call(broker.addr, query("QN", "SEEN"))).code == ResponseCode.SUCCESS
+    assert (await call(broker.addr, query("QN", "HIDDEN"))).code == ResponseCode.QUERY_NOT_FOUND, "not indexed later"
+
+
 # --------------------------------------------------------------------------
 # the index without processes
 
@@ -163,7 +177,7 @@ def test_index_keeps_the_newest_entries_within_its_capacity() -> None:
     index = KeyIndex(store, capacity=40)  # 100 entries offered (a UNIQ_KEY and a KEYS word each)
     while index.behind:
         assert index.catch_up(7) <= 7  # slices: a call never reads more than its budget
-    assert index.total == 100 and len(index._hashes) == 40  # the columns never grow past the capacity
+    assert index.total == 100 and len(index._locs) == 40  # the columns never grow past the capacity
     found = index.find("T", "A", 64, 0, FOREVER)
     bodies = [decode_stored(r)[0]["body"] for r in found]
     assert bodies == [f"b{i}".encode() for i in range(30, 50)]  # only the newest 40 entries: 20 messages
