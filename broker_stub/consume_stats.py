@@ -16,6 +16,8 @@ keeps, times the queues of their topics), so it is built in a system task
 that yields to the event loop every ``ROWS_PER_STEP`` queues and sent when
 done (the connection's other requests go on meanwhile: answers are matched
 by opaque). At most ``MAX_RUNNING`` are built at once; beyond, SYSTEM_BUSY.
+One answer lists at most ``MAX_ROWS`` queues (Java has no such bound):
+beyond, SYSTEM_ERROR saying so, rather than a total that leaves some out.
 """
 
 from __future__ import annotations
@@ -44,10 +46,16 @@ log = logging.getLogger("broker_stub")
 
 ROWS_PER_STEP = 500
 MAX_RUNNING = 4
+#: Queues one answer lists at most (about 150 bytes each); beyond, SYSTEM_ERROR rather than a partial total.
+MAX_ROWS = 500_000
 #: SubscriptionGroupManager's table: new ConcurrentHashMap<>(1024).
 GROUP_TABLE_CAPACITY = 1024
 
 Handler = Callable[[RemotingCommand, Hashable], RemotingCommand | None]
+
+
+class TooManyRows(Exception):
+    """The answer would list more than ``MAX_ROWS`` queues."""
 
 
 class BrokerConsumeStats:
@@ -90,6 +98,8 @@ class BrokerConsumeStats:
         try:
             try:
                 resp = response_to(req, ResponseCode.SUCCESS, body=await self.build(ext_bool(req, "isOrder")))
+            except TooManyRows as exc:
+                resp = response_to(req, ResponseCode.SYSTEM_ERROR, str(exc))
             except Exception as exc:  # a bug must not end the broker: this request fails, one line logged
                 log.warning("GET_BROKER_CONSUME_STATS failed: %s: %s", type(exc).__name__, clip(exc))
                 resp = response_to(req, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {clip(exc)}")
@@ -106,7 +116,7 @@ class BrokerConsumeStats:
         groups = hash_order(list(self.subgroups.table), concurrent_table_size(GROUP_TABLE_CAPACITY))
         parts: list[str] = []
         total_diff = total_inflight = 0
-        rows = 0
+        rows = listed = 0
         for group in groups:
             topics = list(by_group.get(group, ()))
             stats_texts: list[str] = []
@@ -118,6 +128,9 @@ class BrokerConsumeStats:
                 total_inflight += sum(o.pull_offset - o.consumer_offset for o in stats.offset_table.values())
                 stats_texts.append(stats.encode().decode())
                 rows += len(stats.offset_table)
+                listed += len(stats.offset_table)
+                if listed > MAX_ROWS:
+                    raise TooManyRows(f"the consume stats of this broker list more than {MAX_ROWS} queues")
                 if rows >= ROWS_PER_STEP:
                     rows = 0
                     await trio.sleep(0)

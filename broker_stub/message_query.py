@@ -56,7 +56,8 @@ class MessageQuery:
         if not records:
             return response_to(req, ResponseCode.QUERY_NOT_FOUND, NOT_FOUND_REMARK,
                                ext_fields={"indexLastUpdateTimestamp": 0, "indexLastUpdatePhyoffset": 0})
-        kept, size = [], 0
+        kept: list[bytes] = []
+        size = 0
         for record in records:
             if kept and size + len(record) > MAX_ANSWER_BYTES:
                 break

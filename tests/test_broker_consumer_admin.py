@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import pytest
 import trio
 
 from remoting.codes import LanguageCode, RequestCode, ResponseCode
@@ -229,3 +230,28 @@ async def test_producer_table_lists_live_producers_by_group(start_broker: Callab
         return (await call(broker.addr, request(RequestCode.GET_ALL_PRODUCER_INFO))).body == b'{"data":{}}'
 
     await eventually(forgotten, 5, "the producers forgotten")
+
+
+async def test_an_answer_past_its_bound_is_refused_not_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built in-process (the bound lowered): more queues than MAX_ROWS is an error, not a partial total."""
+    from broker_stub import consume_stats
+    from broker_stub.config import BrokerConfig
+    from broker_stub.faults import Faults
+    from broker_stub.processor import BrokerProcessor
+    from broker_stub.store import MessageStore
+    from broker_stub.topics import TopicTable, default_topics
+    from remoting.bodies import TopicConfig
+
+    config = BrokerConfig(namesrvAddr="", brokerName="broker-b")
+    topics = TopicTable(default_topics(config.brokerClusterName, config.brokerName, 8, True))
+    topics.put(TopicConfig("BIG", 8, 8, 6))
+    proc = BrokerProcessor(config, topics, MessageStore("127.0.0.1", 1, 100), Faults(), broker_addr="127.0.0.1:1")
+    proc.consuming.set_offset("TOOLS_CONSUMER", "BIG", 0, 0)
+    builder = proc.admin.broker_consume_stats
+    monkeypatch.setattr(consume_stats, "MAX_ROWS", 7)
+    with pytest.raises(consume_stats.TooManyRows, match="more than 7 queues"):
+        await builder.build(False)
+    monkeypatch.setattr(consume_stats, "MAX_ROWS", 8)
+    body = loads(await builder.build(False))
+    (stats,) = next(entry["TOOLS_CONSUMER"] for entry in body["consumeStatsList"] if "TOOLS_CONSUMER" in entry)
+    assert len(mq_table(stats["offsetTable"])) == 8 and body["totalDiff"] == 0
