@@ -169,10 +169,7 @@ class KeyIndex:
             if self._everything:
                 self._everything = False
                 self._dirty.clear()
-                keys = store.queue_keys()
-                held = set(keys)
-                self._next = {k: v for k, v in self._next.items() if k in held}  # queues deleted since
-                self._work = keys
+                self._work = store.queue_keys()
             elif self._dirty:
                 dirty, self._dirty = self._dirty, set()
                 keys = store.queue_keys()
