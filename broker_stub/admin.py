@@ -97,6 +97,7 @@ class BrokerAdmin:
         self.stats = BrokerStats(config.brokerClusterName, self._now())
         self.groups = GroupAdmin(config, topics, store, consuming, subgroups, stats=self.stats, write_to=write_to)
         consuming.on_pulled = self._pulled
+        consuming.on_sent_back = self.stats.sent_back
 
     def _now(self) -> int:
         return int(self.clock() * 1000)
