@@ -26,8 +26,7 @@ def broker_status(
     as_json: bool = JsonOpt,
     timeout: float = TimeoutOpt,
 ) -> None:
-    if (broker_addr is None) == (cluster is None):
-        raise bad_option("-b/-c", "give exactly one of -b brokerAddr or -c clusterName")
+    one_target(broker_addr, cluster)
     if broker_addr is not None:
         addrs = [check_addr(broker_addr)]
         results = run(AdminClient([], timeout=timeout).runtime_infos, addrs)  # no NameServer needed

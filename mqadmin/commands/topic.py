@@ -142,9 +142,8 @@ def update_topic(
     as_json: bool = JsonOpt,
     timeout: float = TimeoutOpt,
 ) -> None:
-    if (broker_addr is None) == (cluster is None):
-        raise bad_option("-b/-c", "give exactly one of -b brokerAddr or -c clusterName")
-    sys_flag = (FLAG_UNIT if bool(bool_opt("-u", unit)) else 0) | (FLAG_UNIT_SUB if bool(bool_opt("-s", has_unit_sub)) else 0)
+    one_target(broker_addr, cluster)
+    sys_flag = (FLAG_UNIT if bool_opt("-u", unit) else 0) | (FLAG_UNIT_SUB if bool_opt("-s", has_unit_sub) else 0)
     tc = TopicConfig(topic_opt(topic), read_queues, write_queues, perm, topic_sys_flag=sys_flag,
                      order=bool(bool_opt("-o", order)), attributes=parse_attributes(attributes))
     client = client_for(namesrv, timeout)
