@@ -168,8 +168,8 @@ class CpuSampler(threading.Thread):
 
 def one_run(cfg: Config, duration: float, session: Any, workdir: Path) -> dict[str, Any]:
     state = processes.start(workdir / cfg.label.replace(" ", "-").replace("[", "").replace("]", ""),
-                          processes.StartOptions(namesrvs=2, brokers=2, topics=tuple(f"FanoutTopic{i}" for i in range(cfg.topics)),
-                                               topic_queues=8))
+                            processes.StartOptions(namesrvs=2, brokers=2, topics=tuple(f"FanoutTopic{i}" for i in range(cfg.topics)),
+                                                   topic_queues=8))
     sampler = CpuSampler(state, cfg.engine)
     load_before = os.getloadavg()
     try:

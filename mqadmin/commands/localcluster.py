@@ -15,7 +15,7 @@ from mqadmin.client.errors import AdminError
 from mqadmin.commands.options import JsonOpt, bad_option, state_dir_option
 from mqadmin.commands.results import self_command
 from mqadmin.localcluster import processes
-from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, default_dir, proc_state
+from mqadmin.localcluster.state import ClusterError, ClusterState, Proc, default_dir, proc_state
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
 
@@ -112,11 +112,9 @@ def status_cmd(directory: Path | None = DirOpt, as_json: bool = JsonOpt) -> None
 def stop_cmd(directory: Path | None = DirOpt) -> None:
     state = ClusterState.load(_dir(directory))
     running = [p for p in state.procs if p.alive()]
-    forced = processes.stop_procs(state.brokers) + processes.stop_procs(state.namesrvs)
-    left = [p.name for p in state.procs if p.alive()]
+    forced, left = processes.stop_cluster(state)
     if left:
         raise ClusterError(f"could not stop {', '.join(left)} (state kept in {state.dir})")
-    (Path(state.dir) / STATE_FILE).unlink(missing_ok=True)
     out.print(f"stopped {len(running)} processes" + (f" (forced: {', '.join(forced)})" if forced else ""))
 
 

@@ -211,13 +211,9 @@ class Driver:
     def _stop_cluster(self) -> None:
         if self.state is None:
             return
-        procs = self.state.procs
-        processes.stop_procs(procs)
-        left = [p.name for p in procs if p.alive()]
+        _, left = processes.stop_cluster(self.state)
         if left:
             self.notes.append(f"could not stop {', '.join(left)} (state in {self.state.dir})")
-            return
-        (Path(self.state.dir) / STATE_FILE).unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ engines
 

@@ -141,6 +141,16 @@ def stop_procs(procs: Iterable[Proc], grace: float = STOP_GRACE) -> list[str]:
     return forced
 
 
+
+def stop_cluster(state: ClusterState, grace: float = STOP_GRACE) -> tuple[list[str], list[str]]:
+    """Stop every process (brokers first, so they unregister), then forget the cluster unless one
+    survived; returns (the names force-killed, the names still running)."""
+    forced = stop_procs(state.brokers, grace) + stop_procs(state.namesrvs, grace)
+    left = [p.name for p in state.procs if p.alive()]
+    if not left:
+        (Path(state.dir) / STATE_FILE).unlink(missing_ok=True)
+    return forced, left
+
 @dataclass
 class StartOptions:
     namesrvs: int = 2
