@@ -90,6 +90,8 @@ class Consuming:
         self.offsets_changed = 0  # bumped on every offset change (the offsets file is rewritten when it moved)
         #: (group, topic, records found): the broker's GROUP_GET stats (set by the admin module)
         self.on_pulled: Callable[[str, str, list[bytes]], None] = lambda group, topic, records: None
+        #: (group, first topic) of each accepted send-back: SNDBCK_PUT_NUMS stats (set by the admin module)
+        self.on_sent_back: Callable[[str, str], None] = lambda group, topic: None
 
     def handlers(self) -> dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | None]]:
         return {
@@ -391,6 +393,7 @@ class Consuming:
             self.put_message(*args)
         else:
             self.delays.defer(delay_level or 3 + msg.reconsume_times, self.put_message, *args)
+        self.on_sent_back(group, props["RETRY_TOPIC"])  # Java counts it under the message's first topic
         return response_to(req, ResponseCode.SUCCESS)
 
 

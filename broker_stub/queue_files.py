@@ -171,10 +171,6 @@ class QueueFiles:
         """More than ``max_pending_bytes`` wait for the writer: refuse new sends until it catches up."""
         return self._pending_bytes > self.max_pending_bytes
 
-    @property
-    def pending_bytes(self) -> int:
-        return self._pending_bytes
-
     def append(self, topic: str, queue_id: int, offset: int, record: bytes) -> None:
         with self._cond:
             self._pending.append(("append", (topic, queue_id), (offset, record)))

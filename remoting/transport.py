@@ -149,10 +149,6 @@ class RemotingClient:
         if scope.cancelled_caught:
             raise RemotingTimeout(f"{self.addr}: could not send request code {req.code} within {timeout:g} s")
 
-    async def send_raw(self, data: bytes) -> None:
-        """Write bytes as they are (for tests of hostile input)."""
-        await self._send(data)
-
 
 @asynccontextmanager
 async def connect(

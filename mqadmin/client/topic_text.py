@@ -6,7 +6,7 @@ requests agree on one syntax (``+key=value,-key``) and one printout.
 
 from __future__ import annotations
 
-from mqadmin.client_errors import AdminError
+from mqadmin.client.errors import AdminError
 from remoting.bodies import TopicConfig, perm_to_string
 
 

@@ -13,6 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+#: How to get matplotlib, which ``--plot`` needs (the project is not on any package index).
+PLOT_INSTALL = "run pip install -e '.[plot]' in the project directory"
+#: Image formats ``--plot`` writes (matplotlib picks the format from the suffix).
+PLOT_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg", ".webp")
 #: Actions closer than this (s) share one numbered mark.
 MERGE_WITHIN = 0.4
 #: Longest action text in the list under the plot.

@@ -1,6 +1,6 @@
 """`mqadmin scenario ...`: YAML outage scenarios (run, list).
 
-Exit codes of ``run`` are mqadmin's (see :mod:`mqadmin.cliutil`): 0 every
+Exit codes of ``run`` are mqadmin's (see :mod:`mqadmin.commands.results`): 0 every
 expectation holds, 1 an expectation or an action failed, or the run itself
 failed (cluster did not start, timeout: the line says which), 2 the scenario
 file or an option is invalid (an output file that cannot be written is
@@ -16,9 +16,12 @@ from pathlib import Path
 
 import typer
 
-from mqadmin.cliutil import CONTEXT_SETTINGS, PLOT_INSTALL, PLOT_SUFFIXES, check_output, write_output
-from mqadmin.render import make_console, out
+from mqadmin.commands.options import CONTEXT_SETTINGS, check_output
+from mqadmin.commands.results import write_output
+from mqadmin.output.console import make_console, out
+from mqadmin.output.plotmarks import PLOT_INSTALL, PLOT_SUFFIXES
 from mqadmin.scenario import schema
+from mqadmin.scenario.shipped import resolve, shipped_dir
 from remoting.climain import first_of
 
 app = typer.Typer(
@@ -29,22 +32,6 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Stage outages on a local cluster from a YAML scenario and check expectations.",
 )
-
-
-def shipped_dir() -> Path:
-    """The scenarios shipped with the project (the repository's scenarios/ directory)."""
-    return Path(__file__).resolve().parent.parent / "scenarios"
-
-
-def resolve(file: str) -> Path:
-    """A path as given, else a shipped scenario by name (``broker-crash`` or ``broker-crash.yaml``)."""
-    path = Path(file)
-    if path.exists() or path.is_absolute() or "/" in file:
-        return path
-    for candidate in (shipped_dir() / file, shipped_dir() / f"{file}.yaml"):
-        if candidate.exists():
-            return candidate
-    return path
 
 
 ReportOpt = typer.Option(None, "--report", metavar="OUT.json", help="Write the full result as JSON.")

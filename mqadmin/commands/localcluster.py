@@ -1,4 +1,5 @@
-"""The local cluster runner's commands: start, status, stop, killBroker, restartBroker, killNamesrv, restartNamesrv, logs."""
+"""The local cluster's commands (ours; Apache has none): start, status, stop, killBroker, restartBroker,
+killNamesrv, restartNamesrv, logs. The processes are run by :mod:`mqadmin.localcluster`."""
 
 from __future__ import annotations
 
@@ -10,39 +11,42 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
-from mqadmin import cluster
-from mqadmin.client import AdminError
-from mqadmin.cliutil import JsonOpt, bad_option, self_command
-from mqadmin.render import Col, fit_table, out, print_json
+from mqadmin.client.errors import AdminError
+from mqadmin.commands.options import JsonOpt, bad_option, state_dir_option
+from mqadmin.commands.results import self_command
+from mqadmin.localcluster import processes
+from mqadmin.localcluster.state import ClusterError, ClusterState, Proc, default_dir, proc_state
+from mqadmin.output.console import out, print_json
+from mqadmin.output.tables import Col, fit_table
 
 DirOpt = typer.Option(None, "--dir", help="State directory of the local cluster (default ~/.local/state/mqadmin/cluster).")
 SIGNALS = {"KILL": signal.SIGKILL, "TERM": signal.SIGTERM, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT}
 
 
 def _dir(directory: Path | None) -> Path:
-    return directory if directory is not None else cluster.default_dir()
+    return directory if directory is not None else default_dir()
 
 
-def _role(p: cluster.Proc) -> str:
+def _role(p: Proc) -> str:
     return "namesrv" if p.kind == "namesrv" else ("master" if p.broker_id == 0 else f"slave {p.broker_id}")
 
 
-def status_table(state: cluster.ClusterState) -> Any:
+def status_table(state: ClusterState) -> Any:
     rows = []
     for p in state.procs:
-        st = cluster.proc_state(p)
+        st = proc_state(p)
         style = "green" if st == "running" else "yellow" if st.startswith("paused") else "red"
         rows.append([p.name, _role(p), p.addr, str(p.pid), Text(st, style=style)])
     cols = [Col("#Process"), Col("#Role"), Col("#Addr"), Col("#PID", 1), Col("#State")]
     return fit_table(cols, rows, title=f"cluster {state.cluster} in {state.dir}")
 
 
-def state_json(state: cluster.ClusterState) -> dict[str, Any]:
+def state_json(state: ClusterState) -> dict[str, Any]:
     """The documented shape of ``start --json`` and ``status --json``."""
     return {
         "dir": state.dir, "cluster": state.cluster, "namesrvAddr": state.namesrv_addr, "topics": state.topics,
         "procs": [{"name": p.name, "kind": p.kind, "role": _role(p), "brokerName": p.broker_name,
-                   "brokerId": p.broker_id, "addr": p.addr, "pid": p.pid, "state": cluster.proc_state(p),
+                   "brokerId": p.broker_id, "addr": p.addr, "pid": p.pid, "state": proc_state(p),
                    "log": p.log, "config": p.config} for p in state.procs],
     }
 
@@ -63,22 +67,22 @@ def start_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     topic_list = tuple(t.strip() for t in (topics or "").split(",") if t.strip())
-    opts = cluster.StartOptions(
+    opts = processes.StartOptions(
         namesrvs=namesrvs, brokers=brokers, slaves=slaves, cluster=cluster_name, register_period_ms=register_period,
         broker_expired_ms=broker_timeout, scan_interval_ms=scan_interval, topics=topic_list, topic_queues=topic_queues,
     )
     try:
-        cluster.validate_options(opts)
-    except cluster.ClusterError as exc:
+        processes.validate_options(opts)
+    except ClusterError as exc:
         raise typer.BadParameter(str(exc)) from None  # the message names the option
-    state = cluster.start(state_dir_option(directory), opts)
+    state = processes.start(state_dir_option(directory), opts)
     if as_json:
         print_json(state_json(state))
         return
     out.print(summary(state, directory))
 
 
-def summary(state: cluster.ClusterState, directory: Path | None) -> Group:
+def summary(state: ClusterState, directory: Path | None) -> Group:
     """The table of processes and what to type next."""
     masters = sum(1 for p in state.brokers if p.broker_id == 0)
     slaves = len(state.brokers) - masters
@@ -97,7 +101,7 @@ def summary(state: cluster.ClusterState, directory: Path | None) -> Group:
 
 
 def status_cmd(directory: Path | None = DirOpt, as_json: bool = JsonOpt) -> None:
-    state = cluster.ClusterState.load(_dir(directory))
+    state = ClusterState.load(_dir(directory))
     if as_json:
         print_json(state_json(state))
     else:
@@ -106,13 +110,11 @@ def status_cmd(directory: Path | None = DirOpt, as_json: bool = JsonOpt) -> None
 
 
 def stop_cmd(directory: Path | None = DirOpt) -> None:
-    state = cluster.ClusterState.load(_dir(directory))
+    state = ClusterState.load(_dir(directory))
     running = [p for p in state.procs if p.alive()]
-    forced = cluster.stop_procs(state.brokers) + cluster.stop_procs(state.namesrvs)
-    left = [p.name for p in state.procs if p.alive()]
+    forced, left = processes.stop_cluster(state)
     if left:
-        raise cluster.ClusterError(f"could not stop {', '.join(left)} (state kept in {state.dir})")
-    (Path(state.dir) / cluster.STATE_FILE).unlink(missing_ok=True)
+        raise ClusterError(f"could not stop {', '.join(left)} (state kept in {state.dir})")
     out.print(f"stopped {len(running)} processes" + (f" (forced: {', '.join(forced)})" if forced else ""))
 
 
@@ -123,18 +125,8 @@ def _signal(value: str) -> signal.Signals:
     return sig
 
 
-def state_dir_option(directory: Path | None) -> Path:
-    """``--dir`` for a command that creates the state directory: a usage error (exit 2) if it cannot be one."""
-    path = _dir(directory)
-    try:
-        cluster.make_state_dir(path)
-    except cluster.ClusterError as exc:
-        raise bad_option("--dir", str(exc)) from None
-    return path
-
-
-def _sent(p: cluster.Proc, signum: signal.Signals) -> None:
-    out.print(f"sent SIG{signum.name.removeprefix('SIG')} to {p.name} (pid {p.pid}, {p.addr}): {cluster.proc_state(p)}")
+def _sent(p: Proc, signum: signal.Signals) -> None:
+    out.print(f"sent SIG{signum.name.removeprefix('SIG')} to {p.name} (pid {p.pid}, {p.addr}): {proc_state(p)}")
 
 
 def kill_broker(
@@ -144,9 +136,9 @@ def kill_broker(
     directory: Path | None = DirOpt,
 ) -> None:
     signum = _signal(sig)
-    state = cluster.ClusterState.load(_dir(directory))
+    state = ClusterState.load(_dir(directory))
     for p in state.find_broker(broker, broker_id):
-        cluster.signal_proc(p, signum)
+        processes.signal_proc(p, signum)
         _sent(p, signum)
 
 
@@ -155,14 +147,14 @@ def restart_broker(
     broker_id: int | None = typer.Option(None, "--id", help="Only this broker id (default: all of the group)."),
     directory: Path | None = DirOpt,
 ) -> None:
-    state = cluster.ClusterState.load(_dir(directory))
+    state = ClusterState.load(_dir(directory))
     for p in state.find_broker(broker, broker_id):
-        cluster.restart(p)
+        processes.restart(p)
         state.save()
         out.print(f"restarted {p.name} (pid {p.pid}, {p.addr})")
 
 
-def _namesrv(state: cluster.ClusterState, index: int) -> cluster.Proc:
+def _namesrv(state: ClusterState, index: int) -> Proc:
     if not 0 <= index < len(state.namesrvs):
         raise AdminError(f"no NameServer {index}: the cluster has {len(state.namesrvs)} (0-{len(state.namesrvs) - 1})")
     return state.namesrvs[index]
@@ -174,9 +166,9 @@ def kill_namesrv(
     directory: Path | None = DirOpt,
 ) -> None:
     signum = _signal(sig)
-    state = cluster.ClusterState.load(_dir(directory))
+    state = ClusterState.load(_dir(directory))
     p = _namesrv(state, index)
-    cluster.signal_proc(p, signum)
+    processes.signal_proc(p, signum)
     _sent(p, signum)
 
 
@@ -184,9 +176,9 @@ def restart_namesrv(
     index: int = typer.Option(0, "-i", "--index", help="Which NameServer (0-based)."),
     directory: Path | None = DirOpt,
 ) -> None:
-    state = cluster.ClusterState.load(_dir(directory))
+    state = ClusterState.load(_dir(directory))
     p = _namesrv(state, index)
-    cluster.restart(p)
+    processes.restart(p)
     state.save()
     out.print(f"restarted {p.name} (pid {p.pid}, {p.addr})")
 
@@ -197,12 +189,12 @@ def logs_cmd(
     directory: Path | None = DirOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    state = cluster.ClusterState.load(_dir(directory))
+    state = ClusterState.load(_dir(directory))
     procs = [p for p in state.procs if name is None or p.name == name]
     if not procs:
         known = ", ".join(p.name for p in state.procs)
         raise AdminError(f"no process named {name} (processes: {known})")
-    tails = {p.name: (p.log, _tail(Path(p.log), lines)) for p in procs}
+    tails = {p.name: (p.log, processes.log_tail(Path(p.log), lines)) for p in procs}
     if as_json:
         print_json({"logs": {n: {"path": path, "lines": text} for n, (path, text) in tails.items()}})
         return
@@ -210,17 +202,6 @@ def logs_cmd(
         out.print(f"==> {n} ({path}) <==", style="bold")
         for line in text:
             out.print(line)
-
-
-def _tail(path: Path, lines: int) -> list[str]:
-    """The last ``lines`` lines, reading at most the last 1 MiB (logs can grow without bound)."""
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, 2)
-            fh.seek(max(0, fh.tell() - 1024 * 1024))
-            return fh.read().decode("utf-8", "replace").splitlines()[-lines:]
-    except OSError as exc:
-        return [f"(cannot read: {exc})"]
 
 
 def register(app: typer.Typer) -> None:

@@ -1,25 +1,23 @@
-"""Terminal output for mqadmin: one console, JSON, and tables that fit the terminal.
+"""Tables that fit the terminal.
 
 A table never cuts the values an operator reads first (cluster, broker,
 address, status): those columns do not wrap, and when the terminal is too
 narrow, low-value columns are dropped (highest ``drop`` rank first) before
-anything is squeezed. Colours appear only when stdout is a terminal (Rich's
-own detection, which also honours ``NO_COLOR``).
+anything is squeezed.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO, cast
+from typing import Any
 
 from rich import box
 from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
+
+from mqadmin.output.console import current_console
 
 #: Apache-like plain columns: a rule under the header and above a footer section, no vertical lines.
 PLAIN = box.Box(
@@ -36,86 +34,6 @@ PLAIN = box.Box(
 
 #: A free-text column is not squeezed below this many characters while other columns can be dropped.
 WRAP_MIN_WIDTH = 30
-
-#: Width used when stdout is not a terminal and $COLUMNS is unset: scripts get every column.
-PIPE_WIDTH = 250
-
-
-class _TrimmedLines:
-    """A text stream that drops the spaces Rich pads table rows with before each newline.
-
-    Off a terminal the padding is invisible but not harmless: ``grep 'OK$'``, diffs and
-    copy-paste all see it. Partial lines are held until their newline (or ``flush``).
-    """
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self._pending = ""
-
-    def write(self, text: str) -> int:
-        data = self._pending + text
-        head, sep, self._pending = data.rpartition("\n")
-        if sep:
-            self.stream.write("\n".join(line.rstrip(" ") for line in head.split("\n")) + "\n")
-        return len(text)
-
-    def flush(self) -> None:
-        if self._pending:
-            self.stream.write(self._pending)
-            self._pending = ""
-        self.stream.flush()
-
-    def isatty(self) -> bool:
-        return False
-
-    def fileno(self) -> int:
-        return self.stream.fileno()
-
-    @property
-    def encoding(self) -> str:
-        return getattr(self.stream, "encoding", None) or "utf-8"
-
-
-def make_console(stderr: bool = False) -> Console:
-    stream = sys.stderr if stderr else sys.stdout
-    width = None
-    tty = stream.isatty()
-    if not tty and not os.environ.get("COLUMNS"):
-        width = PIPE_WIDTH
-    file: Any = stream if tty else _TrimmedLines(stream)
-    return Console(file=file, width=width, highlight=False, markup=False, soft_wrap=True, emoji=False)
-
-
-class _CurrentConsole:
-    """Stands for the console of the *current* stdout and $COLUMNS, so a command run
-    in-process with redirected output (tests, Typer's CliRunner) renders like a real one."""
-
-    def __init__(self) -> None:
-        self._key: tuple[int, str | None] | None = None
-        self._console: Console | None = None
-
-    def current(self) -> Console:
-        key = (id(sys.stdout), os.environ.get("COLUMNS"))
-        if self._console is None or key != self._key:
-            self._key, self._console = key, make_console()
-        return self._console
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.current(), name)
-
-
-out: Console = cast(Console, _CurrentConsole())
-
-
-def current_console() -> Console:
-    """The real Console behind :data:`out` right now (for Rich Live, which needs the object itself)."""
-    return out.current()  # type: ignore[attr-defined]
-
-
-def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2) + "\n")
-    sys.stdout.flush()
-
 
 @dataclass(frozen=True)
 class Col:

@@ -2,14 +2,14 @@
 
 ``start`` launches the processes detached (they outlive the command), each
 on a free loopback port with its own config and log in a state directory,
-and records them in ``cluster.json`` so that later commands (status, stop,
-killBroker, restartNamesrv, ...) find them. No process is left behind by
-``stop``: a graceful SIGTERM first, SIGKILL after a bounded wait.
+and records them in ``cluster.json`` (:mod:`mqadmin.localcluster.state`) so
+that later commands (status, stop, killBroker, restartNamesrv, ...) find
+them. No process is left behind by ``stop``: a graceful SIGTERM first,
+SIGKILL after a bounded wait.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -17,130 +17,24 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import trio
 
-from mqadmin.client import AdminClient, AdminError
+from mqadmin.client import AdminClient
+from mqadmin.client.errors import AdminError
+from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, proc_state, start_ticks
 from remoting.bodies import TopicConfig, TopicRouteData
 
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=JSON, address ([\d.]+):(\d+)")
 BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), ([\d.]+):(\d+)\] boot success")
-STATE_FILE = "cluster.json"
 BOOT_TIMEOUT = 20.0
 STOP_GRACE = 5.0
 SIGNAL_WAIT = 5.0
 ROUTABLE_TIMEOUT = 15.0
-
-
-class ClusterError(Exception):
-    """A cluster operation failed; the message is one line."""
-
-
-def default_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "mqadmin" / "cluster"
-
-
-@dataclass
-class Proc:
-    """One process of the cluster, as recorded in cluster.json."""
-
-    kind: str  # "namesrv" or "broker"
-    name: str  # "namesrv-0", "broker-a-0" (broker name + id)
-    config: str
-    log: str
-    port: int = 0
-    pid: int = 0
-    broker_name: str | None = None
-    broker_id: int | None = None
-    started: int = 0  # the process's start time (/proc ticks): a reused pid is not ours
-
-    @property
-    def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def alive(self) -> bool:
-        if not pid_alive(self.pid):
-            return False
-        return not self.started or start_ticks(self.pid) in (None, self.started)
-
-
-@dataclass
-class ClusterState:
-    dir: str
-    cluster: str = "DefaultCluster"
-    procs: list[Proc] = field(default_factory=list)
-    topics: list[str] = field(default_factory=list)
-
-    @property
-    def namesrvs(self) -> list[Proc]:
-        return [p for p in self.procs if p.kind == "namesrv"]
-
-    @property
-    def brokers(self) -> list[Proc]:
-        return [p for p in self.procs if p.kind == "broker"]
-
-    @property
-    def namesrv_addr(self) -> str:
-        return ";".join(p.addr for p in self.namesrvs)
-
-    def save(self) -> None:
-        path = Path(self.dir) / STATE_FILE
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2))
-        os.replace(tmp, path)
-
-    @classmethod
-    def load(cls, directory: Path) -> ClusterState:
-        path = directory / STATE_FILE
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ClusterError(f"no local cluster in {directory} (start one with: mqadmin start)") from None
-        except OSError as exc:
-            raise ClusterError(f"cannot read {path}: {exc.strerror or exc}") from None
-        except ValueError as exc:
-            raise ClusterError(f"cannot read {path}: {exc}") from None
-        try:
-            procs = [Proc(**p) for p in data["procs"]]
-            return cls(dir=data["dir"], cluster=data.get("cluster", "DefaultCluster"), procs=procs,
-                       topics=list(data.get("topics", [])))
-        except (KeyError, TypeError) as exc:
-            raise ClusterError(f"cannot read {path}: unexpected content ({exc})") from None
-
-    def find_broker(self, name: str, broker_id: int | None) -> list[Proc]:
-        found = [p for p in self.brokers if p.broker_name == name and (broker_id is None or p.broker_id == broker_id)]
-        if not found:
-            known = ", ".join(sorted({p.broker_name or "" for p in self.brokers})) or "none"
-            raise ClusterError(f"no broker {name}{'' if broker_id is None else f' id {broker_id}'} in the cluster (brokers: {known})")
-        return found
-
-
-def pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours is not alive
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-def start_ticks(pid: int) -> int | None:
-    """When ``pid`` started (clock ticks since boot; Linux), or None where unknown."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return int(fh.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
+#: At most this much of a log is read to show its last lines (logs can grow without bound).
+LOG_TAIL_BYTES = 1024 * 1024
 
 
 def broker_names(count: int) -> list[str]:
@@ -205,17 +99,6 @@ def start_broker(proc: Proc) -> None:
     proc.port = int(match.group(3))
 
 
-def proc_state(proc: Proc) -> str:
-    """``running``, ``paused (SIGSTOP)`` or ``stopped``."""
-    if not proc.alive():
-        return "stopped"
-    try:
-        with open(f"/proc/{proc.pid}/stat") as fh:
-            return "paused (SIGSTOP)" if fh.read().rsplit(")", 1)[1].split()[0] in ("T", "t") else "running"
-    except OSError:
-        return "running"
-
-
 def signal_proc(proc: Proc, sig: signal.Signals, wait: float = SIGNAL_WAIT) -> None:
     """Send ``sig`` and wait (bounded) until it took effect, so the caller's next look sees it."""
     if not proc.alive():
@@ -257,6 +140,16 @@ def stop_procs(procs: Iterable[Proc], grace: float = STOP_GRACE) -> list[str]:
         time.sleep(0.02)
     return forced
 
+
+
+def stop_cluster(state: ClusterState, grace: float = STOP_GRACE) -> tuple[list[str], list[str]]:
+    """Stop every process (brokers first, so they unregister), then forget the cluster unless one
+    survived; returns (the names force-killed, the names still running)."""
+    forced = stop_procs(state.brokers, grace) + stop_procs(state.namesrvs, grace)
+    left = [p.name for p in state.procs if p.alive()]
+    if not left:
+        (Path(state.dir) / STATE_FILE).unlink(missing_ok=True)
+    return forced, left
 
 @dataclass
 class StartOptions:
@@ -422,3 +315,14 @@ def restart(proc: Proc) -> None:
     text = Path(proc.config).read_text()
     Path(proc.config).write_text(re.sub(r"(?m)^listenPort=.*$", f"listenPort={proc.port}", text))
     (start_namesrv if proc.kind == "namesrv" else start_broker)(proc)
+
+
+def log_tail(path: Path, lines: int) -> list[str]:
+    """The last ``lines`` lines of a process's log, reading at most :data:`LOG_TAIL_BYTES` of it."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - LOG_TAIL_BYTES))
+            return fh.read().decode("utf-8", "replace").splitlines()[-lines:]
+    except OSError as exc:
+        return [f"(cannot read: {exc})"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mqadmin.client_core import ClientCore
-from mqadmin.client_errors import AdminError, NotFound, PerServer, parse_answer
+from mqadmin.client.core import ClientCore
+from mqadmin.client.errors import AdminError, NotFound, PerServer, parse_answer
 from namesrv.liveinfo import LIVE_TABLE_CODE
 from namesrv.provisional import RESTORED_BROKERS_CODE
 from remoting import fastjson, properties

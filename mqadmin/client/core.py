@@ -17,7 +17,7 @@ from typing import Any, Self
 
 import trio
 
-from mqadmin.client_errors import AdminError, NotFound, PerServer, check_answer
+from mqadmin.client.errors import AdminError, NotFound, PerServer, check_answer
 from remoting.bodies import BodyError
 from remoting.command import RemotingCommand
 from remoting.transport import RemotingClient, RemotingError, connect

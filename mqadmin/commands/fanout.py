@@ -22,8 +22,9 @@ from typing import Any
 
 import typer
 
-from mqadmin.cliutil import PLOT_INSTALL, PLOT_SUFFIXES, SPARK_INSTALL, check_output, has_module
-from mqadmin.render import make_console, out
+from mqadmin.commands.options import check_output, has_module, state_dir_option
+from mqadmin.output.console import make_console, out
+from mqadmin.output.plotmarks import PLOT_INSTALL, PLOT_SUFFIXES
 
 DirOpt = typer.Option(None, "--dir", help="State directory of the local cluster (default: a temporary one with --start).")
 KillOpt = typer.Option(None, "--kill-broker", metavar="BROKER@S", help="SIGKILL a local master S s into the load (repeatable).")
@@ -122,6 +123,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from mqadmin.fanout import FanoutError, FanoutUsageError, runner
         from mqadmin.fanout import report as reporting
+        from mqadmin.fanout.spark import SPARK_INSTALL
 
         check_output("--report", report)
         check_output("--plot", plot, PLOT_SUFFIXES)
@@ -133,7 +135,7 @@ def register(app: typer.Typer) -> None:
         scenario_path = None
         if scenario is not None:
             from mqadmin.scenario import schema
-            from mqadmin.scenario_cli import resolve
+            from mqadmin.scenario.shipped import resolve
 
             scenario_path = resolve(scenario)
             try:
@@ -141,8 +143,6 @@ def register(app: typer.Typer) -> None:
             except schema.ScenarioError as exc:
                 raise _fail(str(exc), 2) from None
         if directory is not None and (start or scenario is not None):
-            from mqadmin.runner_cli import state_dir_option
-
             state_dir_option(directory)
         opts = runner.FanoutOptions(
             producers=producers, topics=topics, rate=rate, duration=duration, messages_per_producer=messages,

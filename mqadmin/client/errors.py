@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from mqadmin import messages
+from mqadmin.client import messages
 from remoting.bodies import BodyError
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand

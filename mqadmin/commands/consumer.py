@@ -1,9 +1,5 @@
-"""mqadmin commands for consumer and producer groups, with Apache's names, letters and columns.
-
-``consumerProgress``, ``consumerConnection``, ``producerConnection``,
-``updateSubGroup``, ``deleteSubGroup``, ``resetOffsetByTime``
-(tools/command/consumer, connection, offset). Registered by
-:mod:`mqadmin.broker_admin_cli`; the work is in :mod:`mqadmin.broker_admin`.
+"""Consumer group commands (Apache's tools/command/consumer): consumerProgress, updateSubGroup,
+deleteSubGroup. The work is in :mod:`mqadmin.client.broker_admin`.
 """
 
 from __future__ import annotations
@@ -14,17 +10,29 @@ from typing import Any
 
 import typer
 
-from mqadmin import broker_admin as ba
-from mqadmin.admin_opts import addr_opt, bool_opt, one_target, time_opt
-from mqadmin.client import AdminClient, AdminError, parse_attributes, run
-from mqadmin.cliutil import JsonOpt, NamesrvOpt, TimeoutOpt, bad_option, client_for
-from mqadmin.render import Col, fit_table, out, print_json
+from mqadmin.client import AdminClient, run
+from mqadmin.client import broker_admin as ba
+from mqadmin.client.errors import AdminError
+from mqadmin.client.topic_text import parse_attributes
+from mqadmin.commands.options import (
+    JsonOpt,
+    NamesrvOpt,
+    TimeoutOpt,
+    addr_opt,
+    bad_option,
+    bool_opt,
+    client_for,
+    one_target,
+)
+from mqadmin.output.console import out, print_json
+from mqadmin.output.tables import Col, fit_table
 from remoting.admin_bodies import subscription_group_config
-from remoting.codes import RequestCode, version_desc
-from remoting.command import request
+from remoting.codes import version_desc
 from remoting.mqjson import MqJsonError
 
 NA = "N/A"
+
+
 #: SubscriptionGroupConfig field (as named in a validation error) -> the updateSubGroup option that sets it.
 FIELD_OPTIONS = (("groupName", "-g"), ("retryQueueNums", "-q"), ("retryMaxTimes", "-r"), ("whichBroker", "-w"),
                  ("brokerId", "-i"), ("attribute", "--attributes"))
@@ -32,10 +40,6 @@ FIELD_OPTIONS = (("groupName", "-g"), ("retryQueueNums", "-q"), ("retryMaxTimes"
 
 def _date(ms: int) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S") if ms else NA
-
-
-# ---------------------------------------------------------------------------
-# consumerProgress
 
 
 def consumer_progress(
@@ -114,62 +118,6 @@ async def _all_groups(client: AdminClient) -> list[dict[str, Any]]:
             return entry
 
         return await ba.gather(names, one)
-
-
-# ---------------------------------------------------------------------------
-# connections
-
-
-def consumer_connection(
-    group: str = typer.Option(..., "-g", "--consumerGroup", help="Consumer group."),
-    broker_addr: str | None = typer.Option(None, "-b", "--brokerAddr", help="Ask this broker (host:port)."),
-    namesrv: str | None = NamesrvOpt,
-    as_json: bool = JsonOpt,
-    timeout: float = TimeoutOpt,
-) -> None:
-    if broker_addr is not None:
-        addr = addr_opt("-b", broker_addr)
-        cc = run(ba.examine_consumer_connection, AdminClient([], timeout=timeout), group.strip(), addr)
-    else:
-        cc = run(ba.examine_consumer_connection, client_for(namesrv, timeout), group.strip())
-    subs = [(topic, str(sd.get("subString", ""))) for topic, sd in sorted(cc.subscriptions.items())]
-    if as_json:
-        print_json({"group": group, "connections": [c.to_java() | {"versionDesc": version_desc(c.version)}
-                                                    for c in cc.connections],
-                    "subscriptions": [{"topic": t, "subExpression": s} for t, s in subs],
-                    "consumeType": cc.consume_type, "messageModel": cc.message_model,
-                    "consumeFromWhere": cc.consume_from_where})
-        return
-    out.print(fit_table([Col("#ClientId"), Col("#ClientAddr"), Col("#Language"), Col("#Version")],
-                        [[c.client_id, c.client_addr, c.language, version_desc(c.version)] for c in cc.connections]))
-    out.print("")
-    out.print("Below is subscription:")
-    out.print(fit_table([Col("#Topic"), Col("#SubExpression", wrap=True)], [[t, s] for t, s in subs]))
-    out.print("")
-    out.print(f"ConsumeType: {cc.consume_type}")
-    out.print(f"MessageModel: {cc.message_model}")
-    out.print(f"ConsumeFromWhere: {cc.consume_from_where}")
-
-
-def producer_connection(
-    group: str = typer.Option(..., "-g", "--producerGroup", help="Producer group."),
-    topic: str = typer.Option(..., "-t", "--topic", help="A topic the group sends to (its brokers are asked)."),
-    namesrv: str | None = NamesrvOpt,
-    as_json: bool = JsonOpt,
-    timeout: float = TimeoutOpt,
-) -> None:
-    conns = run(ba.examine_producer_connection, client_for(namesrv, timeout), group.strip(), topic.strip())
-    if as_json:
-        print_json({"group": group, "topic": topic,
-                    "connections": [c.to_java() | {"versionDesc": version_desc(c.version)} for c in conns]})
-        return
-    out.print(fit_table([Col("#"), Col("#ClientId"), Col("#ClientAddr"), Col("#Language"), Col("#Version")],
-                        [[f"{i:04d}", c.client_id, c.client_addr, c.language, version_desc(c.version)]
-                         for i, c in enumerate(conns, 1)]))
-
-
-# ---------------------------------------------------------------------------
-# subscription groups
 
 
 def _targets(client: AdminClient, broker_addr: str | None, cluster: str | None) -> list[str]:
@@ -319,100 +267,7 @@ def delete_sub_group(
         raise typer.Exit(1)
 
 
-# ---------------------------------------------------------------------------
-# resetOffsetByTime
-
-
-def reset_offset_by_time(
-    group: str = typer.Option(..., "-g", "--group", help="Consumer group."),
-    topic: str = typer.Option(..., "-t", "--topic", help="Topic."),
-    timestamp: str = typer.Option(..., "-s", "--timestamp", metavar="TIME",
-                                  help="now, milliseconds since the epoch, or yyyy-MM-dd#HH:mm:ss:SSS."),
-    force: str | None = typer.Option(None, "-f", "--force", metavar="true|false",
-                                     help="Also move offsets forward (default true)."),
-    broker_addr: str | None = typer.Option(None, "-b", "--broker", help="With -q: this broker (host:port)."),
-    queue_id: int | None = typer.Option(None, "-q", "--queue", min=0, help="With -b: only this queue."),
-    offset: int | None = typer.Option(None, "-o", "--offset", min=0, help="With -b -q: to this offset."),
-    cluster: str | None = typer.Option(None, "-c", "--cluster", help="Cluster (routes LMQ and timer topics)."),
-    namesrv: str | None = NamesrvOpt,
-    as_json: bool = JsonOpt,
-    timeout: float = TimeoutOpt,
-) -> None:
-    when = time_opt("-s", timestamp)
-    forced = bool_opt("-f", force)
-    forced = True if forced is None else forced
-    group, topic = group.strip(), topic.strip()
-    if (broker_addr is None) != (queue_id is None):
-        raise bad_option("-b/-q", "-b and -q go together")
-    if offset is not None and queue_id is None:
-        raise bad_option("-o", "needs -b and -q")
-    if broker_addr is not None and queue_id is not None:
-        addr = addr_opt("-b", broker_addr)
-        _reset_one_queue(addr, group, topic, queue_id, offset, when, timestamp, as_json, timeout)
-        return
-    client = client_for(namesrv, timeout)
-
-    async def reset() -> tuple[str, Any]:
-        try:
-            return "broker", await ba.reset_offset_by_time(client, topic, group, when, forced, cluster)
-        except ba.ConsumerNotOnline:  # what Java's command does then: the old, client-side reset
-            return "old", await ba.reset_offset_old(client, topic, group, when, forced, cluster)
-
-    mode, result = run(reset)
-    head = {"group": group, "topic": topic, "force": forced, "timestamp": when, "mode": mode}
-    if mode == "old":
-        if as_json:
-            print_json(head | {"rollback": [r.to_json() for r in result]})
-            return
-        out.print(f"reset consumer offset by specified consumerGroup[{group}], topic[{topic}], force[{str(forced).lower()}], "
-                  f"timestamp(string)[{timestamp}], timestamp(long)[{when}]")
-        out.print(fit_table([Col("#brokerName"), Col("#queueId"), Col("#brokerOffset"), Col("#consumerOffset"),
-                             Col("#timestampOffset"), Col("#resetOffset")],
-                            [[r.broker_name, str(r.queue_id), str(r.broker_offset), str(r.consumer_offset),
-                              str(r.timestamp_offset), str(r.rollback_offset)] for r in result]))
-        return
-    rows = sorted(result.items())
-    if as_json:
-        print_json(head | {"offsets": [{"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": off}
-                                       for mq, off in rows]})
-        return
-    out.print(f"start reset consumer offset by specified, group[{group}], topic[{topic}], force[{str(forced).lower()}], "
-              f"timestamp(string)[{timestamp}], timestamp(long)[{when}]")
-    out.print(fit_table([Col("#brokerName"), Col("#queueId"), Col("#offset")],
-                        [[mq.broker_name, str(mq.queue_id), str(off)] for mq, off in rows]))
-
-
-def _reset_one_queue(addr: str, group: str, topic: str, queue_id: int, offset: int | None, when: int, text: str,
-                     as_json: bool, timeout: float) -> None:
-    """``-b -q [-o]``: the queue's offset at the time (or ``-o``), committed and reset on that broker."""
-    client = AdminClient([], timeout=timeout)
-
-    async def reset() -> tuple[int, dict[Any, int]]:
-        target = offset if offset is not None else await client.search_offset(addr, topic, queue_id, when)
-        if target <= 0:
-            return target, {}  # Java resets only to a positive offset
-        # resetOffsetByQueueId: commit the offset, then have the broker reset the queue (and tell the consumers)
-        await client.broker_call(addr, request(RequestCode.UPDATE_CONSUMER_OFFSET, {
-            "consumerGroup": group, "topic": topic, "queueId": queue_id, "commitOffset": target}), "update offset")
-        name = next(iter(await ba.reset_offset(client, addr, topic, group, 0, True, queue_id=queue_id, offset=target)),
-                    None)
-        return target, {name: target} if name is not None else {}
-
-    if not as_json:
-        out.print(f"start reset consumer offset by specified, group[{group}], topic[{topic}], queueId[{queue_id}], "
-                  f"broker[{addr}], timestamp(string)[{text}], timestamp(long)[{when}]")
-    target, done = run(reset)
-    if as_json:
-        print_json({"group": group, "topic": topic, "broker": addr, "queueId": queue_id, "timestamp": when,
-                    "offset": target, "reset": bool(done)})
-        return
-    out.print(f"reset consumer offset to {target}")
-
-
 def register(app: typer.Typer) -> None:
     app.command("consumerProgress", help="Query a consumer group's progress (or every group's), and its TPS.")(consumer_progress)
-    app.command("consumerConnection", help="Query a consumer group's connections and subscriptions.")(consumer_connection)
-    app.command("producerConnection", help="Query a producer group's connections.")(producer_connection)
     app.command("updateSubGroup", help="Create or update a subscription group on a broker or a cluster's masters.")(update_sub_group)
     app.command("deleteSubGroup", help="Delete a subscription group from a broker or a cluster.")(delete_sub_group)
-    app.command("resetOffsetByTime", help="Reset a consumer group's offsets to a time (consumers are told at once).")(reset_offset_by_time)

@@ -1,41 +1,36 @@
-"""``clusterList``: rows of Apache 5.x's table, computed from each broker's runtime info.
+"""``clusterList``'s rows: Apache 5.x's figures, computed from each broker's runtime info.
 
-Pure functions (no I/O): the CLI fetches the ClusterInfo and the runtime
-KVTables, these turn them into the documented JSON rows and the table cells.
-Apache prints a stack trace for a broker that does not answer; here its
-row says so in ``#Status`` and its stats are ``-``.
+The NameServer's ClusterInfo names the brokers; each broker's runtime KVTable
+(GET_BROKER_RUNTIME_INFO) gives its figures; :func:`row` turns one answer into
+the documented ``clusterList --json`` row. Apache prints a stack trace for a
+broker that does not answer; here its row says so (``reachable``, ``error``).
+The table cells are drawn from these rows in :mod:`mqadmin.commands.cluster`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
-from rich.text import Text
-
-from mqadmin.client import PerServer
-from mqadmin.render import Col
+from mqadmin.client import AdminClient
+from mqadmin.client.errors import AdminError, PerServer
+from mqadmin.client.snapshot import provisional_by
 from remoting.bodies import ClusterInfo
 
-#: Apache 5.x's columns (ClusterListSubCommand.printClusterBaseInfo) plus #Status.
-BASE_COLUMNS = [
-    Col("#Cluster Name"), Col("#Broker Name"), Col("#BID"), Col("#Addr"), Col("#Version", 3),
-    Col("#InTPS(LOAD)", 1, "right"), Col("#OutTPS(LOAD)", 2, "right"), Col("#Timer(Progress)", 7),
-    Col("#PCWait(ms)", 6, "right"), Col("#Hour", 4), Col("#SPACE", 5), Col("#ACTIVATED", 3), Col("#Status", wrap=True),
-]
-#: Drop rank of #Timer(Progress): the one column given up before the (LOAD) details are.
-TIMER_RANK = 7
-#: The same figures without the thread-pool load, tried when the full table is too wide.
-COMPACT_COLUMNS = [
-    Col("#Cluster Name"), Col("#Broker Name"), Col("#BID"), Col("#Addr"), Col("#Version", 3),
-    Col("#InTPS", 1, "right"), Col("#OutTPS", 2, "right"), Col("#PCWait(ms)", 6, "right"), Col("#Hour", 4),
-    Col("#SPACE", 5), Col("#ACTIVATED", 3), Col("#Status", wrap=True),
-]
-MORE_COLUMNS = [
-    Col("#Cluster Name"), Col("#Broker Name"), Col("#BID"), Col("#Addr"), Col("#InTotalYest", 1, "right"),
-    Col("#OutTotalYest", 1, "right"), Col("#InTotalToday", 1, "right"), Col("#OutTotalToday", 1, "right"),
-    Col("#Status", wrap=True),
-]
+
+async def cluster_rows(client: AdminClient, only: str | None) -> list[dict[str, Any]]:
+    """Every broker of every cluster (or of ``only``), with its runtime figures, as ``clusterList --json`` rows."""
+    info = await client.cluster_info()
+    try:
+        brokers = broker_addrs(info, only)
+    except LookupError as exc:
+        raise AdminError(str(exc)) from None
+    answers = await client.runtime_infos([b[3] for b in brokers])
+    provisional = provisional_by(await client.restored_brokers_everywhere())
+    now_ms = int(time.time() * 1000)
+    return [row(*b, answer, now_ms, provisional.get((b[1], b[2], b[3]), []))
+            for b, answer in zip(brokers, answers)]
 
 
 def broker_addrs(info: ClusterInfo, only: str | None) -> list[tuple[str, str, int, str]]:
@@ -113,52 +108,3 @@ def row(cluster: str, name: str, bid: int, addr: str, answer: PerServer, now_ms:
         "inTotalToday": diff(put_n, put_m),
         "outTotalToday": diff(get_n, get_m),
     }
-
-
-def _s(value: Any, default: str = "N") -> str:
-    return default if value is None else str(value)
-
-
-def _f(value: float | None, fmt: str) -> str:
-    return format(value or 0.0, fmt)
-
-
-def status(r: dict[str, Any]) -> Text:
-    text = Text("OK", style="green") if r["reachable"] else Text(f"no answer: {r['error']}", style="red")
-    if r.get("provisionalOn"):
-        text.append(f"; restored on {', '.join(r['provisionalOn'])}, not registered since", style="yellow")
-    return text
-
-
-def base_cells(r: dict[str, Any]) -> list[str | Text]:
-    """Apache 5.x's cells (same formats, leading padding dropped) plus the status."""
-    ident: list[str | Text] = [r["cluster"], r["brokerName"], str(r["brokerId"]), r["addr"]]
-    if not r["reachable"]:
-        return ident + ["-"] * 8 + [status(r)]
-    congest = (r["timerCongestNum"] or 0) / 10000.0
-    return ident + [
-        _s(r["version"], ""),
-        f"{_f(r['inTps'], '.2f')}({_s(r['sendQueue'])},{_s(r['sendWaitMs'])}ms)",
-        f"{_f(r['outTps'], '.2f')}({_s(r['pullQueue'])},{_s(r['pullWaitMs'])}ms|{_s(r['ackQueue'])},{_s(r['ackWaitMs'])}ms)",
-        (f"{r['timerReadBehind'] or 0}-{r['timerOffsetBehind'] or 0}({congest:.1f}w, "
-         f"{_f(r['timerEnqueueTps'], '.1f')}, {_f(r['timerDequeueTps'], '.1f')})"),
-        _s(r["pageCacheLockTimeMs"], ""),
-        _f(r["hours"], ".2f"),
-        _f(r["space"], ".4f"),
-        "" if r["activated"] is None else str(r["activated"]).lower(),
-        status(r),
-    ]
-
-
-def compact_cells(r: dict[str, Any]) -> list[str | Text]:
-    cells = base_cells(r)
-    if not r["reachable"]:
-        return cells[:4] + ["-"] * 7 + [cells[-1]]
-    return cells[:5] + [_f(r["inTps"], ".2f"), _f(r["outTps"], ".2f")] + cells[8:]
-
-
-def more_cells(r: dict[str, Any]) -> list[str | Text]:
-    ident: list[str | Text] = [r["cluster"], r["brokerName"], str(r["brokerId"]), r["addr"]]
-    if not r["reachable"]:
-        return ident + ["-"] * 4 + [status(r)]
-    return ident + [str(r[k] or 0) for k in ("inTotalYest", "outTotalYest", "inTotalToday", "outTotalToday")] + [status(r)]

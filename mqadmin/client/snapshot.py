@@ -1,11 +1,11 @@
-"""What every NameServer believes, side by side: ``mqadmin watch``.
+"""What every NameServer believes, side by side: the data behind ``mqadmin watch``.
 
 NameServers never talk to each other, so after a partition, a restart or a
 lost heartbeat they can disagree about which brokers are alive and where a
 topic's queues are. A snapshot asks each NameServer separately (all
 requests in parallel, each bounded by the client's timeout) and marks every
-row on which they differ. The live view redraws once per interval on a
-fixed cadence; off a terminal it prints one frame per interval instead.
+row on which they differ. The view and the live loop are in
+:mod:`mqadmin.commands.watch`.
 
 A NameServer that restored its routes from its snapshot (a warm restart)
 marks the brokers that have not registered with it since (code 9002):
@@ -14,17 +14,12 @@ those cells say ``restored`` and the row's ``provisionalBy`` lists them.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import trio
-from rich.console import Console, Group
-from rich.live import Live
-from rich.text import Text
 
-from mqadmin.client import AdminClient, PerServer
-from mqadmin.cliutil import error_line
-from mqadmin.render import Col, fit_table
+from mqadmin.client import AdminClient
+from mqadmin.client.errors import PerServer
 from remoting.bodies import TopicRouteData, perm_to_string
 
 MAX_TOPICS = 20
@@ -129,83 +124,3 @@ async def _gather(*fns: Any) -> list[list[PerServer]]:
         for i in range(len(fns)):
             nursery.start_soon(run, i)
     return results
-
-
-def _agree(ok: bool, values: Any) -> Text:
-    if ok:
-        return Text("yes", style="green")
-    if any(v is None for v in values):
-        return Text("unknown", style="yellow")  # somebody did not answer: agreement cannot be claimed
-    return Text("NO", style="bold red")
-
-
-def _broker_cell(seen: bool | None, age: float | None, suspect: bool) -> Text:
-    if seen is None:
-        return Text("no answer", style="yellow")
-    if not seen:
-        return Text("absent", style="red")
-    if age is None:
-        return Text("alive", style="green")
-    if suspect:
-        return Text(f"suspect {age:.0f}s", style="bold yellow")
-    return Text(f"alive {age:.0f}s", style="green")
-
-
-def view(snap: dict[str, Any], console: Console, note: str = "") -> Group:
-    """Brokers and routes, one column per NameServer; rows where they differ say NO under #Agree."""
-    addrs = snap["namesrvs"]
-    stamp = time.strftime("%H:%M:%S")
-    cols = [Col("#Broker"), Col("#ID"), Col("#Addr"), Col("#Agree"), *[Col(f"@{a}") for a in addrs]]
-    rows = []
-    for row in snap["brokers"]:
-        ages = row.get("lastHeard", {})
-        cells = [_broker_cell(v, ages.get(a), a in row.get("suspectBy", ())) for a, v in row["seenBy"].items()]
-        for cell, addr in zip(cells, row["seenBy"]):
-            if addr in row.get("provisionalBy", ()):
-                cell.append(" restored", style="yellow")
-        rows.append([row["broker"], str(row["id"]), row["addr"], _agree(row["agree"], row["seenBy"].values()), *cells])
-    brokers = fit_table(cols, rows, title=f"brokers as each NameServer sees them  {stamp}{note}", console=console)
-    tcols = [Col("#Topic"), Col("#Agree"), *[Col(f"@{a}", wrap=True) for a in addrs]]
-    trows = []
-    for row in snap["topics"]:
-        style = "" if row["agree"] else "bold red"
-        cells = [Text("no answer", style="yellow") if v is None else Text(" ".join(v) or "no route", style=style)
-                 for v in row["routes"].values()]
-        trows.append([Text(row["topic"], style=style), _agree(row["agree"], row["routes"].values()), *cells])
-    routes = fit_table(tcols, trows, title="routes (broker:perm:writeQueues)", console=console)
-    parts: list[Any] = [brokers, routes]
-    for addr, error in snap["errors"].items():
-        parts.append(Text(error_line(addr, error), style="yellow"))
-    return Group(*parts)
-
-
-async def live(
-    client: AdminClient, topics: list[str] | None, console: Console, *, interval: float = 1.0, count: int | None = None,
-    suspect_after: float | None = None,
-) -> None:
-    """Redraw every ``interval`` seconds (fixed cadence) until Ctrl-C or ``count`` frames."""
-    frames = 0
-    next_at = trio.current_time()
-    display = Live(console=console, auto_refresh=False, transient=False) if console.is_terminal else None
-    async with client.pooled():
-        if display is not None:
-            display.start()
-        try:
-            while count is None or frames < count:
-                began = time.monotonic()
-                snap = await snapshot(client, topics, suspect_after=suspect_after)
-                frames += 1
-                note = f"  refresh {frames}, {int((time.monotonic() - began) * 1000)} ms"
-                if display is not None:
-                    display.update(view(snap, console, note), refresh=True)
-                else:
-                    console.print(view(snap, console, note))
-                    console.print()
-                next_at += interval
-                # after a slow refresh, start the next one now and keep the cadence from there
-                next_at = max(next_at, trio.current_time())
-                if count is None or frames < count:
-                    await trio.sleep_until(next_at)
-        finally:
-            if display is not None:
-                display.stop()

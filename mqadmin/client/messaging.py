@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from mqadmin import messages
-from mqadmin.broker_client import BrokerClient
-from mqadmin.client_core import DEFAULT_TIMEOUT
-from mqadmin.client_errors import AdminError, NotFound, check_answer, parse_answer
+from mqadmin.client import messages
+from mqadmin.client.broker import BrokerClient
+from mqadmin.client.core import DEFAULT_TIMEOUT
+from mqadmin.client.errors import AdminError, NotFound, check_answer, parse_answer
 from remoting.bodies import TopicRouteData
 from remoting.codes import (
     DEFAULT_TOPIC,

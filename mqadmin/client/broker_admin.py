@@ -6,7 +6,7 @@ What Apache's DefaultMQAdminExt does for ``topicStatus``, ``statsAll``,
 ``updateBrokerConfig`` and ``resetOffsetByTime``: the per-broker requests
 (202, 315, 208, 203, 204, 200, 207, 26, 25, 222) and the cluster-wide
 views built from them (one request per broker of a route, merged). No CLI
-code here; every failure is an :class:`~mqadmin.client.AdminError` naming
+code here; every failure is an :class:`~mqadmin.client.errors.AdminError` naming
 the address, and every call has the client's timeout.
 """
 
@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 
 import trio
 
-from mqadmin.client import AdminClient, AdminError, NotFound, PerServer, code_name
+from mqadmin.client import AdminClient
+from mqadmin.client.errors import AdminError, NotFound, PerServer, code_name
 from remoting import properties
 from remoting.admin_bodies import (
     BrokerStatsData,
@@ -161,13 +162,6 @@ async def delete_sub_group(client: AdminClient, addrs: list[str], group: str, cl
     return await _each(
         client, addrs, lambda: request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": group, "cleanOffset": clean_offset}),
         f"delete subscription group {group}")
-
-
-async def all_sub_groups(client: AdminClient, addr: str) -> dict[str, dict[str, Any]]:
-    resp = await _call(client, addr, request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG), "subscription groups")
-    doc = _decode(addr, "GET_ALL_SUBSCRIPTIONGROUP_CONFIG", loads, resp.body)
-    table = doc.get("subscriptionGroupTable") if isinstance(doc, dict) else None
-    return table if isinstance(table, dict) else {}
 
 
 async def reset_offset(client: AdminClient, addr: str, topic: str, group: str, timestamp: int, force: bool,

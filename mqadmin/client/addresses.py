@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from mqadmin.client_errors import AdminError
+from mqadmin.client.errors import AdminError
 from remoting.transport import parse_addr
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from broker_stub.faults import FAULT_CODE
-from mqadmin.client_errors import AdminError, PerServer, check_answer, parse_answer
-from mqadmin.namesrv_client import NamesrvClient
-from mqadmin.topic_text import attributes_text
+from mqadmin.client.errors import AdminError, PerServer, check_answer, parse_answer
+from mqadmin.client.namesrv import NamesrvClient
+from mqadmin.client.topic_text import attributes_text
 from remoting import fastjson
 from remoting.bodies import TopicConfig, parse_kv_table
 from remoting.codes import DEFAULT_TOPIC, RequestCode, ResponseCode
