@@ -27,6 +27,7 @@ from namesrv.durable import remove_stale_temp_files, write_atomic
 from remoting.admin_bodies import SUBSCRIPTION_GROUP_DEFAULTS, subscription_group_config
 from remoting.bodies import DataVersion
 from remoting.mqjson import MqJsonError, loads
+from remoting.names import is_legal_group
 
 log = logging.getLogger("broker_stub")
 
@@ -79,10 +80,15 @@ class SubscriptionGroups:
             table = doc.get("subscriptionGroupTable") or {}
             if not isinstance(table, dict):
                 raise MqJsonError("subscriptionGroupTable is not an object")
-            groups = [subscription_group_config(cfg) for cfg in list(table.values())[:MAX_GROUPS]]
+            entries = list(table.values())[:MAX_GROUPS]
+            bad = [cfg.get("groupName") for cfg in entries if not (isinstance(cfg, dict) and is_legal_group(cfg.get("groupName")))]
+            groups = [subscription_group_config(cfg) for cfg in entries if isinstance(cfg, dict) and is_legal_group(cfg.get("groupName"))]
             version = DataVersion.from_obj(doc["dataVersion"]) if isinstance(doc.get("dataVersion"), dict) else None
         except (ValueError, TypeError, KeyError, AttributeError) as exc:  # MqJsonError and BodyError are ValueErrors
             raise SubscriptionGroupError(f"{path} is not a subscription group file: {exc}") from None
+        if bad:
+            log.warning("%s: skipped %d groups whose names are no legal group names: %s", path, len(bad),
+                        ", ".join(repr(name)[:60] for name in bad[:5]))
         for cfg in groups:
             self.table[cfg["groupName"]] = cfg
         if version is not None:
