@@ -375,10 +375,11 @@ class MessageStore:
         if queue is None or not len(queue):
             return queue.next_offset if queue is not None else 0
         stamps, head = queue.stamps, queue.head
+        end = max(queue.visible, queue.min_offset)  # never past what readers see
         if upper:
             i = bisect.bisect_right(stamps, timestamp, head) - 1 - head
-            return queue.min_offset + max(i, 0)
-        return queue.min_offset + bisect.bisect_left(stamps, timestamp, head) - head
+            return min(queue.min_offset + max(i, 0), end)
+        return min(queue.min_offset + bisect.bisect_left(stamps, timestamp, head) - head, end)
 
     def earliest_timestamp(self, topic: str | None = None, queue_id: int = 0) -> int:
         """Store time of the oldest message held (of one queue, or of all); -1 if none, as Java."""

@@ -49,6 +49,11 @@ def default_group(name: str) -> dict[str, Any]:
     return dict(SUBSCRIPTION_GROUP_DEFAULTS, groupName=name)
 
 
+def _illegal_name(cfg: object) -> bool:
+    """A saved group whose name is a string but no legal group name (it never becomes anything)."""
+    return isinstance(cfg, dict) and isinstance(cfg.get("groupName"), str) and not is_legal_group(cfg["groupName"])
+
+
 class SubscriptionGroups:
     def __init__(self, path: str | None = None, *, clock_ms: Callable[[], int] | None = None) -> None:
         self.path = path
@@ -81,8 +86,8 @@ class SubscriptionGroups:
             if not isinstance(table, dict):
                 raise MqJsonError("subscriptionGroupTable is not an object")
             entries = list(table.values())[:MAX_GROUPS]
-            bad = [cfg.get("groupName") for cfg in entries if not (isinstance(cfg, dict) and is_legal_group(cfg.get("groupName")))]
-            groups = [subscription_group_config(cfg) for cfg in entries if isinstance(cfg, dict) and is_legal_group(cfg.get("groupName"))]
+            bad = [cfg["groupName"] for cfg in entries if _illegal_name(cfg)]  # skipped; a malformed entry fails the file
+            groups = [subscription_group_config(cfg) for cfg in entries if not _illegal_name(cfg)]
             version = DataVersion.from_obj(doc["dataVersion"]) if isinstance(doc.get("dataVersion"), dict) else None
         except (ValueError, TypeError, KeyError, AttributeError) as exc:  # MqJsonError and BodyError are ValueErrors
             raise SubscriptionGroupError(f"{path} is not a subscription group file: {exc}") from None
