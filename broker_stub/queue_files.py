@@ -70,18 +70,34 @@ def messages_dir(store_root: str) -> str:
     return os.path.join(os.path.expanduser(store_root), "messages")
 
 
+class WriteFailed(Exception):
+    """A write that failed after ``written`` bytes of it had reached the file."""
+
+    def __init__(self, error: OSError, written: int) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.written = written
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
+    done = 0
     while view:
-        view = view[os.write(fd, view) :]
+        try:
+            n = os.write(fd, view)
+        except OSError as exc:  # ENOSPC typically comes after a short write: say how much went in
+            raise WriteFailed(exc, done) from None
+        done += n
+        view = view[n:]
 
 
 @dataclass
 class BatchReport:
     """What one writer pass did, for the event loop (appends are numbered from 1 in append order).
 
-    ``ok_through``: every append up to this number is in the OS. ``done_through``: every append up to
-    this number is settled (the ones after ``ok_through`` failed, unwritten). ``written``: per queue
+    ``ok_through``: the last append written; every one before it was written too, or had failed before
+    the event loop rolled back (:meth:`QueueFiles.resume`). ``done_through``: every append up to this
+    number is settled, written or failed unwritten. ``written``: per queue
     token (whatever :meth:`QueueFiles.append` was given), the queue offset after its last record
     written. ``error``: the write error that began a failure (None when the failed appends only
     waited for :meth:`resume`). ``error_key``: the queue it happened on. ``probe``: the result of a
@@ -131,7 +147,8 @@ class QueueFiles:
         self._sealed: set[Key] = set()  # last segment ends in bytes that could not be cut off yet: cut first
         self._open: OrderedDict[Key, int] = OrderedDict()  # fds of last segments
         self._dirty: set[int] = set()
-        self._done_seq = 0  # appends settled (writer side)
+        self._done_seq = 0  # appends settled, written or failed (writer side)
+        self._ok_seq = 0  # the last append written
         self._failing = False  # a write failed: fail every append until resume()
         self.written_bytes = 0
         self.write_errors = 0
@@ -242,7 +259,7 @@ class QueueFiles:
                 batch, self._pending = self._pending, []
                 closing = self._closing
             first = self._done_seq
-            report = BatchReport(first, first)
+            report = BatchReport(self._ok_seq, first)
             try:
                 self._apply(batch, report)
             except Exception as exc:  # a bug here must not end the writer: fail what is left, carry on
@@ -311,16 +328,17 @@ class QueueFiles:
         report.done_through = self._done_seq
 
     def _flush_chunk(self, key: Key, chunk: list[bytes], last: tuple[int, object, int], report: BatchReport) -> None:
-        """Write one queue's run of records; on failure it is undone and every later append fails."""
-        try:
-            self._write(key, chunk)
-        except (OSError, PathOutsideError) as exc:
-            self._fail(key, exc if isinstance(exc, OSError) else OSError(str(exc)), report)
-            return
+        """Write one queue's run of records (consecutive offsets and append numbers, ``last`` the last's).
+        If the write fails part-way, the records that reached the file whole are kept and count as
+        written, the rest is cut off, and every later append fails."""
+        kept, error = self._write(key, chunk)
         offset, token, seq = last
-        report.written[token] = offset + 1
-        report.ok_through = seq
-        self._next[key] = offset + 1
+        if kept:
+            first_offset = offset - len(chunk) + 1
+            report.written[token] = self._next[key] = first_offset + kept
+            report.ok_through = self._ok_seq = seq - len(chunk) + kept
+        if error is not None:
+            self._fail(key, error, report)
 
     def _fail(self, key: Key | None, exc: OSError, report: BatchReport) -> None:
         """Fail from here on, unwritten, until :meth:`resume`; the report carries the first error."""
@@ -379,18 +397,33 @@ class QueueFiles:
         self._sealed.discard(key)
         return True
 
-    def _write(self, key: Key, chunk: list[bytes]) -> None:
+    def _write(self, key: Key, chunk: list[bytes]) -> tuple[int, OSError | None]:
+        """Append ``chunk``; returns how many of its records are in the file whole, and the error if
+        not all are (the file is then cut back to the end of the last whole one)."""
         data = b"".join(chunk)
         before = self._sizes.get(key, 0)
         try:
             fd = self._fd(key)
             _write_all(fd, data)
-        except OSError:
-            self._undo(key, before)
-            raise
+        except (OSError, PathOutsideError, WriteFailed) as exc:
+            written = exc.written if isinstance(exc, WriteFailed) else 0
+            kept = kept_bytes = 0
+            for record in chunk:
+                if kept_bytes + len(record) > written:
+                    break
+                kept += 1
+                kept_bytes += len(record)
+            self._undo(key, before + kept_bytes)
+            self._sizes[key] = before + kept_bytes
+            self.written_bytes += kept_bytes
+            if kept_bytes and key in self._open:
+                self._dirty.add(self._open[key])
+            error = exc.error if isinstance(exc, WriteFailed) else exc
+            return kept, error if isinstance(error, OSError) else OSError(str(error))
         self._dirty.add(fd)
         self._sizes[key] = before + len(data)
         self.written_bytes += len(data)
+        return len(chunk), None
 
     def _undo(self, key: Key, size: int) -> None:
         """A write failed part-way: cut the segment back to ``size`` (its last whole record); if that
@@ -424,7 +457,7 @@ class QueueFiles:
             finally:
                 os.close(fd)
                 os.unlink(path)
-        except (OSError, PathOutsideError) as exc:
+        except (OSError, PathOutsideError, WriteFailed) as exc:
             return str(exc)
         return ""
 
