@@ -18,7 +18,7 @@ from pathlib import Path
 from broker_stub.queue_files import BatchReport, QueueFiles
 from broker_stub.segments import SegmentScan, segment_name
 from broker_stub.store import MessageStore
-from tests.test_broker_full_disk import free_bytes, mount_tmpfs  # noqa: F401  (the fixture)
+from tests.test_broker_full_disk import mount_tmpfs  # noqa: F401  (the fixture)
 
 
 def records(topic: str, queue_id: int, count: int, size: int = 1000) -> list[bytes]:
