@@ -288,3 +288,29 @@ async def test_a_tear_in_an_older_segment_and_a_huge_length_do_not_stop_the_star
     assert resp.ext("offset") == "3"
     resp = await call(again.addr, send_v2(TOPIC, 0, BODY))
     assert resp.code == ResponseCode.SUCCESS and resp.ext("queueOffset") == "70"
+
+
+async def test_a_held_pull_is_answered_once_the_message_is_written(
+    start_broker: Callable[..., BrokerProcess], tmp_path: Path
+) -> None:
+    """On disk, a message is readable only once written: a long-polling pull waiting on its queue is woken
+    then (not at the put), and gets it; a pull right after the send's answer finds it."""
+    from tests.test_broker_stub import RawConn
+
+    broker = start_broker("lp", storePathRootDir=tmp_path / "store")
+    consumer = await RawConn.open(broker.addr)
+    async with consumer.stream, connect(broker.addr) as producer:
+        assert (await producer.invoke(create_topic(TOPIC, queues=1))).code == ResponseCode.SUCCESS
+        await consumer.send(pull(TOPIC, 0, 0, sys_flag=2 | 4, suspend_ms=20000), 1)
+        sent = await producer.invoke(send_v2(TOPIC, 0, b"wanted"))
+        assert sent.code == ResponseCode.SUCCESS
+        resp = await consumer.response(1, timeout=15.0)
+        assert resp.code == ResponseCode.SUCCESS and [m.phys for m in decode_pulled(resp.body)] == [phys(sent)]
+        sent = await producer.invoke(send_v2(TOPIC, 0, b"next"))
+        resp = await producer.invoke(pull(TOPIC, 0, 1))
+        assert resp.code == ResponseCode.SUCCESS and [m.phys for m in decode_pulled(resp.body)] == [phys(sent)]
+
+
+def phys(sent: object) -> int:
+    """The commit-log offset a send's message id ends with."""
+    return int((sent.ext("msgId") or "")[16:], 16)  # type: ignore[attr-defined]
