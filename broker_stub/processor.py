@@ -40,6 +40,7 @@ from remoting.bodies import TopicConfig, encode_kv_table
 from remoting.codec import encode
 from remoting.codes import DEFAULT_TOPIC, PERM_READ, PERM_WRITE, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
+from remoting.names import PathOutsideError
 from remoting.ratelog import RateLimitedLog, clip
 
 log = logging.getLogger("broker_stub")
@@ -223,6 +224,11 @@ class BrokerProcessor:
 
     def delete_topic(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         topic = req.ext("topic") or ""
+        check_topic_name(topic)  # 4.9.7 validates here, 5.3.3 only refuses a blank one: a name may be a path
+        try:
+            self.store.check_topic_path(topic)
+        except PathOutsideError as exc:
+            raise Reject(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] not deleted: {exc}") from None
         if self.topics.delete(topic):
             self.store.delete_topic(topic)
             offsets = self.consuming.offsets

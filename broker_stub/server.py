@@ -63,7 +63,7 @@ class BrokerServer:
         self.topics_file = topic_store.topics_path(config.storePathRootDir) if config.storePathRootDir else None
         self.saver: topic_store.TopicSaver | None = None
         if self.topics_file:
-            self.topics.restore(*topic_store.load(self.topics_file))
+            self.topics.restore(*topic_store.load(self.topics_file), source=self.topics_file)
             self.saver = topic_store.TopicSaver(self.topics_file, self._topics_snapshot)
             self.topics.on_change = self._topics_changed
         self.subgroups = SubscriptionGroups(groups_path(config.storePathRootDir) if config.storePathRootDir else None)
@@ -135,6 +135,7 @@ class BrokerServer:
             if persistence.files is not None:
                 persistence.hold_answers(reactor.write_to)
                 self.processor.sending.hold_answer = persistence.hold_answer
+                self.processor.consuming.hold_answer = persistence.hold_answer
         registrar = self.registrar
         ha = HighAvailability(self.processor, store, topics, is_master=config.is_master,
                               master_addr=lambda: registrar.master_addr, ha_server_addr=lambda: registrar.ha_server_addr)

@@ -93,7 +93,7 @@ class SlaveSync:
     def _install_topics(self, configs: list[TopicConfig]) -> None:
         changed = [tc for tc in configs if self.topics.get(tc.topic_name) != tc]
         if changed:
-            self.topics.restore(changed, None)
+            self.topics.restore(changed, None, source="the master's topic table")
             self.topics.changed()  # one version bump (and one save and registration) for the lot
 
 
