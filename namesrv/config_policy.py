@@ -23,7 +23,7 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from namesrv.config import MAX_WAIT_SECONDS_FOR_SERVICE, NamesrvConfig
+from namesrv.config import ACCESS_KEYS, MAX_WAIT_SECONDS_FOR_SERVICE, NamesrvConfig
 
 LIVE = "live"
 RESTART = "restart"
@@ -88,6 +88,7 @@ INERT_KEYS = frozenset(
 #: Keys no update may change, whatever the black list says.
 ALWAYS_REFUSED = frozenset(
     {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome", "listenPort", "bindAddress"}
+    | ACCESS_KEYS
 )
 
 #: Run-time floors: lower values would cut brokers off or refuse their frames.

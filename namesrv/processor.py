@@ -37,6 +37,7 @@ from namesrv.kv_requests import ANSWER_HEADROOM, KVRequests
 from namesrv.kvconfig import KVConfig
 from namesrv.register_scan import RawBody
 from namesrv.registration import run_to_end
+from namesrv.request_classes import REQUEST_CLASSES
 from namesrv.route_state import Restored
 from namesrv.routes import UNIT_TOPIC_FLAGS, RegisterOutcome, Registration, RouteOptions, RouteTable
 from remoting import fastjson
@@ -145,6 +146,9 @@ class NameServerProcessor(KVRequests, ConfigRequests):
             },
         }
         self.async_codes = frozenset(self._async_handlers) | frozenset(self._table_writers)
+        unclassified = (set(self._handlers) | self.async_codes) - REQUEST_CLASSES.keys()
+        if unclassified:  # every code served has an access class (namesrv.request_classes)
+            raise RuntimeError(f"request codes without an access class: {sorted(unclassified)}")
 
     def now_ms(self) -> float:
         return self.clock() * 1000.0

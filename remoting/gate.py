@@ -1,0 +1,123 @@
+"""The access check between a server's reactor and its request handlers.
+
+The reactor hands every decoded request to a :class:`Gate`, which passes
+it to the server's processor or answers NO_PERMISSION (16) itself, with a
+remark naming the request's class and the reason, and one rate-limited log
+line with the peer's address. The decision is :mod:`remoting.access`'s; the
+gate adds what it needs from the connection (the peer) and keeps the cost
+off the hot path: what a connection may send unsigned is worked out on its
+first request and kept (as a set of codes shared by every connection with
+the same rights), so an allowed unsigned request costs one dict lookup and
+one set lookup. Only a request that is signed (with accounts on) or not in
+that set takes the full check.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Hashable, Mapping
+
+from remoting.access import AccessSettings, RequestClass, refusal, unsigned_classes
+from remoting.acl import ACCESS_KEY
+from remoting.acl_addresses import peer_ip
+from remoting.codec import encode
+from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand, response_to
+from remoting.ratelog import RateLimitedLog, clip
+from remoting.reactor import Processor
+
+_NO_FIELDS: dict[str, str] = {}
+
+
+class Gate:
+    """A :class:`remoting.reactor.Processor` that checks access, then delegates to ``inner``."""
+
+    def __init__(
+        self,
+        inner: Processor,
+        classes: Mapping[int, RequestClass],
+        settings: AccessSettings,
+        *,
+        peer_of: Callable[[Hashable], str | None],
+        warn: RateLimitedLog,
+    ) -> None:
+        self.inner = inner
+        self.classes = classes
+        self.peer_of = peer_of
+        self.warn = warn
+        self.settings = settings
+        self._plain = settings.accounts is None
+        self._open: dict[Hashable, frozenset[int]] = {}  # connection -> codes it may send unsigned
+        self._codes_of: dict[frozenset[RequestClass], frozenset[int]] = {}
+        self.refused = 0  # requests refused since start (for tests and stats)
+
+    @property
+    def async_codes(self) -> object:
+        return self.inner.async_codes
+
+    def update(self, settings: AccessSettings) -> None:
+        """New settings (reloaded accounts): every connection's rights are worked out again."""
+        self.settings = settings
+        self._plain = settings.accounts is None
+        self._open.clear()
+        self._codes_of.clear()
+
+    def forget(self, conn: Hashable) -> None:
+        """A connection closed."""
+        self._open.pop(conn, None)
+
+    def _open_codes(self, conn: Hashable) -> frozenset[int]:
+        classes = unsigned_classes(peer_ip(self.peer_of(conn) or ""), self.settings)
+        codes = self._codes_of.get(classes)
+        if codes is None:
+            codes = self._codes_of[classes] = frozenset(c for c, k in self.classes.items() if k in classes)
+        self._open[conn] = codes
+        return codes
+
+    def _refusal(self, req: RemotingCommand, conn: Hashable) -> str | None:
+        peer = self.peer_of(conn) or ""
+        ip = peer_ip(peer)
+        cls = self.classes.get(req.code)
+        reason = refusal(cls, ip, req.ext_fields, req.body, req.version, self.settings,
+                         unsigned_classes(ip, self.settings))
+        if reason is None:
+            return None
+        self.refused += 1
+        name = cls.value if cls is not None else "no class"
+        self.warn.warning(
+            "access", "refused {count} more requests for lack of access in the last {seconds} s",
+            "refused request code %s (%s) from %s: %s", req.code, name, peer or "?", reason,
+        )
+        return f"access denied: request code {req.code} is {name}: {reason}"
+
+    def _answer_refused(self, req: RemotingCommand, remark: str) -> bytes | None:
+        if req.flag & 2:
+            return None  # oneway: never answered
+        return encode(response_to(req, ResponseCode.NO_PERMISSION, clip(remark, 400)))
+
+    def handle(self, req: RemotingCommand, conn: Hashable) -> bytes | None:
+        codes = self._open.get(conn)
+        if codes is None:
+            codes = self._open_codes(conn)
+        if req.code in codes and (self._plain or ACCESS_KEY not in (req.ext_fields or _NO_FIELDS)):
+            return self.inner.handle(req, conn)
+        remark = self._refusal(req, conn)
+        if remark is not None:
+            return self._answer_refused(req, remark)
+        return self.inner.handle(req, conn)
+
+    async def handle_async(self, req: RemotingCommand, conn: Hashable) -> bytes | None:
+        codes = self._open.get(conn)
+        if codes is None:
+            codes = self._open_codes(conn)
+        if not (req.code in codes and (self._plain or ACCESS_KEY not in (req.ext_fields or _NO_FIELDS))):
+            remark = self._refusal(req, conn)
+            if remark is not None:
+                return self._answer_refused(req, remark)
+        return await self.inner.handle_async(req, conn)
+
+
+def log_settings(log: logging.Logger, settings: AccessSettings) -> None:
+    """The start line: which classes are open to whom (a warning when admin-write is open to all)."""
+    level = logging.WARNING if settings.accounts is None and settings.allow_remote_admin else logging.INFO
+    log.log(level, settings.describe())  # not an argument: the logger's ClipArgs would cut it
