@@ -9,6 +9,7 @@ in Java; they bound memory or make timing testable.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,9 @@ from typing import Any
 
 from broker_stub.delays import DEFAULT_DELAY_LEVELS, parse_levels
 from remoting import properties
+from remoting.access import ConfigValueError, parse_classes
+from remoting.acl import Credentials
+from remoting.acl_addresses import LOOPBACK_PATTERNS, AddressPatternError, parse_list
 from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
 from remoting.transport import parse_addr
 
@@ -43,6 +47,8 @@ RUNTIME_KEYS = frozenset(
 
 
 MIN_STORE_BYTES = 1024 * 1024
+#: Keys whose values GET_BROKER_CONFIG masks.
+SECRET_KEYS = ("secretKey", "innerClientAuthenticationCredentials")
 
 
 @dataclass
@@ -91,6 +97,17 @@ class BrokerConfig:
     writeBufferLowWaterMark: int = 0
     maxHeldPulls: int = 10000  # long-polling pulls held at once; beyond, answered at once
     persistMessages: bool = True  # with storePathRootDir: messages also go to per-queue files, read back on start
+    # access control (see docs/security.md). Java 4.x's aclEnable; the rest extensions.
+    aclEnable: bool = False  # check requests against the accounts of aclConfigPath
+    aclConfigPath: str = ""  # a plain_acl.yml; "" = $ROCKETMQ_HOME/conf/plain_acl.yml, as a Java broker
+    aclUnsignedClasses: str = ""  # with accounts: classes open to unsigned requests (Java: none)
+    adminAddressesWithoutAuth: str = LOOPBACK_PATTERNS  # without accounts: who may send admin-write
+    allowRemoteAdminWithoutAuth: bool = False  # without accounts: admin-write from every peer
+    # The keys this broker signs its own requests with (to NameServers, and a slave's to its master);
+    # innerClientAuthenticationCredentials is Java 5.3's form: {"accessKey":"...","secretKey":"..."}.
+    accessKey: str = ""
+    secretKey: str = ""
+    innerClientAuthenticationCredentials: str = ""
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -114,6 +131,31 @@ class BrokerConfig:
 
     def render(self) -> str:
         return properties.dumps(self.as_properties())
+
+    def render_public(self) -> str:
+        """What GET_BROKER_CONFIG answers: the config with its secrets masked."""
+        props = self.as_properties()
+        for key in SECRET_KEYS:
+            if props.get(key):
+                props[key] = "******"
+        return properties.dumps(props)
+
+    def credentials(self) -> Credentials | None:
+        """The keys to sign this broker's own requests with (None: it does not sign)."""
+        access_key, secret_key = self.accessKey.strip(), self.secretKey.strip()
+        if not access_key and self.innerClientAuthenticationCredentials.strip():
+            try:
+                doc = json.loads(self.innerClientAuthenticationCredentials)
+            except ValueError:
+                raise ConfigError("innerClientAuthenticationCredentials is not JSON") from None
+            if not isinstance(doc, dict):
+                raise ConfigError('innerClientAuthenticationCredentials must be {"accessKey":...,"secretKey":...}')
+            access_key, secret_key = str(doc.get("accessKey") or ""), str(doc.get("secretKey") or "")
+        if not access_key and not secret_key:
+            return None
+        if not access_key or not secret_key:
+            raise ConfigError("accessKey and secretKey must be given together")
+        return Credentials(access_key, secret_key)
 
     def parse_values(self, props: Mapping[str, str]) -> dict[str, Any]:
         """Typed values for known keys in ``props`` (unknown keys are ignored, as Java does)."""
@@ -170,6 +212,12 @@ class BrokerConfig:
             water_marks(self.writeBufferHighWaterMark, self.writeBufferLowWaterMark)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        try:
+            parse_classes(self.aclUnsignedClasses)
+            parse_list(self.adminAddressesWithoutAuth)
+        except (ConfigValueError, AddressPatternError) as exc:
+            raise ConfigError(f"aclUnsignedClasses/adminAddressesWithoutAuth: {exc}") from None
+        self.credentials()
         if not self.brokerIP1.strip() or ":" in self.brokerIP1:
             raise ConfigError(f"brokerIP1 must be an IPv4 address or host name, got {self.brokerIP1!r}")
 

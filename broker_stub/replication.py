@@ -33,6 +33,7 @@ import trio
 from broker_stub.common import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, Reject
 from broker_stub.store import MessageStore, StoreFullError, parse_record
 from remoting import fastjson
+from remoting.acl import Credentials
 from remoting.bodies import BodyError
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, request, response_to
@@ -114,8 +115,10 @@ class Replicator:
         on_unknown_topic: Callable[[str], None],
         known_topic: Callable[[str], bool],
         clock: Callable[[], float] = trio.current_time,
+        credentials: Credentials | None = None,
     ) -> None:
         self.store = store
+        self.credentials = credentials  # signs the requests when the master checks accounts
         self.master_addr = master_addr
         self.on_stored = on_stored
         self.on_unknown_topic = on_unknown_topic
@@ -164,7 +167,7 @@ class Replicator:
                 await trio.sleep(RETRY_DELAY)
                 continue
             try:
-                async with connect(addr, connect_timeout=REQUEST_TIMEOUT) as client:
+                async with connect(addr, connect_timeout=REQUEST_TIMEOUT, credentials=self.credentials) as client:
                     while self.master_addr() == addr and not client.closed:
                         resp = await client.invoke(replicate_request(self._have()), REQUEST_TIMEOUT)
                         if resp.code != ResponseCode.SUCCESS:
