@@ -46,6 +46,13 @@ RUNTIME_KEYS = frozenset(
 )
 
 
+#: Run-time bounds of UPDATE_BROKER_CONFIG: (floor, ceiling, why). A value may still move
+#: toward the safe side, so a broker started with test timings can have them raised.
+RUNTIME_LIMITS: dict[str, tuple[int | None, int | None, str]] = {
+    # Java clamps the period to 10-60 s; past a NameServer's 120 s expiry the broker drops off the routes.
+    "registerNameServerPeriod": (1000, 60_000, "the broker would expire from the NameServers between registrations"),
+    "registerBrokerTimeoutMills": (1000, None, "registrations would time out"),
+}
 MIN_STORE_BYTES = 1024 * 1024
 #: Keys whose values GET_BROKER_CONFIG masks.
 SECRET_KEYS = ("secretKey", "innerClientAuthenticationCredentials")
@@ -222,11 +229,24 @@ class BrokerConfig:
             raise ConfigError(f"brokerIP1 must be an IPv4 address or host name, got {self.brokerIP1!r}")
 
     def validate_runtime(self, values: Mapping[str, Any]) -> None:
-        """Check an UPDATE_BROKER_CONFIG change on a copy, so a bad value changes nothing."""
+        """Check an UPDATE_BROKER_CONFIG change on a copy, so a bad value changes nothing; and refuse
+        values that would take this broker off the routes now (:data:`RUNTIME_LIMITS`)."""
         trial = dataclasses.replace(self)
         for key, value in values.items():
             setattr(trial, key, value)
         trial.validate()
+        for key, (floor, ceiling, why) in RUNTIME_LIMITS.items():
+            new, old = getattr(trial, key), getattr(self, key)
+            if floor is not None and new < floor and new < old:
+                raise ConfigError(f"{key} below {floor} cannot be set at run time ({why})")
+            if ceiling is not None and new > ceiling and new > old:
+                raise ConfigError(f"{key} above {ceiling} cannot be set at run time ({why})")
+        heartbeat = trial.brokerHeartbeatInterval
+        if heartbeat > self.brokerHeartbeatInterval and heartbeat * 2 > trial.brokerNotActiveTimeoutMillis:
+            raise ConfigError(
+                f"brokerHeartbeatInterval {heartbeat} would leave less than two heartbeats within"
+                f" brokerNotActiveTimeoutMillis ({trial.brokerNotActiveTimeoutMillis}): the broker would expire"
+            )
 
 
 def _render(value: Any) -> str:
