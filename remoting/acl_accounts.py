@@ -22,7 +22,9 @@ Values are read as written (YAML's implicit typing is off, so a secret
 least 7 characters, and an access key appears once. A file that breaks any
 rule is refused as a whole, with one line naming the first problem; the
 watcher then keeps the last good accounts. The file may hold at most
-:data:`MAX_FILE_BYTES`.
+:data:`MAX_FILE_BYTES`. An empty file is refused too: it is what a reload
+sees of a file truncated to be rewritten. (Replace the file by renaming a
+new one over it: a reload can also see half of a file written in place.)
 """
 
 from __future__ import annotations
@@ -104,8 +106,8 @@ def parse_accounts(text: str, source: str = "") -> Accounts:
         doc = yaml.load(text, Loader=getattr(yaml, "CBaseLoader", yaml.BaseLoader))  # noqa: S506 - no tags, strings only
     except yaml.YAMLError as exc:
         raise AccountsError(f"{source}: not YAML: {str(exc).splitlines()[0]}") from None
-    if doc is None or doc == "":
-        doc = {}
+    if doc is None or doc == "":  # also what a reload sees of a file being rewritten in place
+        raise AccountsError(f"{source}: empty (write 'accounts: []' to refuse every account)")
     if not isinstance(doc, dict):
         raise AccountsError(f"{source}: expected a mapping with accounts and globalWhiteRemoteAddresses")
     raw_accounts = doc.get("accounts") or []

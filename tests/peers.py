@@ -12,6 +12,7 @@ test_access_policy.py.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,13 +34,22 @@ UNKNOWN = Credentials("nobodyKey1", "whatever123")
 def write_accounts(path: Path, *, global_white: tuple[str, ...] = (), extra: str = "") -> Path:
     """A plain_acl.yml with an admin and a plain account (and ``extra`` YAML account items)."""
     white = "globalWhiteRemoteAddresses:\n" + "".join(f"  - {w}\n" for w in global_white) if global_white else ""
-    path.write_text(
+    return replace_file(
+        path,
         white + "accounts:\n"
         f"  - accessKey: {ADMIN.access_key}\n    secretKey: {ADMIN.secret_key}\n    admin: true\n"
         f"  - accessKey: {USER.access_key}\n    secretKey: {USER.secret_key}\n    whiteRemoteAddress:\n"
         "    admin: false\n    topicPerms:\n      - TopicA=PUB\n"
-        + extra
+        + extra,
     )
+
+
+def replace_file(path: Path, text: str) -> Path:
+    """Write ``text`` to a new file and rename it over ``path``, as an operator should (a reload never
+    sees half a file)."""
+    tmp = path.with_name(path.name + ".new")
+    tmp.write_text(text)
+    os.replace(tmp, path)
     return path
 
 

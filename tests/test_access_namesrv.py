@@ -18,7 +18,7 @@ from remoting.acl import Credentials
 from remoting.bodies import ClusterInfo, DataVersion, TopicConfig
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, request
-from tests.peers import ADMIN, LOCAL, STRANGER, UNKNOWN, USER, WRONG, connect_from, write_accounts
+from tests.peers import ADMIN, LOCAL, STRANGER, UNKNOWN, USER, WRONG, connect_from, replace_file, write_accounts
 from tests.procs import NamesrvProcess
 
 OK, DENIED = ResponseCode.SUCCESS, ResponseCode.NO_PERMISSION
@@ -189,7 +189,7 @@ async def test_accounts_reload_and_a_bad_file_keeps_the_last_good(
     write_accounts(path)  # adds USER
     _wait_for(lambda: "accounts reloaded" in ns.log())
     assert allowed(await codes_from(LOCAL, ns.addr, USER)) == {"route-read"}
-    path.write_text("accounts: [ {accessKey: short, secretKey: x} ]\n")  # keys too short: refused as a whole
+    replace_file(path, "accounts: [ {accessKey: short, secretKey: x} ]\n")  # keys too short: refused as a whole
     _wait_for(lambda: "not reloaded" in ns.log())
     await trio.sleep(0.5)  # more housekeeping rounds: still one line for one bad version of the file
     assert ns.log().count("not reloaded") == 1

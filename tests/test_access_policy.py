@@ -102,7 +102,9 @@ def test_accounts_file_form() -> None:
     assert admin.white.matches("192.168.1.7") and not plain.white.matches("192.168.1.7")
     assert accounts.global_white.matches("192.168.0.2") and not accounts.global_white.matches("192.168.0.3")
     assert accounts.unenforced == 1
-    assert parse_accounts("", "empty").by_key == {}
+    assert parse_accounts("accounts: []", "none").by_key == {}
+    with pytest.raises(AccountsError, match="empty"):
+        parse_accounts("", "empty")
 
 
 @pytest.mark.parametrize(
