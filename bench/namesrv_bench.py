@@ -25,6 +25,14 @@ Phases (``--phases``, comma-separated; the 32 brokers always register first):
 * ``big``: a 100,000-topic broker registering (compressed, then JSON; first
   registration and a new data version) while 16 connections query routes.
 
+``--auth`` runs the same phases against a NameServer with accounts
+(``aclEnable``, a generated plain_acl.yml): the brokers sign their
+registrations with an admin account; route queries go ``unsigned`` (the
+default aclUnsignedClasses lets them through with one set lookup) or
+``signed`` by a plain account, and then every one is verified (HMAC-SHA1
+over its fields). A signature does not cover the opaque, so the load
+generator's pre-encoded frames stay valid, as a replayed request would.
+
 Prints the figures and writes them as JSON (``--out``).
 """
 
@@ -49,6 +57,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from remoting import acl
 from remoting import requests as rq
 from remoting.bodies import DataVersion, TopicConfig, encode_register_body
 from remoting.codec import FrameDecoder, encode
@@ -64,6 +73,18 @@ CHURN_MODES = ("none", "same", "version", "one-topic")
 COUNTER_BASE = 10**12
 #: Topics per broker whose readQueueNums the one-topic mode toggles in turn.
 TOGGLED_TOPICS = 512
+AUTH_MODES = ("off", "unsigned", "signed")
+#: The accounts of --auth runs: the brokers' admin account and the clients' plain one.
+BROKER_KEYS = acl.Credentials("benchBroker", "benchBrokerSecret")
+CLIENT_KEYS = acl.Credentials("benchClient", "benchClientSecret")
+
+
+def accounts_yaml() -> str:
+    return (
+        "accounts:\n"
+        f"  - accessKey: {BROKER_KEYS.access_key}\n    secretKey: {BROKER_KEYS.secret_key}\n    admin: true\n"
+        f"  - accessKey: {CLIENT_KEYS.access_key}\n    secretKey: {CLIENT_KEYS.secret_key}\n    admin: false\n"
+    )
 
 
 def pin(cpu: int) -> None:
@@ -71,11 +92,15 @@ def pin(cpu: int) -> None:
         os.sched_setaffinity(0, {cpu})
 
 
-def start_server(workdir: Path, frame_max: int) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(workdir: Path, frame_max: int, auth: bool = False) -> tuple[subprocess.Popen[bytes], str]:
     cfg = workdir / "namesrv.properties"
+    extra = ""
+    if auth:
+        (workdir / "plain_acl.yml").write_text(accounts_yaml())
+        extra = f"aclEnable=true\naclConfigPath={workdir}/plain_acl.yml\n"
     cfg.write_text(
         "listenPort=0\nbindAddress=127.0.0.1\n"
-        f"kvConfigPath={workdir}/kvConfig.json\nframeMaxLength={frame_max}\n"
+        f"kvConfigPath={workdir}/kvConfig.json\nframeMaxLength={frame_max}\n" + extra
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "namesrv.cli", "-c", str(cfg)],
@@ -151,8 +176,11 @@ class BrokerBody:
     between 8 and 9, a different topic each time.
     """
 
-    def __init__(self, cluster: int, broker: int, configs: list[TopicConfig]) -> None:
+    def __init__(
+        self, cluster: int, broker: int, configs: list[TopicConfig], keys: acl.Credentials | None = None
+    ) -> None:
         self.cluster, self.broker = cluster, broker
+        self.keys = keys
         self.counter = COUNTER_BASE
         self.body = bytearray(encode_register_body(configs, DataVersion(self.counter, 1_700_000_000_000)))
         self.counter_at = self.body.index(b'"counter":%d' % self.counter) + len(b'"counter":')
@@ -176,7 +204,8 @@ class BrokerBody:
             "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF,
             "enableActingMaster": False,
         }
-        return encode(request(RequestCode.REGISTER_BROKER, ext, body))
+        cmd = request(RequestCode.REGISTER_BROKER, ext, body)
+        return encode(acl.sign(cmd, self.keys) if self.keys is not None else cmd)
 
     def frame(self, change: bool) -> bytes:
         self.counter += 1
@@ -290,6 +319,8 @@ def main() -> None:
     ap.add_argument("--churn-period", type=float, default=1.0, help="churn: seconds between a broker's re-registrations")
     ap.add_argument("--churn-modes", default=",".join(CHURN_MODES), help=f"comma-separated, of: {', '.join(CHURN_MODES)}")
     ap.add_argument("--big-topics", type=int, default=100_000)
+    ap.add_argument("--auth", choices=AUTH_MODES, default="off",
+                    help="accounts on the server; route queries unsigned or signed (see the docstring)")
     ap.add_argument("--out", help="JSON results (default bench/results/namesrv.json, or namesrv-PHASES.json for a subset)")
     args = ap.parse_args()
     phases = [p for p in args.phases.split(",") if p]
@@ -305,6 +336,7 @@ def main() -> None:
         "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
         "shape": f"{args.clusters} clusters x {args.brokers} brokers, {args.topics} topics per cluster",
+        "auth": args.auth,
         "load_average_before": os.getloadavg()[0],
     }
     if "inproc" in phases:
@@ -318,7 +350,7 @@ def main() -> None:
             return
     with tempfile.TemporaryDirectory(prefix="namesrv-bench-") as tmp:
         loadgen = build_loadgen(Path(tmp))
-        proc, addr = start_server(Path(tmp), frame_max=64 * 1024 * 1024)
+        proc, addr = start_server(Path(tmp), frame_max=64 * 1024 * 1024, auth=args.auth != "off")
         try:
             results.update(run(args, phases, modes, proc.pid, addr, loadgen, Path(tmp)))
         finally:
@@ -344,9 +376,14 @@ def run(
     configs = [topic_configs(c, args.topics) for c in range(args.clusters)]
     all_topics = [tc.topic_name for cs in configs for tc in cs]
     frames_file = workdir / "route-requests.bin"
-    frames_file.write_bytes(
-        b"".join(encode(request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": t}, opaque=1)) for t in all_topics)
-    )
+    broker_keys = BROKER_KEYS if args.auth != "off" else None
+    client_keys = CLIENT_KEYS if args.auth == "signed" else None
+
+    def route_frame(topic: str) -> bytes:
+        cmd = request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, opaque=1)
+        return encode(acl.sign(cmd, client_keys) if client_keys is not None else cmd)
+
+    frames_file.write_bytes(b"".join(route_frame(t) for t in all_topics))
 
     # -- registration of the 32 brokers, then one of each kind per broker --
     conns: list[BlockingConn] = []
@@ -355,7 +392,7 @@ def run(
     for c in range(args.clusters):
         for b in range(args.brokers):
             conn = BlockingConn(addr)
-            broker = BrokerBody(c, b, configs[c])
+            broker = BrokerBody(c, b, configs[c], broker_keys)
             took, code = conn.call(broker.current)
             assert code == 0, code
             first.append(took * 1000)
@@ -446,12 +483,11 @@ def big_phase(
         conn = BlockingConn(addr)
         conns.append(conn)
         for step, counter in (("first", 1), ("new_version", 2)):
-            frame = encode(
-                rq.register_broker(
-                    cluster="cluster-big", broker_name=f"broker-big-{label}", broker_addr=f"127.0.1.1:{10911 + n}",
-                    broker_id=0, topics=big, data_version=DataVersion(counter, 1), **kw,  # type: ignore[arg-type]
-                )
+            cmd = rq.register_broker(
+                cluster="cluster-big", broker_name=f"broker-big-{label}", broker_addr=f"127.0.1.1:{10911 + n}",
+                broker_id=0, topics=big, data_version=DataVersion(counter, 1), **kw,  # type: ignore[arg-type]
             )
+            frame = encode(acl.sign(cmd, BROKER_KEYS) if args.auth != "off" else cmd)
             gen = subprocess.Popen(
                 loadgen_cmd(loadgen, frames_file, addr, 16, window),
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: pin(CLIENT_CPU),

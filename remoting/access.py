@@ -42,8 +42,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from remoting.acl import ACCESS_KEY
-from remoting.acl_accounts import Accounts
+from remoting.acl import ACCESS_KEY, SIGNATURE
+from remoting.acl_accounts import Account, Accounts
 from remoting.acl_addresses import AddressList, parse_list
 
 
@@ -122,6 +122,58 @@ def unsigned_classes(ip: str, settings: AccessSettings) -> frozenset[RequestClas
     return settings.unsigned_classes
 
 
+class VerifiedRequests:
+    """Signed requests whose signature already checked out, so that a repeat costs a dict lookup.
+
+    A signature covers neither the opaque nor the flags, so a client asking
+    for the same route again (every 30 s per topic, by default) sends the
+    very same fields and signature; verifying it again (HMAC-SHA1 and the
+    sorted concatenation, in Python) would cost about as much as answering
+    the query. Kept: requests without a body, by their signature, with a
+    copy of all their fields, their version and the account that signed
+    them; a request matches an entry only when all three are equal, and an
+    entry is added only once verified, so no one without a secret key can
+    add one. Bounded: at ``limit`` entries (:data:`VERIFIED_LIMIT`, about
+    600 bytes each) the table starts over. A server builds a new one when
+    its accounts change. Not thread-safe: bodies, the only requests
+    verified in worker threads, never reach it.
+    """
+
+    __slots__ = ("limit", "signers")
+
+    def __init__(self, limit: int = 0) -> None:
+        self.limit = limit or VERIFIED_LIMIT
+        #: signature -> (the fields it signed, the request version, the account whose signature it is)
+        self.signers: dict[str, tuple[dict[str, str], int, Account]] = {}
+
+    def __len__(self) -> int:
+        return len(self.signers)
+
+    def account_of(self, fields: Mapping[str, str], version: int) -> Account | None:
+        """The account a bodiless request was verified for, if these very fields were."""
+        entry = self.signers.get(fields.get(SIGNATURE, ""))
+        if entry is not None and entry[1] == version and entry[0] == fields:
+            return entry[2]
+        return None
+
+    def signed_by(self, account: Account, fields: Mapping[str, str], body: bytes, version: int) -> bool:
+        if body:
+            return account.verifier.matches(fields, body, version)
+        if self.account_of(fields, version) is account:
+            return True
+        if not account.verifier.matches(fields, body, version):
+            return False
+        signers = self.signers
+        if len(signers) >= self.limit:
+            signers.clear()
+        signers[fields[SIGNATURE]] = (dict(fields), version, account)
+        return True
+
+
+#: Entries of a :class:`VerifiedRequests` (about 40 MB when full of route queries).
+VERIFIED_LIMIT = 65_536
+
+
 def refusal(
     cls: RequestClass | None,
     ip: str,
@@ -130,8 +182,10 @@ def refusal(
     version: int,
     settings: AccessSettings,
     open_classes: frozenset[RequestClass],
+    verified: VerifiedRequests | None = None,
 ) -> str | None:
-    """Why a request may not pass (None: it may). ``open_classes`` is :func:`unsigned_classes` of the peer."""
+    """Why a request may not pass (None: it may). ``open_classes`` is :func:`unsigned_classes` of the
+    peer; ``verified`` remembers signatures already checked (None: check every one)."""
     accounts = settings.accounts
     if accounts is None:
         if cls is None or cls in open_classes:
@@ -151,8 +205,11 @@ def refusal(
     account = accounts.by_key.get(access_key)
     if account is None:
         return "unknown AccessKey"
-    if not account.white.matches(ip) and not account.verifier.matches(fields or {}, body, version):
-        return "the signature does not match the request (check the secret key)"
+    if not account.white.matches(ip):
+        signed = (verified.signed_by(account, fields, body, version) if verified is not None and fields
+                  else account.verifier.matches(fields or {}, body, version))
+        if not signed:
+            return "the signature does not match the request (check the secret key)"
     if cls not in ANY_ACCOUNT and not account.admin:
         return f"{cls.value} needs an admin account"
     return None

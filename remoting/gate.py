@@ -20,8 +20,8 @@ from collections.abc import Callable, Hashable, Mapping
 
 import trio
 
-from remoting.access import AccessSettings, RequestClass, refusal, unsigned_classes
-from remoting.acl import ACCESS_KEY
+from remoting.access import ANY_ACCOUNT, AccessSettings, RequestClass, VerifiedRequests, refusal, unsigned_classes
+from remoting.acl import ACCESS_KEY, SIGNATURE
 from remoting.acl_addresses import peer_ip
 from remoting.codec import encode
 from remoting.codes import ResponseCode
@@ -55,6 +55,10 @@ class Gate:
         self._plain = settings.accounts is None
         self._open: dict[Hashable, frozenset[int]] = {}  # connection -> codes it may send unsigned
         self._codes_of: dict[frozenset[RequestClass], frozenset[int]] = {}
+        self._verified = VerifiedRequests()
+        self._signers = self._verified.signers if settings.accounts is not None else None
+        #: codes any account may send once signed (the others need an admin)
+        self._any_account_codes = frozenset(c for c, k in classes.items() if k in ANY_ACCOUNT)
 
     @property
     def async_codes(self) -> object:
@@ -66,6 +70,8 @@ class Gate:
         self._plain = settings.accounts is None
         self._open.clear()
         self._codes_of.clear()
+        self._verified = VerifiedRequests()
+        self._signers = self._verified.signers if settings.accounts is not None else None
 
     def forget(self, conn: Hashable) -> None:
         """A connection closed."""
@@ -80,10 +86,11 @@ class Gate:
         return codes
 
     def _reason(self, req: RemotingCommand, ip: str) -> str | None:
-        """Why ``req`` from ``ip`` may not pass (None: it may); pure, so it may run in a worker thread."""
+        """Why ``req`` from ``ip`` may not pass (None: it may). Safe in a worker thread for a request
+        with a body (the verified-requests table only keeps bodiless ones)."""
         settings = self.settings
         return refusal(self.classes.get(req.code), ip, req.ext_fields, req.body, req.version, settings,
-                       unsigned_classes(ip, settings))
+                       unsigned_classes(ip, settings), self._verified)
 
     def _refused(self, req: RemotingCommand, peer: str, reason: str) -> bytes | None:
         """Log a refusal (one line per interval) and build the NO_PERMISSION answer."""
@@ -109,8 +116,15 @@ class Gate:
         codes = self._open.get(conn)  # _passes, inlined: this is every route query's path
         if codes is None:
             codes = self._open_codes(conn)
-        if req.code in codes and (self._plain or ACCESS_KEY not in (req.ext_fields or _NO_FIELDS)):
+        fields = req.ext_fields
+        if req.code in codes and (self._plain or ACCESS_KEY not in (fields or _NO_FIELDS)):
             return self.inner.handle(req, conn)
+        signers = self._signers
+        if signers is not None and fields is not None and not req.body:  # a signed request seen before
+            entry = signers.get(fields.get(SIGNATURE, ""))  # VerifiedRequests.account_of, inlined
+            if entry is not None and entry[1] == req.version and entry[0] == fields:
+                if req.code in self._any_account_codes or entry[2].admin:
+                    return self.inner.handle(req, conn)
         peer = self.peer_of(conn) or ""
         reason = self._reason(req, peer_ip(peer))
         if reason is not None:
