@@ -92,7 +92,9 @@ def pin(cpu: int) -> None:
         os.sched_setaffinity(0, {cpu})
 
 
-def start_server(workdir: Path, frame_max: int, auth: bool = False) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(
+    workdir: Path, frame_max: int, auth: bool = False, server_root: Path = ROOT
+) -> tuple[subprocess.Popen[bytes], str]:
     cfg = workdir / "namesrv.properties"
     extra = ""
     if auth:
@@ -106,7 +108,7 @@ def start_server(workdir: Path, frame_max: int, auth: bool = False) -> tuple[sub
         [sys.executable, "-m", "namesrv.cli", "-c", str(cfg)],
         stdout=subprocess.PIPE,
         stderr=open(workdir / "namesrv.log", "wb"),
-        cwd=ROOT,
+        cwd=server_root,  # python -m imports the server from here: another checkout can be measured
         preexec_fn=lambda: pin(SERVER_CPU),
     )
     assert proc.stdout is not None
@@ -319,6 +321,10 @@ def main() -> None:
     ap.add_argument("--churn-period", type=float, default=1.0, help="churn: seconds between a broker's re-registrations")
     ap.add_argument("--churn-modes", default=",".join(CHURN_MODES), help=f"comma-separated, of: {', '.join(CHURN_MODES)}")
     ap.add_argument("--big-topics", type=int, default=100_000)
+    ap.add_argument("--server-root", type=Path, default=ROOT,
+                    help="run the NameServer of another checkout (e.g. an export of main), for A/B comparisons")
+    ap.add_argument("--warmup", type=float, default=0.0,
+                    help="seconds of untimed route queries (16 connections) before the query phases")
     ap.add_argument("--auth", choices=AUTH_MODES, default="off",
                     help="accounts on the server; route queries unsigned or signed (see the docstring)")
     ap.add_argument("--out", help="JSON results (default bench/results/namesrv.json, or namesrv-PHASES.json for a subset)")
@@ -326,7 +332,9 @@ def main() -> None:
     phases = [p for p in args.phases.split(",") if p]
     modes = [m for m in args.churn_modes.split(",") if m]
     bad = [p for p in phases if p not in PHASES] + [m for m in modes if m not in CHURN_MODES]
-    if bad or not (0 < args.duration <= 600) or args.churn_period <= 0 or args.rereg_period <= 0:
+    if bad or not (0 < args.duration <= 600) or args.churn_period <= 0 or args.rereg_period <= 0 or not (
+        0 <= args.warmup <= 600
+    ):
         ap.error(f"bad phase, mode or duration: {', '.join(bad) or args.duration}")
     out_path = Path(args.out) if args.out else ROOT / "bench" / "results" / (
         "namesrv.json" if set(phases) == set(PHASES) else f"namesrv-{'-'.join(phases)}.json")
@@ -337,6 +345,8 @@ def main() -> None:
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
         "shape": f"{args.clusters} clusters x {args.brokers} brokers, {args.topics} topics per cluster",
         "auth": args.auth,
+        "server_root": str(args.server_root.resolve()),
+        "warmup_s": args.warmup,
         "load_average_before": os.getloadavg()[0],
     }
     if "inproc" in phases:
@@ -350,7 +360,8 @@ def main() -> None:
             return
     with tempfile.TemporaryDirectory(prefix="namesrv-bench-") as tmp:
         loadgen = build_loadgen(Path(tmp))
-        proc, addr = start_server(Path(tmp), frame_max=64 * 1024 * 1024, auth=args.auth != "off")
+        proc, addr = start_server(Path(tmp), frame_max=64 * 1024 * 1024, auth=args.auth != "off",
+                                  server_root=args.server_root.resolve())
         try:
             results.update(run(args, phases, modes, proc.pid, addr, loadgen, Path(tmp)))
         finally:
@@ -425,6 +436,9 @@ def run(
 
     def load(n: int) -> Callable[[], dict[str, float]]:
         return lambda: query_load(loadgen, frames_file, addr, n, args.duration)
+
+    if args.warmup > 0:  # every topic asked about (and, with --auth signed, verified) before measuring
+        query_load(loadgen, frames_file, addr, 16, args.warmup)
 
     if "queries" in phases:
         queries = []
