@@ -31,10 +31,8 @@ from broker_stub.request_classes import REQUEST_CLASSES
 from broker_stub.store import MessageStore
 from broker_stub.subgroups import SubscriptionGroups, groups_path
 from broker_stub.topics import TopicTable, default_topics
-from remoting.access import AccessSettings, default_accounts_path, settings_from
-from remoting.acl_accounts import AccountsFile
 from remoting.bodies import DataVersion, TopicConfig
-from remoting.gate import Gate, log_settings
+from remoting.gate import AccessControl
 from remoting.ratelog import CLIP_ARGS, clip
 from remoting.reactor import Reactor
 
@@ -74,28 +72,7 @@ class BrokerServer:
         self.saved_offsets = load_offsets(config)  # consumerOffset.json, read before serving as well
         self.persistence: Persistence | None = None
         # The accounts are read before serving too: a bad file is a start-up error.
-        self.accounts_file = (
-            AccountsFile(config.aclConfigPath or default_accounts_path(os.environ.get("ROCKETMQ_HOME", "")), log)
-            if config.aclEnable else None
-        )
-        self.gate: Gate | None = None
-
-    def _access_settings(self) -> AccessSettings:
-        config = self.config  # its access keys were checked by BrokerConfig.validate
-        return settings_from(
-            accounts=self.accounts_file.accounts if self.accounts_file is not None else None,
-            unsigned=config.aclUnsignedClasses,
-            admin_addresses=config.adminAddressesWithoutAuth,
-            allow_remote_admin=config.allowRemoteAdminWithoutAuth,
-        )
-
-    async def _reload_accounts(self) -> None:
-        """Apply a changed accounts file (read off the event loop; a bad one keeps the last good accounts)."""
-        accounts_file = self.accounts_file
-        if accounts_file is None or self.gate is None or not accounts_file.changed():
-            return
-        if await trio.to_thread.run_sync(accounts_file.reload) is not None:
-            self.gate.update(self._access_settings())
+        self.access = AccessControl(config, os.environ.get("ROCKETMQ_HOME", ""), log)
 
     def stop(self) -> None:
         """Begin an orderly stop (safe to call more than once)."""
@@ -153,10 +130,8 @@ class BrokerServer:
             topics_durable=self.saver.durable if self.saver is not None else None,
             subgroups=self.subgroups,
         )
-        self.gate = Gate(self.processor, REQUEST_CLASSES, self._access_settings(),
-                         peer_of=self._peer_of, warn=self.processor.warn)
-        reactor.processor = self.gate
-        log_settings(log, self.gate.settings)
+        reactor.processor = self.access.guard(self.processor, REQUEST_CLASSES, peer_of=self._peer_of,
+                                              warn=self.processor.warn)
         # messages and offsets read back from storePathRootDir (None: memory only), then written as they come
         self.persistence = persistence = Persistence.open(config, store, self.processor.consuming, self.saved_offsets)
         if persistence is not None:
@@ -208,7 +183,7 @@ class BrokerServer:
         while True:
             if self.processor is not None:
                 self.processor.tick()
-            await self._reload_accounts()
+            await self.access.reload()
             await trio.sleep(1.0)
 
     async def _timers(self) -> None:
@@ -230,7 +205,6 @@ class BrokerServer:
         return conn.peer if conn is not None else None
 
     def _connection_closed(self, conn_id: int, peer: str, reason: str) -> None:
-        if self.gate is not None:
-            self.gate.forget(conn_id)
+        self.access.forget(conn_id)
         if self.processor is not None:
             self.processor.connection_closed(conn_id)

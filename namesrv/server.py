@@ -33,9 +33,7 @@ from namesrv.kvconfig import KVConfig
 from namesrv.processor import NameServerProcessor
 from namesrv.request_classes import REQUEST_CLASSES
 from namesrv.snapshot import RouteSnapshots
-from remoting.access import AccessSettings, default_accounts_path, settings_from
-from remoting.acl_accounts import AccountsFile
-from remoting.gate import Gate, log_settings
+from remoting.gate import AccessControl
 from remoting.ratelog import CLIP_ARGS
 from remoting.reactor import Reactor
 
@@ -52,14 +50,10 @@ class NameServer:
         self.processor = NameServerProcessor(
             config, kv, clock=clock, persist=self._persist, connection_count=lambda: len(self.reactor.connections)
         )
-        self.accounts_file = (
-            AccountsFile(config.aclConfigPath or default_accounts_path(config.rocketmqHome), log)
-            if config.aclEnable else None
-        )
-        self.gate = Gate(self.processor, REQUEST_CLASSES, self._access_settings(),
-                         peer_of=self._peer_of, warn=self.processor.warn)
+        self.access = AccessControl(config, config.rocketmqHome, log)  # reads the accounts: a bad file stops here
+        gate = self.access.guard(self.processor, REQUEST_CLASSES, peer_of=self._peer_of, warn=self.processor.warn)
         self.reactor = Reactor(
-            self.gate,
+            gate,
             on_close=self._connection_closed,
             max_frame=config.frameMaxLength,
             max_connections=lambda: self.config.serverMaxConnections,
@@ -73,26 +67,9 @@ class NameServer:
         self.snapshots = RouteSnapshots(self.processor.table, config, now_ms=self.processor.now_ms)
         self.processor.restored = self.snapshots.restore()
 
-    def _access_settings(self) -> AccessSettings:
-        config = self.config  # its access keys were checked by NamesrvConfig.validate
-        return settings_from(
-            accounts=self.accounts_file.accounts if self.accounts_file is not None else None,
-            unsigned=config.aclUnsignedClasses,
-            admin_addresses=config.adminAddressesWithoutAuth,
-            allow_remote_admin=config.allowRemoteAdminWithoutAuth,
-        )
-
     def _peer_of(self, conn_id: object) -> str | None:
         conn = self.reactor.connections.get(conn_id) if isinstance(conn_id, int) else None
         return conn.peer if conn is not None else None
-
-    async def _reload_accounts(self) -> None:
-        """Apply a changed accounts file (read off the event loop; a bad one keeps the last good accounts)."""
-        accounts_file = self.accounts_file
-        if accounts_file is None or not accounts_file.changed():
-            return
-        if await trio.to_thread.run_sync(accounts_file.reload) is not None:
-            self.gate.update(self._access_settings())
 
     async def _persist(self, path: str, data: bytes) -> None:
         """Write a file atomically and durably off the event loop, one at a time.
@@ -109,7 +86,6 @@ class NameServer:
         # listenPort=0 asks for any free port; like Java, the bound one is written back so that
         # getNamesrvConfig (and a config persisted later) names the port clients actually use.
         self.config.listenPort = address[1]
-        log_settings(log, self.gate.settings)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self.reactor.run)
@@ -127,7 +103,7 @@ class NameServer:
             nursery.cancel_scope.cancel()
 
     def _connection_closed(self, conn_id: int, peer: str, reason: str) -> None:
-        self.gate.forget(conn_id)
+        self.access.forget(conn_id)
         self.processor.connection_closed(conn_id)
         if self.processor.table_lock.locked() and self._nursery is not None:
             # A registration (or other change) is under way: the close is
@@ -166,7 +142,7 @@ class NameServer:
         while True:
             await trio.sleep(self.config.scanNotActiveBrokerInterval / 1000.0)
             self.processor.warn.flush()
-            await self._reload_accounts()
+            await self.access.reload()
             async with self.processor.table_lock:
                 expired = table.scan_not_active(self.processor.now_ms())
             for removed in expired:

@@ -17,11 +17,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable, Mapping
+from typing import Protocol
 
 import trio
 
-from remoting.access import ANY_ACCOUNT, AccessSettings, RequestClass, VerifiedRequests, refusal, unsigned_classes
+from remoting.access import (
+    ANY_ACCOUNT,
+    AccessSettings,
+    RequestClass,
+    VerifiedRequests,
+    default_accounts_path,
+    refusal,
+    settings_from,
+    unsigned_classes,
+)
 from remoting.acl import ACCESS_KEY, SIGNATURE
+from remoting.acl_accounts import AccountsFile
 from remoting.acl_addresses import peer_ip
 from remoting.codec import encode
 from remoting.codes import ResponseCode
@@ -123,8 +134,8 @@ class Gate:
         if signers is not None and fields is not None and not req.body:  # a signed request seen before
             entry = signers.get(fields.get(SIGNATURE, ""))  # VerifiedRequests.account_of, inlined
             if entry is not None and entry[1] == req.version and entry[0] == fields:
-                if req.code in self._any_account_codes or entry[2].admin:
-                    return self.inner.handle(req, conn)
+                if req.code in self._any_account_codes or (entry[2].admin and req.code in self.classes):
+                    return self.inner.handle(req, conn)  # (an unknown code goes on to be refused)
         peer = self.peer_of(conn) or ""
         reason = self._reason(req, peer_ip(peer))
         if reason is not None:
@@ -143,7 +154,59 @@ class Gate:
         return await self.inner.handle_async(req, conn)
 
 
-def log_settings(log: logging.Logger, settings: AccessSettings) -> None:
-    """The start line: which classes are open to whom (a warning when admin-write is open to all)."""
-    level = logging.WARNING if settings.accounts is None and settings.allow_remote_admin else logging.INFO
-    log.log(level, settings.describe())  # not an argument: the logger's ClipArgs would cut it
+class AccessKeys(Protocol):
+    """The access-control keys both servers' configs have (see docs/security.md)."""
+
+    aclEnable: bool
+    aclConfigPath: str
+    aclUnsignedClasses: str
+    adminAddressesWithoutAuth: str
+    allowRemoteAdminWithoutAuth: bool
+
+
+class AccessControl:
+    """A server's access control: its accounts file (read at construction: a bad one is a start-up
+    error), the settings built from its keys, the gate, and the reload of a changed file."""
+
+    def __init__(self, config: AccessKeys, rocketmq_home: str, log: logging.Logger) -> None:
+        self.config = config
+        self.log = log
+        path = config.aclConfigPath or default_accounts_path(rocketmq_home)
+        self.accounts_file = AccountsFile(path, log) if config.aclEnable else None
+        self.gate: Gate | None = None
+
+    def settings(self) -> AccessSettings:
+        config = self.config  # its keys were checked by the config's validate()
+        return settings_from(
+            accounts=self.accounts_file.accounts if self.accounts_file is not None else None,
+            unsigned=config.aclUnsignedClasses,
+            admin_addresses=config.adminAddressesWithoutAuth,
+            allow_remote_admin=config.allowRemoteAdminWithoutAuth,
+        )
+
+    def guard(
+        self,
+        processor: Processor,
+        classes: Mapping[int, RequestClass],
+        *,
+        peer_of: Callable[[Hashable], str | None],
+        warn: RateLimitedLog,
+    ) -> Gate:
+        """The gate in front of ``processor``; logs the start line (which classes are open to whom)."""
+        settings = self.settings()
+        self.gate = Gate(processor, classes, settings, peer_of=peer_of, warn=warn)
+        level = logging.WARNING if settings.accounts is None and settings.allow_remote_admin else logging.INFO
+        self.log.log(level, settings.describe())  # not an argument: the logger's ClipArgs would cut it
+        return self.gate
+
+    def forget(self, conn: Hashable) -> None:
+        if self.gate is not None:
+            self.gate.forget(conn)
+
+    async def reload(self) -> None:
+        """Apply a changed accounts file (read off the event loop; a bad one keeps the last good accounts)."""
+        accounts_file = self.accounts_file
+        if accounts_file is None or self.gate is None or not accounts_file.changed():
+            return
+        if await trio.to_thread.run_sync(accounts_file.reload) is not None:
+            self.gate.update(self.settings())
