@@ -206,3 +206,18 @@ def test_every_code_served_has_a_class() -> None:
     assert {BROKER_CLASSES[c] for c in (10, 11, 14, 15, 34, 310, 320)} == {C.CLIENT}
     with pytest.raises(RuntimeError, match="without an access class"):
         BrokerProcessor.add_handler(None, 4242, lambda req, conn: None)  # type: ignore[arg-type]
+
+
+def test_broker_keys_read_from_either_form() -> None:
+    from broker_stub.config import BrokerConfig, ConfigError
+
+    assert BrokerConfig().credentials() is None
+    assert BrokerConfig(accessKey="brokerKey1", secretKey="brokerSecret").credentials() == acl.Credentials(
+        "brokerKey1", "brokerSecret")
+    java = BrokerConfig(innerClientAuthenticationCredentials='{"accessKey":"brokerKey1","secretKey":"s3cret99"}')
+    assert java.credentials() == acl.Credentials("brokerKey1", "s3cret99")
+    assert "s3cret99" not in java.render_public() and "innerClientAuthenticationCredentials=******" in java.render_public()
+    for bad in (BrokerConfig(accessKey="brokerKey1"), BrokerConfig(innerClientAuthenticationCredentials="{oops"),
+                BrokerConfig(innerClientAuthenticationCredentials="[1]"), BrokerConfig(aclUnsignedClasses="routes")):
+        with pytest.raises(ConfigError):
+            bad.validate()
