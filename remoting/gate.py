@@ -65,6 +65,7 @@ class Gate:
         self.settings = settings
         self._plain = settings.accounts is None
         self._open: dict[Hashable, frozenset[int]] = {}  # connection -> codes it may send unsigned
+        self._open_classes: dict[Hashable, frozenset[RequestClass]] = {}  # connection -> the same, as classes
         self._codes_of: dict[frozenset[RequestClass], frozenset[int]] = {}
         self._verified = VerifiedRequests()
         self._signers = self._verified.signers if settings.accounts is not None else None
@@ -80,6 +81,7 @@ class Gate:
         self.settings = settings
         self._plain = settings.accounts is None
         self._open.clear()
+        self._open_classes.clear()
         self._codes_of.clear()
         self._verified = VerifiedRequests()
         self._signers = self._verified.signers if settings.accounts is not None else None
@@ -87,6 +89,7 @@ class Gate:
     def forget(self, conn: Hashable) -> None:
         """A connection closed."""
         self._open.pop(conn, None)
+        self._open_classes.pop(conn, None)
 
     def _open_codes(self, conn: Hashable) -> frozenset[int]:
         classes = unsigned_classes(peer_ip(self.peer_of(conn) or ""), self.settings)
@@ -94,14 +97,14 @@ class Gate:
         if codes is None:
             codes = self._codes_of[classes] = frozenset(c for c, k in self.classes.items() if k in classes)
         self._open[conn] = codes
+        self._open_classes[conn] = classes
         return codes
 
-    def _reason(self, req: RemotingCommand, ip: str) -> str | None:
+    def _reason(self, req: RemotingCommand, ip: str, open_classes: frozenset[RequestClass]) -> str | None:
         """Why ``req`` from ``ip`` may not pass (None: it may). Safe in a worker thread for a request
         with a body (the verified-requests table only keeps bodiless ones)."""
-        settings = self.settings
-        return refusal(self.classes.get(req.code), ip, req.ext_fields, req.body, req.version, settings,
-                       unsigned_classes(ip, settings), self._verified)
+        return refusal(self.classes.get(req.code), ip, req.ext_fields, req.body, req.version, self.settings,
+                       open_classes, self._verified)
 
     def _refused(self, req: RemotingCommand, peer: str, reason: str) -> bytes | None:
         """Log a refusal (one line per interval) and build the NO_PERMISSION answer."""
@@ -136,8 +139,10 @@ class Gate:
             if entry is not None and entry[1] == req.version and entry[0] == fields:
                 if req.code in self._any_account_codes or (entry[2].admin and req.code in self.classes):
                     return self.inner.handle(req, conn)  # (an unknown code goes on to be refused)
+        if self._plain and req.code not in self.classes:
+            return self.inner.handle(req, conn)  # unknown without accounts: the processor's "not supported"
         peer = self.peer_of(conn) or ""
-        reason = self._reason(req, peer_ip(peer))
+        reason = self._reason(req, peer_ip(peer), self._open_classes[conn])
         if reason is not None:
             return self._refused(req, peer, reason)
         return self.inner.handle(req, conn)
@@ -145,10 +150,11 @@ class Gate:
     async def handle_async(self, req: RemotingCommand, conn: Hashable) -> bytes | None:
         if not self._passes(req, conn):
             peer = self.peer_of(conn) or ""
+            open_classes = self._open_classes[conn]
             if len(req.body) >= OFFLOAD_BYTES:  # a big registration's HMAC: off the event loop
-                reason = await trio.to_thread.run_sync(self._reason, req, peer_ip(peer))
+                reason = await trio.to_thread.run_sync(self._reason, req, peer_ip(peer), open_classes)
             else:
-                reason = self._reason(req, peer_ip(peer))
+                reason = self._reason(req, peer_ip(peer), open_classes)
             if reason is not None:
                 return self._refused(req, peer, reason)
         return await self.inner.handle_async(req, conn)
