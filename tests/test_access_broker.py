@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -18,10 +19,14 @@ from remoting.bodies import ClusterInfo
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import request
 from remoting.transport import connect
-from tests.broker_procs import BrokerProcess, start_broker  # noqa: F401 - the fixture
 from tests.peers import ADMIN, LOCAL, STRANGER, USER, WRONG, connect_from, write_accounts
 from tests.procs import NamesrvProcess
 from tests.test_broker_stub import create_topic, eventually, fault, send_v2
+
+if TYPE_CHECKING:
+    from tests.broker_procs import BrokerProcess
+
+pytest_plugins = ("tests.broker_procs",)  # the start_broker fixture
 
 OK, DENIED = ResponseCode.SUCCESS, ResponseCode.NO_PERMISSION
 

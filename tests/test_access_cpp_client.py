@@ -11,16 +11,21 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from remoting import requests as rq
 from remoting.bodies import ClusterInfo
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import request
 from remoting.transport import connect
-from tests.broker_procs import BrokerProcess, start_broker  # noqa: F401 - the fixture
 from tests.peers import ADMIN, USER, WRONG, write_accounts
 from tests.procs import NamesrvProcess
 from tests.test_broker_stub import create_topic, eventually
+
+if TYPE_CHECKING:
+    from tests.broker_procs import BrokerProcess
+
+pytest_plugins = ("tests.broker_procs",)  # the start_broker fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,7 +40,7 @@ def run_producer(namesrv: str, topic: str, count: int, *keys: str) -> list[str]:
 
 
 async def test_cpp_client_sends_with_valid_keys_and_is_refused_with_wrong_ones(
-    start_namesrv: Callable[..., NamesrvProcess], start_broker: Callable[..., BrokerProcess], tmp_path: Path  # noqa: F811
+    start_namesrv: Callable[..., NamesrvProcess], start_broker: Callable[..., BrokerProcess], tmp_path: Path
 ) -> None:
     accounts = write_accounts(tmp_path / "plain_acl.yml")
     ns = start_namesrv(aclEnable=True, aclConfigPath=accounts)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -20,9 +21,13 @@ from remoting.bodies import ClusterInfo
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import request
 from remoting.transport import connect
-from tests.broker_procs import BrokerProcess, start_broker  # noqa: F401 - the fixture
 from tests.procs import NamesrvProcess
 from tests.test_access_namesrv import register_req
+
+if TYPE_CHECKING:
+    from tests.broker_procs import BrokerProcess
+
+pytest_plugins = ("tests.broker_procs",)  # the start_broker fixture
 
 OK = ResponseCode.SUCCESS
 
@@ -84,7 +89,7 @@ def test_floors_only_stop_moves_toward_the_unsafe_side() -> None:
 
 
 async def test_broker_config_updates_keep_the_broker_routed(
-    start_namesrv: Callable[..., NamesrvProcess], start_broker: Callable[..., BrokerProcess]  # noqa: F811
+    start_namesrv: Callable[..., NamesrvProcess], start_broker: Callable[..., BrokerProcess]
 ) -> None:
     ns = start_namesrv()
     broker = start_broker(namesrvAddr=ns.addr)
