@@ -70,6 +70,8 @@ class Accounts:
         text = f"{len(self.by_key)} accounts ({admins} admin) from {self.source or '(memory)'}"
         if self.global_white.patterns:
             text += f", globalWhiteRemoteAddresses {self.global_white}"
+        if self.unenforced:
+            text += f", {self.unenforced} with topic/group permissions (not enforced here)"
         return text
 
 

@@ -43,12 +43,6 @@ def _parsed(ip: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     return addr
 
 
-def is_loopback(ip: str) -> bool:
-    """Whether a peer address is this host's loopback (all of 127/8, ::1, and their mapped forms)."""
-    addr = _parsed(ip)
-    return addr is not None and addr.is_loopback
-
-
 def _parts(ip: str) -> tuple[int, ...] | None:
     """An address as 4 octets or 8 groups (None: not an IP address)."""
     addr = _parsed(ip)
