@@ -35,6 +35,7 @@ from broker_stub.common import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, Rejec
 from broker_stub.ha_status import ByteRate
 from broker_stub.store import MessageStore, StoreFullError, StoreUnavailableError, parse_record
 from remoting import fastjson
+from remoting.acl import Credentials
 from remoting.bodies import BodyError
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, request, response_to
@@ -131,8 +132,10 @@ class Replicator:
         known_topic: Callable[[str], bool],
         clock: Callable[[], float] = trio.current_time,
         wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        credentials: Credentials | None = None,
     ) -> None:
         self.store = store
+        self.credentials = credentials  # signs the requests when the master checks accounts
         self.master_addr = master_addr
         self.on_stored = on_stored
         self.on_unknown_topic = on_unknown_topic
@@ -193,7 +196,7 @@ class Replicator:
                 await trio.sleep(RETRY_DELAY)
                 continue
             try:
-                async with connect(addr, connect_timeout=REQUEST_TIMEOUT) as client:
+                async with connect(addr, connect_timeout=REQUEST_TIMEOUT, credentials=self.credentials) as client:
                     while self.master_addr() == addr and not client.closed:
                         self.last_write_ms = self.wall_ms()
                         req = replicate_request(self._have(), self.store.commit_offset)
