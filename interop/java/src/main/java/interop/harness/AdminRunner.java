@@ -22,6 +22,10 @@ import org.apache.rocketmq.tools.command.MQAdminStartup;
  * captures exactly that command's output. System.exit (ServerUtil exits on a bad option) is trapped
  * by a SecurityManager, which JDK 17 still allows with -Djava.security.manager=allow.
  *
+ * <p>A line may start with {@code @timeout=MS} (a TAB after it) for a command that never ends by
+ * itself (clusterRT repeats until stopped): its thread is stopped after MS and the result says
+ * {@code "timeout": true} with the output it printed until then.
+ *
  * <pre>
  * java -Djava.security.manager=allow ... AdminRunner [--timeout-ms 60000]
  * </pre>
@@ -54,7 +58,12 @@ public final class AdminRunner {
                 continue;
             }
             List<String> command = Arrays.asList(line.split("\t", -1));
-            Json result = run(command, timeoutMs);
+            long limit = timeoutMs;
+            if (command.get(0).startsWith("@timeout=")) {
+                limit = Long.parseLong(command.get(0).substring("@timeout=".length()));
+                command = command.subList(1, command.size());
+            }
+            Json result = run(command, limit);
             System.setOut(realOut);
             System.setErr(realErr);
             realOut.println(result);
@@ -84,6 +93,9 @@ public final class AdminRunner {
         worker.start();
         worker.join(timeoutMs);
         boolean timedOut = worker.isAlive();
+        if (timedOut) {
+            stop(worker);
+        }
         System.out.flush();
         System.err.flush();
         return Json.of("event", "result").put("args", command)
@@ -91,6 +103,17 @@ public final class AdminRunner {
             .put("exit", EXIT_STATUS.get()).put("timeout", timedOut)
             .put("thrown", thrown.get() == null ? null : String.valueOf(thrown.get()))
             .put("millis", (System.nanoTime() - start) / 1_000_000);
+    }
+
+    /** Thread.stop still works on JDK 17; later JDKs refuse, and the thread is left to itself. */
+    @SuppressWarnings({"deprecation", "removal"})
+    private static void stop(Thread worker) throws InterruptedException {
+        try {
+            worker.stop();
+            worker.join(5000);
+        } catch (UnsupportedOperationException ignored) {
+            // JDK 20+: nothing more can be done in-process
+        }
     }
 
     @SuppressWarnings("removal")

@@ -13,8 +13,10 @@ import org.apache.rocketmq.common.message.Message;
  *
  * <pre>
  * Producer --namesrv H:P --topic T [--group G] --msg "body=a-0;tag=TagA;keys=k1 k2;prop.color=red" ...
- *          [--access-key AK --secret-key SK] [--timeout-ms 5000]
+ *          [--access-key AK --secret-key SK] [--timeout-ms 5000] [--linger-ms 0]
  * </pre>
+ * With --linger-ms it stays connected that long after its sends (prints {"event":"lingering"}),
+ * so that producerConnection has a live producer to show.
  * A --msg is fields {@code name=value} separated by ';': body, tag, keys (space separated, as
  * Message.setKeys), and prop.NAME for a user property. Exit 0 only if every send was SEND_OK.
  */
@@ -44,6 +46,11 @@ public final class Producer {
                     allOk = false;
                     Clients.error("send-failed", e).put("body", body).println();
                 }
+            }
+            long linger = Long.parseLong(args.get("linger-ms", "0"));
+            if (linger > 0) {
+                Json.of("event", "lingering").println();
+                Thread.sleep(linger);
             }
         } finally {
             producer.shutdown();

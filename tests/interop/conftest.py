@@ -1,0 +1,129 @@
+"""Session fixtures of the interop suite: the harness is built once per run.
+
+A build failure (no JDK, no Maven, no Go, no registry) fails the tests that need it with the
+build's own message; nothing here skips.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.broker_procs import BrokerProcess
+from tests.interop import harness_build
+from tests.interop.harness_build import JavaBuild
+from tests.interop.java_procs import AdminRunner, JavaBroker, JavaNamesrv, free_port_block, java_servers
+from tests.procs import NamesrvProcess
+
+
+def _built(build: object) -> object:
+    try:
+        return build()  # type: ignore[operator]
+    except harness_build.HarnessBuildError as exc:
+        pytest.fail(f"interop harness: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def loopback_shim() -> Path:
+    return _built(harness_build.build_shim)  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="session")
+def java_builds() -> dict[str, JavaBuild]:
+    return _built(harness_build.build_java)  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="session")
+def go_binary() -> Path:
+    return _built(harness_build.build_go)  # type: ignore[return-value]
+
+
+# --- shared clusters -------------------------------------------------------------------------------
+# Each is started once per session: JVM starts are the suite's main cost on a busy 2-core machine.
+
+# Ours expires a silent broker after 30 s (Java: a fixed 120 s), scanning every second (Java: 5 s).
+# 30 s, not less: a Java broker re-registers every 10 s at the fastest (it clamps the period).
+OURS_EXPIRY_MS = 30_000
+
+
+@dataclass
+class JavaCluster:
+    """Our NameServer and Java's side by side, and Java brokers that register with both."""
+
+    ours: NamesrvProcess
+    java_namesrv: JavaNamesrv
+    brokers: dict[tuple[str, int], JavaBroker]  # (version, brokerId) -> broker
+
+    def broker_name(self, version: str) -> str:
+        return f"broker-{version.replace('.', '')}"
+
+
+@pytest.fixture(scope="session")
+def java_cluster(java_builds: dict[str, JavaBuild], loopback_shim: Path,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaCluster]:
+    """Ours + Java 5.3.3 NameServer; a 4.9.7 and a 5.3.3 master/slave pair, registered with both.
+
+    Cluster ``Java4`` holds broker ``broker-497``, cluster ``Java5`` broker ``broker-533``. Tests may
+    stop the slaves (brokerId 1); the masters and both NameServers must stay up for the session.
+    """
+    base = tmp_path_factory.mktemp("java-cluster")
+    ours = NamesrvProcess(base / "ours", brokerChannelExpiredTime=OURS_EXPIRY_MS,
+                          scanNotActiveBrokerInterval=1000).start()
+    try:
+        java_ns = JavaNamesrv(java_builds["5.3.3"], base / "java-ns", loopback_shim)
+        java_ns.port = free_port_block()  # the brokers need its address before it is up
+        brokers = {}
+        for version, build in java_builds.items():
+            for broker_id in (0, 1):
+                brokers[(version, broker_id)] = JavaBroker(
+                    build, base / f"broker-{version}-{broker_id}", loopback_shim,
+                    cluster=f"Java{version[0]}", broker_name=f"broker-{version.replace('.', '')}",
+                    broker_id=broker_id, namesrv_addrs=(ours.addr, java_ns.addr))
+        with java_servers(java_ns, *brokers.values()):
+            yield JavaCluster(ours, java_ns, brokers)
+    finally:
+        ours.kill()
+
+
+@dataclass
+class StubCluster:
+    """Our NameServer and one broker stub: what Java and Go clients and Java mqadmin talk to."""
+
+    namesrv: NamesrvProcess
+    broker: BrokerProcess
+
+
+@pytest.fixture(scope="session")
+def stub_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubCluster]:
+    base = tmp_path_factory.mktemp("stub-cluster")
+    namesrv = NamesrvProcess(base / "ns").start()
+    broker = BrokerProcess(base / "broker", brokerClusterName="DefaultCluster", brokerName="broker-a",
+                           namesrvAddr=namesrv.addr, storePathRootDir=base / "broker" / "store")
+    try:
+        broker.start()
+        yield StubCluster(namesrv, broker)
+    finally:
+        broker.kill()
+        namesrv.kill()
+
+
+@pytest.fixture(scope="session")
+def java_admin(java_builds: dict[str, JavaBuild],
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, AdminRunner]]:
+    """One Java mqadmin JVM per version for the whole session (started on first use)."""
+    runners: dict[str, AdminRunner] = {}
+
+    class Lazy(dict):  # type: ignore[type-arg]
+        def __missing__(self, version: str) -> AdminRunner:
+            runners[version] = AdminRunner(java_builds[version], tmp_path_factory.mktemp(f"mqadmin-{version}"))
+            self[version] = runners[version]
+            return runners[version]
+
+    try:
+        yield Lazy()
+    finally:
+        for runner in runners.values():
+            runner.close()
