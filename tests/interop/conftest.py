@@ -42,7 +42,8 @@ def go_binary() -> Path:
 
 
 # --- shared clusters -------------------------------------------------------------------------------
-# Each is started once per session: JVM starts are the suite's main cost on a busy 2-core machine.
+# Each is started once for the interop package (JVM starts are its main cost on a busy 2-core
+# machine) and stopped when the package is done, so no JVM outlives it into the rest of the suite.
 
 # Ours expires a silent broker after 30 s (Java: a fixed 120 s), scanning every second (Java: 5 s).
 # 30 s, not less: a Java broker re-registers every 10 s at the fastest (it clamps the period).
@@ -61,13 +62,13 @@ class JavaCluster:
         return f"broker-{version.replace('.', '')}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def java_cluster(java_builds: dict[str, JavaBuild], loopback_shim: Path,
                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaCluster]:
     """Ours + Java 5.3.3 NameServer; a 4.9.7 and a 5.3.3 master/slave pair, registered with both.
 
     Cluster ``Java4`` holds broker ``broker-497``, cluster ``Java5`` broker ``broker-533``. Tests may
-    stop the slaves (brokerId 1); the masters and both NameServers must stay up for the session.
+    stop the slaves (brokerId 1); the masters and both NameServers must stay up for the package.
     """
     base = tmp_path_factory.mktemp("java-cluster")
     ours = NamesrvProcess(base / "ours", brokerChannelExpiredTime=OURS_EXPIRY_MS,
@@ -96,7 +97,7 @@ class StubCluster:
     broker: BrokerProcess
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def stub_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubCluster]:
     base = tmp_path_factory.mktemp("stub-cluster")
     namesrv = NamesrvProcess(base / "ns").start()
@@ -110,10 +111,10 @@ def stub_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubClust
         namesrv.kill()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def java_admin(java_builds: dict[str, JavaBuild],
                tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, AdminRunner]]:
-    """One Java mqadmin JVM per version for the whole session (started on first use)."""
+    """One Java mqadmin JVM per version for the whole package (started on first use)."""
     runners: dict[str, AdminRunner] = {}
 
     class Lazy(dict):  # type: ignore[type-arg]

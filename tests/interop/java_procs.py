@@ -49,6 +49,7 @@ LOGBACK = """<configuration>
 """
 
 STARTUP_TIMEOUT = 180.0
+LOGBACK_STATUS = re.compile(r"^\d\d:\d\d:\d\d,\d{3} \|-")
 
 
 def free_port_block(offsets: tuple[int, ...] = (0,)) -> int:
@@ -308,7 +309,11 @@ class AdminRunner:
         prefix = [f"@timeout={stop_after_ms}"] if stop_after_ms is not None else []
         self.proc.stdin.write(("\t".join([*prefix, *args]) + "\n").encode())
         self.proc.stdin.flush()
-        return self._read_line(timeout)
+        result = self._read_line(timeout)
+        # 5.x's shaded logback prints its own status lines on stdout when it first starts.
+        lines = result["stdout"].splitlines(keepends=True)
+        result["stdout"] = "".join(line for line in lines if not LOGBACK_STATUS.match(line))
+        return result
 
     def close(self) -> None:
         if self.proc.poll() is None:

@@ -10,11 +10,11 @@ stdout must match. Rows run in order, once per version, in one JVM per version: 
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +23,7 @@ from tests.interop.clients_common import create_topic
 from tests.interop.conftest import StubCluster
 from tests.interop.harness_build import JAVA_VERSIONS, JavaBuild
 from tests.interop.java_procs import AdminRunner, LineProcess, java_command, java_consumer, java_env, rocketmq_home
+from tests.mqadmin_procs import mqadmin
 
 
 @dataclass(frozen=True)
@@ -49,9 +50,10 @@ COMMANDS = [
     Cmd("statsAll -n {ns} -t {topic}", (r"^#Topic\s+#Consumer Group", r"^{topic}\s+{group}\s+0\s")),
     Cmd("consumerProgress -n {ns} -g {group}",
         (r"^#Topic\s+#Broker Name\s+#QID\s+#Broker Offset\s+#Consumer Offset", r"^{topic}\s+broker-a\s+0\s+\d+\s+\d+",
-         r"^Diff Total: 0$")),
+         r"^(Consume )?Diff Total: 0$")),
     Cmd("consumerConnection -n {ns} -g {group}",
-        (r"^#ClientId\s+#Version", r"^Below is subscription:", r"{topic}\s+TagA \|\| TagC",
+        (r"^#ClientId\s+#ClientAddr\s+#Language\s+#Version", r"^\S+@interop-consumer-\d+\s+127\.0\.0\.1:\d+\s+JAVA\s+V5_3_3$",
+         r"^Below is subscription:", r"{topic}\s+TagA \|\| TagC",
          r"^ConsumeType: CONSUME_PASSIVELY", r"^MessageModel: CLUSTERING")),
     Cmd("producerConnection -n {ns} -g {pgroup} -t {topic}", (r"^0001\s+\S+@\S+\s+127\.0\.0\.1:\d+\s+JAVA\s+V\d",)),
     Cmd("updateTopic -n {ns} -c DefaultCluster -t AdminNew{v} -r 2 -w 2",
@@ -64,7 +66,7 @@ COMMANDS = [
     Cmd("updateBrokerConfig -n {ns} -b {broker} -k defaultTopicQueueNums -v 6",
         (r"^update broker config success, {broker}$",)),
     Cmd("getBrokerConfig -n {ns} -b {broker}", (r"^defaultTopicQueueNums\s+=\s+6$",)),
-    Cmd("getNamesrvConfig -n {ns}", (r"^============={ns}=============$", r"^kvConfigPath\s+=\s+\S+")),
+    Cmd("getNamesrvConfig -n {ns}", (r"^=+{ns}=+$", r"^kvConfigPath\s+=\s+\S+")),
     Cmd("updateNamesrvConfig -n {ns} -k orderMessageEnable -v true",
         (r"^update name server config success!\[{ns}\]$", r"^orderMessageEnable : true$")),
     Cmd("getNamesrvConfig -n {ns}", (r"^orderMessageEnable\s+=\s+true$",)),
@@ -79,10 +81,13 @@ COMMANDS = [
     Cmd("clusterRT -n {ns} -a 2 -s 16 -i 1", (r"#Cluster Name\s+#Broker Name\s+#RT\s+#successCount\s+#failCount",
                                              r"DefaultCluster\s+broker-a\s+[\d.]+\s+2\s+0"),
         stop_after_ms=4000),
-    Cmd("queryMsgById -n {ns} -i {offset_msg_id}", (r"^Topic:\s+{topic}$", r"^Tags:\s+\[TagA\]$", r"^Keys:\s+\[ka0 kshared\]$")),
+    Cmd("queryMsgById -n {ns} -i {offset_msg_id}", (r"^Topic:\s+{topic}$", r"^Tags:\s+\[TagA\]$", r"^Keys:\s+\[ka0 kshared\]$"),
+        versions=("4.9.7",)),
+    Cmd("queryMsgById -n {ns} -t {topic} -i {offset_msg_id}",  # 5.x requires the topic
+        (r"^Topic:\s+{topic}$", r"^Tags:\s+\[TagA\]$", r"^Keys:\s+\[ka0 kshared\]$"), versions=("5.3.3",)),
     Cmd("queryMsgByOffset -n {ns} -t {topic} -b broker-a -i 0 -o 0", (r"^Topic:\s+{topic}$", r"^Queue ID:\s+0$")),
     Cmd("resetOffsetByTime -n {ns} -g {group} -t {topic} -s {now}",
-        (r"^rollback consumer offset by specified group\[{group}\], topic\[{topic}\]",
+        (r"^(rollback|start reset) consumer offset by specified,? group\[{group}\], topic\[{topic}\]",
          r"^#brokerName\s+#queueId\s+#offset", r"^broker-a\s+0\s+\d+")),
     Cmd("checkMsgSendRT -n {ns} -t {topic} -a 3 -s 16",
         (r"^#Broker Name\s+#QID\s+#Send Result\s+#RT", r"^broker-a\s+\d\s+true\s+\d+", r"^Avg RT: [\d.]+$")),
@@ -137,10 +142,23 @@ def admin_world(stub_cluster: StubCluster, java_builds: dict[str, JavaBuild],
         sent = [line for line in producer.lines if line.get("event") == "sent"]
         assert len(sent) == len(msgs), producer.lines
         consumer.wait_for("received", 120, count=len(msgs))
+        _wait_for_committed_offsets(ns, group, len(msgs))
         yield AdminWorld(stub_cluster, topic, group, pgroup, sent[0]["offsetMsgId"], [consumer, producer])
     finally:
         consumer.kill()
         producer.kill()
+
+
+def _wait_for_committed_offsets(ns: str, group: str, count: int) -> None:
+    """The push consumer commits its offsets every 5 s: until then a broker (Java's too) has no
+    consume stats for the group, and consumerProgress and statsAll have nothing to show."""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        done = mqadmin("consumerProgress", "-n", ns, "-g", group, "--json")
+        if done.returncode == 0 and sum(q["consumerOffset"] for q in json.loads(done.stdout)["queues"]) >= count:
+            return
+        time.sleep(0.5)
+    pytest.fail(f"{group}'s offsets did not reach the broker: {done.stdout} {done.stderr}")
 
 
 CASES = [(version, cmd) for version in JAVA_VERSIONS for cmd in COMMANDS if version in cmd.versions]
