@@ -6,61 +6,47 @@ build's own message; nothing here skips.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from tests.broker_procs import BrokerProcess
 from tests.interop import harness_build
+from tests.interop.clusters import OURS_EXPIRY_MS, JavaCluster, StubCluster
 from tests.interop.harness_build import JavaBuild
 from tests.interop.java_procs import AdminRunner, JavaBroker, JavaNamesrv, free_port_block, java_servers
 from tests.procs import NamesrvProcess
 
+T = TypeVar("T")
 
-def _built(build: object) -> object:
+
+def _built(build: Callable[[], T]) -> T:
     try:
-        return build()  # type: ignore[operator]
+        return build()
     except harness_build.HarnessBuildError as exc:
         pytest.fail(f"interop harness: {exc}", pytrace=False)
 
 
 @pytest.fixture(scope="session")
 def loopback_shim() -> Path:
-    return _built(harness_build.build_shim)  # type: ignore[return-value]
+    return _built(harness_build.build_shim)
 
 
 @pytest.fixture(scope="session")
 def java_builds() -> dict[str, JavaBuild]:
-    return _built(harness_build.build_java)  # type: ignore[return-value]
+    return _built(harness_build.build_java)
 
 
 @pytest.fixture(scope="session")
 def go_binary() -> Path:
-    return _built(harness_build.build_go)  # type: ignore[return-value]
+    return _built(harness_build.build_go)
 
 
 # --- shared clusters -------------------------------------------------------------------------------
 # Each is started once for the interop package (JVM starts are its main cost on a busy 2-core
 # machine) and stopped when the package is done, so no JVM outlives it into the rest of the suite.
-
-# Ours expires a silent broker after 30 s (Java: a fixed 120 s), scanning every second (Java: 5 s).
-# 30 s, not less: a Java broker re-registers every 10 s at the fastest (it clamps the period).
-OURS_EXPIRY_MS = 30_000
-
-
-@dataclass
-class JavaCluster:
-    """Our NameServer and Java's side by side, and Java brokers that register with both."""
-
-    ours: NamesrvProcess
-    java_namesrv: JavaNamesrv
-    brokers: dict[tuple[str, int], JavaBroker]  # (version, brokerId) -> broker
-
-    def broker_name(self, version: str) -> str:
-        return f"broker-{version.replace('.', '')}"
-
 
 @pytest.fixture(scope="package")
 def java_cluster(java_builds: dict[str, JavaBuild], loopback_shim: Path,
@@ -87,14 +73,6 @@ def java_cluster(java_builds: dict[str, JavaBuild], loopback_shim: Path,
             yield JavaCluster(ours, java_ns, brokers)
     finally:
         ours.kill()
-
-
-@dataclass
-class StubCluster:
-    """Our NameServer and one broker stub: what Java and Go clients and Java mqadmin talk to."""
-
-    namesrv: NamesrvProcess
-    broker: BrokerProcess
 
 
 @pytest.fixture(scope="package")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.interop.clients_common import EXPRESSION, check_received, check_sent, create_topic, message_specs
-from tests.interop.conftest import StubCluster
+from tests.interop.clusters import StubCluster
 from tests.interop.harness_build import JAVA_VERSIONS, JavaBuild
 from tests.interop.java_procs import LineProcess, java_command, java_consumer, java_env, json_lines, rocketmq_home
 

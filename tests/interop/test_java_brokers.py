@@ -9,7 +9,6 @@ behaviour is. The tests that stop slaves come last in this module; masters stay 
 from __future__ import annotations
 
 import os
-import re
 import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -20,7 +19,7 @@ import trio
 from remoting import requests as rq
 from remoting.bodies import parse_topic_list
 from remoting.codes import ResponseCode
-from tests.interop.conftest import JavaCluster
+from tests.interop.clusters import JavaCluster
 from tests.interop.harness_build import JAVA_VERSIONS
 from tests.interop.java_procs import AdminRunner
 from tests.interop.namesrv_ask import ask, broker_addrs, cluster_info, route
@@ -142,4 +141,4 @@ async def test_sigterm_unregisters_java_broker_from_both(java_cluster: JavaClust
         async def gone(addr: str = addr) -> bool:
             return 1 not in await broker_addrs(addr, name)
         await eventually(gone, 30, f"the stopped slave unregistered at {addr}")
-    assert re.search(r"unregister", slave.log(), re.I) or True
+    assert slave.proc is not None and slave.proc.returncode in (0, 143)  # 143: the JVM ran its hooks on SIGTERM

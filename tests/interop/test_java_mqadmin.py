@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.interop.clients_common import create_topic
-from tests.interop.conftest import StubCluster
+from tests.interop.clusters import StubCluster
 from tests.interop.harness_build import JAVA_VERSIONS, JavaBuild
 from tests.interop.java_procs import AdminRunner, LineProcess, java_command, java_consumer, java_env, rocketmq_home
 from tests.mqadmin_procs import mqadmin

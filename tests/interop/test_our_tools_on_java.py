@@ -19,7 +19,7 @@ import trio
 
 from remoting import fastjson
 from simclient import ClientPool, ConsumerOptions, ProducerOptions, SimConsumer, SimProducer
-from tests.interop.conftest import JavaCluster
+from tests.interop.clusters import JavaCluster
 from tests.interop.java_procs import AdminRunner
 from tests.interop.namesrv_ask import route
 from tests.mqadmin_procs import cli_env
