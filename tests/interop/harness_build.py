@@ -26,6 +26,9 @@ BUILD_DIR = INTEROP / "build"
 GO_BINARY = BUILD_DIR / "interop-go"
 SHIM = BUILD_DIR / "libloopback_bind.so"
 SHIM_SOURCE = INTEROP / "loopback" / "loopback_bind.c"
+# Touched after a successful Maven build: Maven leaves an unchanged classpath.txt untouched, so its
+# own mtime cannot tell a stale build from a fresh one.
+JAVA_STAMP = BUILD_DIR / "java.stamp"
 
 # RocketMQ version -> Maven module directory.
 JAVA_MODULES = {"4.9.7": "v4", "5.3.3": "v5"}
@@ -83,12 +86,14 @@ def build_java() -> dict[str, JavaBuild]:
     mvn = _tool("mvn", "the interop suite builds its Java harness with Maven (Debian's maven)")
     classpath_files = [JAVA_DIR / module / "target" / "classpath.txt" for module in JAVA_MODULES.values()]
     inputs = [JAVA_DIR / "pom.xml", JAVA_DIR / "src"] + [JAVA_DIR / m / "pom.xml" for m in JAVA_MODULES.values()]
-    if not _up_to_date(classpath_files, inputs):
+    if not all(path.exists() for path in classpath_files) or not _up_to_date([JAVA_STAMP], inputs):
         try:
             _run([mvn, "-B", "-q", "-o", "compile"], JAVA_DIR, "mvn -o compile", timeout=600)
         except HarnessBuildError:
             _run([mvn, "-B", "-q", "compile"], JAVA_DIR, "mvn compile (with downloads from Maven Central)",
                  timeout=1800)
+        BUILD_DIR.mkdir(exist_ok=True)
+        JAVA_STAMP.touch()
     builds = {}
     for version, module in JAVA_MODULES.items():
         target = JAVA_DIR / module / "target"

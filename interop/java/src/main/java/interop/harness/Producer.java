@@ -19,6 +19,8 @@ import org.apache.rocketmq.common.message.Message;
  * so that producerConnection has a live producer to show.
  * A --msg is fields {@code name=value} separated by ';': body, tag, keys (space separated, as
  * Message.setKeys), and prop.NAME for a user property. Exit 0 only if every send was SEND_OK.
+ * A send that throws (a timeout on a busy machine) is tried again, up to --attempts times in all,
+ * and each failed try is printed ({"event":"send-retry"}), so a retry never hides an error.
  */
 public final class Producer {
     public static void main(String[] argv) throws Exception {
@@ -35,7 +37,7 @@ public final class Producer {
                 Message message = message(args.get("topic"), spec);
                 String body = new String(message.getBody(), StandardCharsets.UTF_8);
                 try {
-                    SendResult result = producer.send(message);
+                    SendResult result = send(producer, message, Integer.parseInt(args.get("attempts", "3")));
                     allOk &= result.getSendStatus() == SendStatus.SEND_OK;
                     Json.of("event", "sent").put("body", body).put("status", result.getSendStatus().name())
                         .put("msgId", result.getMsgId()).put("offsetMsgId", result.getOffsetMsgId())
@@ -56,6 +58,20 @@ public final class Producer {
             producer.shutdown();
         }
         System.exit(allOk ? 0 : 1);
+    }
+
+    private static SendResult send(DefaultMQProducer producer, Message message, int attempts) throws Exception {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                return producer.send(message);
+            } catch (Exception e) {
+                if (attempt >= attempts) {
+                    throw e;
+                }
+                Clients.error("send-retry", e).put("attempt", attempt).println();
+                Thread.sleep(500);
+            }
+        }
     }
 
     static Message message(String topic, String spec) {
