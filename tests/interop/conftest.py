@@ -16,7 +16,7 @@ from tests.broker_procs import BrokerProcess
 from tests.interop import harness_build
 from tests.interop.clusters import OURS_EXPIRY_MS, JavaCluster, StubCluster
 from tests.interop.harness_build import JavaBuild
-from tests.interop.java_procs import AdminRunner, JavaBroker, JavaNamesrv, free_port_block, java_servers
+from tests.interop.java_procs import AdminRunners, JavaBroker, JavaNamesrv, free_port_block, java_servers
 from tests.procs import NamesrvProcess
 
 T = TypeVar("T")
@@ -90,19 +90,10 @@ def stub_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubClust
 
 
 @pytest.fixture(scope="package")
-def java_admin(java_builds: dict[str, JavaBuild],
-               tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, AdminRunner]]:
+def java_admin(java_builds: dict[str, JavaBuild], tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminRunners]:
     """One Java mqadmin JVM per version for the whole package (started on first use)."""
-    runners: dict[str, AdminRunner] = {}
-
-    class Lazy(dict):  # type: ignore[type-arg]
-        def __missing__(self, version: str) -> AdminRunner:
-            runners[version] = AdminRunner(java_builds[version], tmp_path_factory.mktemp(f"mqadmin-{version}"))
-            self[version] = runners[version]
-            return runners[version]
-
+    runners = AdminRunners(java_builds, lambda version: tmp_path_factory.mktemp(f"mqadmin-{version}"))
     try:
-        yield Lazy()
+        yield runners
     finally:
-        for runner in runners.values():
-            runner.close()
+        runners.close()

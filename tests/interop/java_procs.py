@@ -20,7 +20,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -275,8 +275,9 @@ class AdminRunner:
         home = rocketmq_home(home)
         cmd = java_command(build, "interop.harness.AdminRunner", [], home, heap="192m",
                            extra_flags=["-Djava.security.manager=allow"])
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=open(home / "runner.err", "wb"), cwd=home, env=java_env(home))
+        with open(home / "runner.err", "wb") as err:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=home,
+                                         env=java_env(home))
         self._sel = selectors.DefaultSelector()
         assert self.proc.stdout is not None
         self._sel.register(self.proc.stdout, selectors.EVENT_READ)
@@ -327,6 +328,24 @@ class AdminRunner:
                 self.proc.kill()
                 self.proc.wait(10)
         self._sel.close()
+
+
+class AdminRunners:
+    """One :class:`AdminRunner` per version, started on first use, all closed together."""
+
+    def __init__(self, builds: dict[str, JavaBuild], home_of: Callable[[str], Path]) -> None:
+        self.builds = builds
+        self.home_of = home_of
+        self.runners: dict[str, AdminRunner] = {}
+
+    def __getitem__(self, version: str) -> AdminRunner:
+        if version not in self.runners:
+            self.runners[version] = AdminRunner(self.builds[version], self.home_of(version))
+        return self.runners[version]
+
+    def close(self) -> None:
+        for runner in self.runners.values():
+            runner.close()
 
 
 def run_java_client(build: JavaBuild, main: str, args: list[str], home: Path, *, timeout: float = 120,

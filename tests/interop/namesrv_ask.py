@@ -1,6 +1,12 @@
-"""Ask a NameServer (ours or Java's) over our own remoting client, and read the answers."""
+"""Ask a NameServer (ours or Java's) over our own remoting client, read the answers, and wait
+for an answer to change (bounded: a test waits for an event, never for a fixed time)."""
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import pytest
+import trio
 
 from remoting import requests as rq
 from remoting.bodies import ClusterInfo, TopicRouteData
@@ -32,3 +38,12 @@ async def broker_addrs(addr: str, broker_name: str) -> dict[int, str]:
     """brokerId -> address of one broker name in the NameServer's cluster info ({} when absent)."""
     data = (await cluster_info(addr)).broker_addr_table.get(broker_name)
     return dict(data.broker_addrs) if data is not None else {}
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
+    """Poll until ``check`` holds; fail with ``what`` after ``timeout`` seconds."""
+    with trio.move_on_after(timeout):
+        while not await check():
+            await trio.sleep(0.25)
+        return
+    pytest.fail(f"not within {timeout:.0f} s: {what}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -21,17 +20,8 @@ from remoting.bodies import parse_topic_list
 from remoting.codes import ResponseCode
 from tests.interop.clusters import JavaCluster
 from tests.interop.harness_build import JAVA_VERSIONS
-from tests.interop.java_procs import AdminRunner
-from tests.interop.namesrv_ask import ask, broker_addrs, cluster_info, route
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
-    """Poll until ``check`` holds; fail with ``what`` after ``timeout`` seconds."""
-    with trio.move_on_after(timeout):
-        while not await check():
-            await trio.sleep(0.25)
-        return
-    pytest.fail(f"not within {timeout:.0f} s: {what}")
+from tests.interop.java_procs import AdminRunners
+from tests.interop.namesrv_ask import ask, broker_addrs, cluster_info, eventually, route
 
 
 def _route_obj(data: Any) -> dict[str, Any] | None:
@@ -88,7 +78,7 @@ def _rows(stdout: str) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("version", JAVA_VERSIONS)
-def test_java_mqadmin_cluster_list_same_on_both(java_cluster: JavaCluster, java_admin: dict[str, AdminRunner],
+def test_java_mqadmin_cluster_list_same_on_both(java_cluster: JavaCluster, java_admin: AdminRunners,
                                                 version: str) -> None:
     outputs = [java_admin[version].run("clusterList", "-n", addr)
                for addr in (java_cluster.ours.addr, java_cluster.java_namesrv.addr)]

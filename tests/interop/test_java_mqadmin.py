@@ -22,7 +22,7 @@ import pytest
 from tests.interop.clients_common import create_topic
 from tests.interop.clusters import StubCluster
 from tests.interop.harness_build import JAVA_VERSIONS, JavaBuild
-from tests.interop.java_procs import AdminRunner, LineProcess, java_command, java_consumer, java_env, rocketmq_home
+from tests.interop.java_procs import AdminRunners, LineProcess, java_command, java_consumer, java_env, rocketmq_home
 from tests.mqadmin_procs import mqadmin
 
 
@@ -170,7 +170,7 @@ CASES = [(version, cmd) for version in JAVA_VERSIONS for cmd in COMMANDS if vers
 @pytest.mark.parametrize(("version", "cmd"), CASES, ids=[f"{v}-{i:02d}-{c.name}" for v, c in CASES
                                                          for i in [COMMANDS.index(c)]])
 def test_java_mqadmin_command(version: str, cmd: Cmd, admin_world: AdminWorld,
-                              java_admin: dict[str, AdminRunner]) -> None:
+                              java_admin: AdminRunners) -> None:
     args = [admin_world.fill(part, version) for part in cmd.args.split()]
     result: dict[str, Any] = java_admin[version].run(*args, stop_after_ms=cmd.stop_after_ms)
     out = result["stdout"]

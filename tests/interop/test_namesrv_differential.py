@@ -79,7 +79,7 @@ def _view(resp: RemotingCommand | None) -> dict[str, Any]:
 
 MASTER_A, SLAVE_A, MASTER_B = "127.0.0.1:20911", "127.0.0.1:20921", "127.0.0.1:20931"
 
-# (step, which connection sends it, request factory, oneway)
+# (step, the connection that sends it, the request)
 STEPS: list[tuple[str, str, Callable[[], RemotingCommand]]] = [
     ("103 register master diff-a", "a0", _register("diff-a", MASTER_A, 0, "DiffT1", "DiffT2")),
     ("103 register slave diff-a", "a1", _register("diff-a", SLAVE_A, 1, "DiffT1", "DiffT2")),

@@ -11,7 +11,6 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,8 @@ import trio
 from remoting import fastjson
 from simclient import ClientPool, ConsumerOptions, ProducerOptions, SimConsumer, SimProducer
 from tests.interop.clusters import JavaCluster
-from tests.interop.java_procs import AdminRunner
-from tests.interop.namesrv_ask import route
+from tests.interop.java_procs import AdminRunners
+from tests.interop.namesrv_ask import eventually, route
 from tests.mqadmin_procs import cli_env
 
 TOPIC, GROUP, COUNT = "OursOnJava", "OursOnJavaGroup", 24
@@ -39,12 +38,6 @@ def ours(*args: str) -> Any:
 def java_rows(stdout: str, first_column: str) -> list[list[str]]:
     """The data rows of a Java mqadmin table whose rows start with ``first_column``."""
     return [line.split() for line in stdout.splitlines() if line.split()[:1] == [first_column]]
-
-
-async def _eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
-    with trio.fail_after(timeout):
-        while not await check():
-            await trio.sleep(0.25)
 
 
 async def _produce_and_consume(ns: str) -> list[str]:
@@ -73,7 +66,7 @@ async def _produce_and_consume(ns: str) -> list[str]:
 
 
 async def test_our_tools_and_java_mqadmin_agree_on_a_java_cluster(java_cluster: JavaCluster,
-                                                                  java_admin: dict[str, AdminRunner]) -> None:
+                                                                  java_admin: AdminRunners) -> None:
     ns = java_cluster.java_namesrv.addr
     java = java_admin["5.3.3"]
     master = java_cluster.brokers[("5.3.3", 0)]
@@ -83,7 +76,7 @@ async def test_our_tools_and_java_mqadmin_agree_on_a_java_cluster(java_cluster: 
 
     async def routed() -> bool:
         return await route(ns, TOPIC) is not None
-    await _eventually(routed, 60, "the Java broker registered the topic")
+    await eventually(routed, 60, "the Java broker registered the topic")
     await _produce_and_consume(ns)
 
     # clusterList: the same brokers, ids, addresses and versions.
@@ -114,7 +107,7 @@ async def test_our_tools_and_java_mqadmin_agree_on_a_java_cluster(java_cluster: 
     async def committed() -> bool:
         progress = await trio.to_thread.run_sync(ours, "consumerProgress", "-n", ns, "-g", GROUP)
         return sum(q["consumerOffset"] for q in progress["queues"] if q["topic"] == TOPIC) == COUNT
-    await _eventually(committed, 60, "the consumer's offsets reached the broker")
+    await eventually(committed, 60, "the consumer's offsets reached the broker")
     our_progress = await trio.to_thread.run_sync(ours, "consumerProgress", "-n", ns, "-g", GROUP)
     their_progress = java.run("consumerProgress", "-n", ns, "-g", GROUP)["stdout"]
     assert sorted([q["topic"], q["brokerName"], str(q["queueId"]), str(q["brokerOffset"]), str(q["consumerOffset"])]
