@@ -1,4 +1,5 @@
-"""Session fixtures of the interop suite: the harness is built once per run.
+"""Fixtures of the interop suite: the harness is built once per session, the clusters started
+once for the package.
 
 A build failure (no JDK, no Maven, no Go, no registry) fails the tests that need it with the
 build's own message; nothing here skips.
@@ -12,12 +13,16 @@ from typing import TypeVar
 
 import pytest
 
-from tests.broker_procs import BrokerProcess
-from tests.interop import harness_build
-from tests.interop.clusters import OURS_EXPIRY_MS, JavaCluster, StubCluster
-from tests.interop.harness_build import JavaBuild
-from tests.interop.java_procs import AdminRunners, JavaBroker, JavaNamesrv, free_port_block, java_servers
-from tests.procs import NamesrvProcess
+# Other test modules load tests.broker_procs as a plugin (with pytest's assert rewriting): import
+# it rewritten here too, or pytest warns that it was imported first without.
+pytest.register_assert_rewrite("tests.broker_procs")
+
+from tests.broker_procs import BrokerProcess  # noqa: E402
+from tests.interop import harness_build  # noqa: E402
+from tests.interop.clusters import OURS_EXPIRY_MS, JavaCluster, StubCluster  # noqa: E402
+from tests.interop.harness_build import JavaBuild  # noqa: E402
+from tests.interop.java_procs import AdminRunners, JavaBroker, JavaNamesrv, free_port_block, java_servers  # noqa: E402
+from tests.procs import NamesrvProcess  # noqa: E402
 
 T = TypeVar("T")
 

@@ -95,8 +95,8 @@ COMMANDS = [
         (r"^#Broker Name\s+#QID\s+#Send Result\s+#MsgId", r"^broker-a\s+\d\s+SEND_OK\s+[0-9A-F]{{32}}$")),
     Cmd("consumeMessage -n {ns} -t {topic} -c 1",  # the queue it starts with is Java's hash-set order
         (r"^The older 1 message of the \d queue will be provided$", r"^Consume ok$",
-         r"^MSGID: [0-9A-F]{{32}} MessageExt \[brokerName=broker-a, queueId=\d, .*Message\{{topic='{topic}', "
-         r".*KEYS=ka0 kshared.*TAGS=TagA.* BODY: admin-\d$")),
+         r"^MSGID: [0-9A-F]{{32}} MessageExt \[brokerName=broker-a, queueId=\d, (?=.*KEYS=ka0 kshared)(?=.*TAGS=TagA)"
+         r".*Message\{{topic='{topic}', .* BODY: admin-\d$")),
     Cmd("wipeWritePerm -n {ns} -b broker-a", (r"^wipe write perm of broker\[broker-a\] in name server\[{ns}\] OK, \d+$",)),
     Cmd("addWritePerm -n {ns} -b broker-a", (r"^add write perm of broker\[broker-a\] in name server\[{ns}\] OK, \d+$",)),
     Cmd("deleteTopic -n {ns} -c DefaultCluster -t AdminNew{v}",
