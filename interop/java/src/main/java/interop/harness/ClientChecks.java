@@ -26,10 +26,8 @@ final class ClientChecks {
             return;
         }
         DefaultMQProducer producer = new DefaultMQProducer(args.get("group", "interop_checks"), hook);
-        producer.setNamesrvAddr(args.get("namesrv"));
-        producer.setVipChannelEnabled(false);
+        Clients.configure(producer, args, "checks");
         producer.setRetryTimesWhenSendFailed(0);
-        producer.setInstanceName("interop-checks-" + ProcessHandle.current().pid());
         producer.start();
         try {
             for (int i = 0; i < count; i++) {

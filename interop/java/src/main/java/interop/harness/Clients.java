@@ -1,6 +1,7 @@
 package interop.harness;
 
 import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.client.ClientConfig;
 import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.remoting.RPCHook;
 
@@ -11,6 +12,19 @@ import org.apache.rocketmq.remoting.RPCHook;
  */
 final class Clients {
     private Clients() {
+    }
+
+    /**
+     * What every harness client sets: the NameServer, no VIP channel (port-2, which a broker stub
+     * does not open), an instance name of its own, and a route-query timeout for a busy machine
+     * (--api-timeout-ms, 15 s by default; Java's 3 s made a 5.3.3 client's first query time out
+     * while the JVM was still loading classes on a loaded 2-core machine).
+     */
+    static void configure(ClientConfig client, Args args, String role) {
+        client.setNamesrvAddr(args.get("namesrv"));
+        client.setVipChannelEnabled(false);
+        client.setInstanceName("interop-" + role + "-" + ProcessHandle.current().pid());
+        client.setMqClientApiTimeout(Integer.parseInt(args.get("api-timeout-ms", "15000")));
     }
 
     /** The signing hook, or null when no keys were given (an unsigned client). */

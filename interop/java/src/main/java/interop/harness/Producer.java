@@ -13,7 +13,7 @@ import org.apache.rocketmq.common.message.Message;
  *
  * <pre>
  * Producer --namesrv H:P --topic T [--group G] --msg "body=a-0;tag=TagA;keys=k1 k2;prop.color=red" ...
- *          [--access-key AK --secret-key SK] [--timeout-ms 5000] [--linger-ms 0]
+ *          [--access-key AK --secret-key SK] [--timeout-ms 15000] [--linger-ms 0]
  * </pre>
  * With --linger-ms it stays connected that long after its sends (prints {"event":"lingering"}),
  * so that producerConnection has a live producer to show.
@@ -26,10 +26,8 @@ public final class Producer {
     public static void main(String[] argv) throws Exception {
         Args args = new Args(argv);
         DefaultMQProducer producer = new DefaultMQProducer(args.get("group", "interop_producer"), Clients.aclHook(args));
-        producer.setNamesrvAddr(args.get("namesrv"));
-        producer.setVipChannelEnabled(false);
-        producer.setSendMsgTimeout(Integer.parseInt(args.get("timeout-ms", "5000")));
-        producer.setInstanceName("interop-producer-" + ProcessHandle.current().pid());
+        Clients.configure(producer, args, "producer");
+        producer.setSendMsgTimeout(Integer.parseInt(args.get("timeout-ms", "15000")));
         producer.start();
         boolean allOk = true;
         try {

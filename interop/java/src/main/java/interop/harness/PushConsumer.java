@@ -27,9 +27,7 @@ public final class PushConsumer {
         int expect = Integer.parseInt(args.get("expect"));
         CountDownLatch remaining = new CountDownLatch(expect);
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(args.get("group"), Clients.aclHook(args), new AllocateMessageQueueAveragely());
-        consumer.setNamesrvAddr(args.get("namesrv"));
-        consumer.setVipChannelEnabled(false);
-        consumer.setInstanceName("interop-consumer-" + ProcessHandle.current().pid());
+        Clients.configure(consumer, args, "consumer");
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         consumer.subscribe(args.get("topic"), args.get("expression", "*"));
         consumer.registerMessageListener((MessageListenerConcurrently) (messages, context) -> {

@@ -45,7 +45,7 @@ public final class RemotingProbe {
             if (body != null) {
                 request.setBody(body.getBytes(StandardCharsets.UTF_8));
             }
-            RemotingCommand response = client.invokeSync(addr, request, 5000);
+            RemotingCommand response = client.invokeSync(addr, request, 15000);
             Json out = Json.of("event", "response").put("requestCode", code).put("code", response.getCode())
                 .put("remark", response.getRemark()).put("ext", response.getExtFields());
             byte[] responseBody = response.getBody();
