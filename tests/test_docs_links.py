@@ -155,6 +155,23 @@ def test_the_readme_stays_a_short_page() -> None:
     assert size < 20_000, f"README.md is {size} bytes; move reference material into docs/"
 
 
+def documentation_list(readme: str) -> set[str]:
+    """The pages the README's "## Documentation" section links, as written (``docs/x.md``)."""
+    section = readme.partition("\n## Documentation\n")[2].partition("\n## ")[0]
+    return {dest.partition("#")[0] for _, dest in link_targets(section)}
+
+
+def test_the_readme_lists_every_docs_page() -> None:
+    listed = documentation_list((REPO / "README.md").read_text(encoding="utf-8"))
+    pages = {f"docs/{page.name}" for page in (REPO / "docs").glob("*.md")}
+    assert pages and not pages - listed, f"docs pages missing from the README's Documentation list: {sorted(pages - listed)}"
+
+
+def test_the_documentation_list_is_read_from_its_own_section() -> None:
+    readme = "# T\n\n[a](docs/a.md)\n\n## Documentation\n\n- [b](docs/b.md#x): b\n- [c](docs/c.md)\n\n## Later\n\n[d](docs/d.md)\n"
+    assert documentation_list(readme) == {"docs/b.md", "docs/c.md"}
+
+
 def test_the_checker_reports_missing_files_and_anchors(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "other.md").write_text("# Other page\n\n## Exit status (0, 1, 2)\n", encoding="utf-8")
