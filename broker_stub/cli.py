@@ -14,6 +14,7 @@ from broker_stub.server import BrokerServer
 from broker_stub.subgroups import SubscriptionGroupError
 from broker_stub.topic_store import TopicStoreError
 from remoting.climain import first_of, run_app
+from remoting.tls_config import TlsConfigError
 
 log = logging.getLogger("broker_stub")
 
@@ -82,7 +83,9 @@ async def _serve(server: BrokerServer) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Console-script entry point: one clear line and a non-zero exit on failure."""
-    return run_app(app, "mqbroker-stub", argv, (ConfigError, StartupError, TopicStoreError, SubscriptionGroupError))
+    return run_app(
+        app, "mqbroker-stub", argv, (ConfigError, StartupError, TopicStoreError, SubscriptionGroupError, TlsConfigError)
+    )
 
 
 def entry() -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from broker_stub.delays import DEFAULT_DELAY_LEVELS, parse_levels
 from remoting import properties
 from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
+from remoting.tls_config import TlsConfigError, TlsSettings
 from remoting.transport import parse_addr
 
 
@@ -91,10 +92,13 @@ class BrokerConfig:
     writeBufferLowWaterMark: int = 0
     maxHeldPulls: int = 10000  # long-polling pulls held at once; beyond, answered at once
     persistMessages: bool = True  # with storePathRootDir: messages also go to per-queue files, read back on start
+    #: The tls.* keys (Java's TlsSystemConfig; see remoting.tls_config): not broker.properties keys in
+    #: Java, so neither listed by keys() nor shown by GET_BROKER_CONFIG.
+    tls: TlsSettings = field(default_factory=TlsSettings, repr=False)
 
     @classmethod
     def keys(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls)]
+        return [f.name for f in dataclasses.fields(cls) if f.name != "tls"]
 
     @property
     def is_master(self) -> bool:
@@ -117,7 +121,7 @@ class BrokerConfig:
 
     def parse_values(self, props: Mapping[str, str]) -> dict[str, Any]:
         """Typed values for known keys in ``props`` (unknown keys are ignored, as Java does)."""
-        types = {f.name: f.type for f in dataclasses.fields(self)}
+        types = {f.name: f.type for f in dataclasses.fields(self) if f.name != "tls"}
         return {k: _parse(k, v, types[k]) for k, v in props.items() if k in types}
 
     def validate(self) -> None:
@@ -219,7 +223,8 @@ def load_file(path: str) -> BrokerConfig:
     try:
         for key, value in config.parse_values(props).items():
             setattr(config, key, value)
+        config.tls = TlsSettings.from_properties(props)
         config.validate()
-    except ConfigError as exc:
+    except (ConfigError, TlsConfigError) as exc:
         raise ConfigError(f"config file {path}: {exc}") from None
     return config

@@ -11,6 +11,7 @@ to it, as Java 5.x does).
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Hashable
 
 import trio
@@ -34,6 +35,7 @@ class HighAvailability:
         *,
         is_master: bool,
         master_addr: Callable[[], str | None],
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         consuming = processor.consuming
         processor.add_handler(REPLICATE_CODE, lambda req, conn: serve_replicate(store, req, conn))
@@ -43,7 +45,7 @@ class HighAvailability:
         self.sync: SlaveSync | None = None
         if is_master:
             return
-        self.sync = SlaveSync(topics, master_addr=master_addr, set_offset=consuming.set_offset)
+        self.sync = SlaveSync(topics, master_addr=master_addr, set_offset=consuming.set_offset, tls=tls)
 
         def stored(topic: str, queue_id: int) -> None:
             if consuming.hold.count:
@@ -55,6 +57,7 @@ class HighAvailability:
             on_stored=stored,
             on_unknown_topic=lambda topic: self.sync.kick() if self.sync is not None else None,
             known_topic=lambda topic: topic in topics,
+            tls=tls,
         )
         consuming.master_alive = lambda: self.replicator is not None and self.replicator.master_alive
 

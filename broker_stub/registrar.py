@@ -12,6 +12,7 @@ partition).
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Callable
 
 import trio
@@ -39,6 +40,7 @@ class Registrar:
         broker_addr: str,
         ha_addr: str,
         on_first_success: Callable[[], None] = lambda: None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.config = config
         self.topics = topics
@@ -49,6 +51,7 @@ class Registrar:
         self.ha_server_addr: str | None = None
         self.registered: dict[str, DataVersion] = {}  # namesrv -> last version it accepted
         self.on_first_success = on_first_success
+        self.tls = tls  # NameServer connections speak TLS (tls.enable)
         self._wake = trio.Event()
         self._generation = 0
 
@@ -99,7 +102,10 @@ class Registrar:
             seen = self._generation
             timeout = self.config.registerBrokerTimeoutMills / 1000.0
             try:
-                async with connect(addr, connect_timeout=timeout) as client, trio.open_nursery() as nursery:
+                async with (
+                    connect(addr, connect_timeout=timeout, tls=self.tls) as client,
+                    trio.open_nursery() as nursery,
+                ):
                     if self.config.enableSlaveActingMaster:
                         nursery.start_soon(self._heartbeats, addr, client)
                     redial = await self._register_loop(addr, client)
@@ -220,7 +226,7 @@ class Registrar:
         )
         with trio.move_on_after(UNREGISTER_TIMEOUT):
             try:
-                async with connect(addr, connect_timeout=UNREGISTER_TIMEOUT) as client:
+                async with connect(addr, connect_timeout=UNREGISTER_TIMEOUT, tls=self.tls) as client:
                     resp = await client.invoke(req, UNREGISTER_TIMEOUT)
                     log.info("unregistered from %s: code=%s", addr, resp.code)
             except RemotingError as exc:

@@ -25,6 +25,7 @@ learns the same from the NameServer's broker member group, every second).
 from __future__ import annotations
 
 import logging
+import ssl
 import struct
 from collections.abc import Callable, Hashable
 
@@ -114,12 +115,14 @@ class Replicator:
         on_unknown_topic: Callable[[str], None],
         known_topic: Callable[[str], bool],
         clock: Callable[[], float] = trio.current_time,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.store = store
         self.master_addr = master_addr
         self.on_stored = on_stored
         self.on_unknown_topic = on_unknown_topic
         self.known_topic = known_topic
+        self.tls = tls
         self.clock = clock
         self.last_ok = -float("inf")
         self.copied = 0
@@ -164,7 +167,7 @@ class Replicator:
                 await trio.sleep(RETRY_DELAY)
                 continue
             try:
-                async with connect(addr, connect_timeout=REQUEST_TIMEOUT) as client:
+                async with connect(addr, connect_timeout=REQUEST_TIMEOUT, tls=self.tls) as client:
                     while self.master_addr() == addr and not client.closed:
                         resp = await client.invoke(replicate_request(self._have()), REQUEST_TIMEOUT)
                         if resp.code != ResponseCode.SUCCESS:

@@ -22,6 +22,13 @@ read while any of these holds, and nothing queues without bound:
 - it already had :data:`BATCH_REQUESTS` requests answered in this pass:
   until the next pass, so one pipelining peer cannot hold the loop.
 
+TLS (:mod:`remoting.tls_gate`) sits between the socket and the decoder:
+ciphertext read goes through the connection's TLS session and its
+plaintext into the same decoder, answers are encrypted before they join
+``out``, so the read budget and water marks bound TLS connections as they
+do plaintext ones (``out`` holds ciphertext). A plaintext connection costs
+one attribute test per read and per write more than without TLS.
+
 Nothing a peer sends leaves this module as an exception: a frame that
 cannot be decoded closes that connection, a request whose handling or
 encoding fails is answered SYSTEM_ERROR (or closes the connection if even
@@ -46,6 +53,8 @@ from remoting.command import RemotingCommand, response_to
 from remoting.limits import ReadBudget, water_marks
 from remoting.memtrim import Trimmer
 from remoting.ratelog import CLIP_ARGS, RateLimitedLog, clip
+from remoting.tls_gate import SUMMARIES, TlsGate, TlsRefused
+from remoting.tls_session import Hello, PeerClosed, TlsSession
 
 log = logging.getLogger("remoting")
 log.addFilter(CLIP_ARGS)
@@ -94,6 +103,7 @@ class Connection:
         "peer",
         "sock",
         "starved",
+        "tls",
         "unwritable",
     )
 
@@ -111,6 +121,7 @@ class Connection:
         self.starved = 0  # bytes wanted from the read budget and refused (0: not waiting)
         self.unwritable = False  # unsent answers passed the high mark, not yet below the low one
         self.backlogged = False  # answered a full batch this pass; more whole frames may wait
+        self.tls: Hello | TlsSession | None = None  # None: plaintext (or a server without TLS)
 
 
 class Reactor:
@@ -126,6 +137,7 @@ class Reactor:
         read_budget: int | None = None,
         high_water_mark: int = 0,
         low_water_mark: int = 0,
+        tls: TlsGate | None = None,
     ) -> None:
         self.processor = processor
         self.on_close = on_close
@@ -151,6 +163,7 @@ class Reactor:
             open_connections=self.connections.__len__,
         )
         self.reading = True
+        self.tls = tls  # None: no TLS at all, not even to recognise and refuse a handshake
 
     # ------------------------------------------------------------------
     # setup
@@ -205,6 +218,8 @@ class Reactor:
 
     def _accepted(self, sock: socket.socket, peer: str) -> None:
         conn = Connection(next(self._ids), sock, peer, self.max_frame, self.clock())
+        if self.tls is not None:
+            conn.tls = Hello()
         self.connections[conn.id] = conn
         self.selector.register(sock, READ, conn)
 
@@ -231,6 +246,11 @@ class Reactor:
         if conn.closed:
             return
         conn.closed = True
+        if type(conn.tls) is TlsSession and not conn.out:
+            try:
+                conn.sock.send(conn.tls.close_notify())
+            except OSError:
+                pass  # best effort: the peer may be gone
         if conn.interest:
             self.selector.unregister(conn.sock)
             conn.interest = 0
@@ -269,6 +289,9 @@ class Reactor:
             limit = self.clock() - self.idle_seconds()
             for conn in [c for c in self.connections.values() if c.last_active < limit and not c.busy]:
                 self.close(conn, "idle" if not conn.out else "peer stopped reading")
+            if self.tls is not None:
+                for stalled, refusal in self.tls.stalled(list(self.connections.values()), self.clock()):
+                    self._refuse(self.connections[stalled.id], refusal)
             self.warn.flush()
             self.trimmer.maybe_trim()
 
@@ -295,12 +318,70 @@ class Reactor:
             self.close(conn, "closed by peer")
             return
         conn.last_active = now
+        if conn.tls is not None:
+            data = self._tls_receive(conn, data, now)
+            if not data:
+                return
         try:
             decoder.push(data)
         except ProtocolError as exc:
             self.close(conn, f"malformed frame: {exc}")
             return
         self._process(conn)
+
+    # ------------------------------------------------------------------
+    # TLS
+
+    def _tls_receive(self, conn: Connection, data: bytes, now: float) -> bytes:
+        """Plaintext for the decoder out of bytes read from a TLS or not yet classified connection."""
+        assert self.tls is not None
+        try:
+            plain, out = self.tls.receive(conn, data, now)
+        except TlsRefused as refusal:
+            self._refuse(conn, refusal)
+            return b""
+        except PeerClosed:
+            self.close(conn, "closed by peer")
+            return b""
+        if out:
+            self._send(conn, out)
+        if conn.busy or out:
+            self._set_interest(conn)  # parked until the certificate is ready, or handshake bytes to flush
+            if self.tls.start_preparing():
+                assert self._nursery is not None
+                self._nursery.start_soon(self._tls_ready)
+        return plain
+
+    async def _tls_ready(self) -> None:
+        """Serve the connections that waited for the test-mode certificate (or refuse them)."""
+        assert self.tls is not None
+        for waited in await self.tls.prepare():
+            conn = self.connections.get(waited.id)
+            if conn is None or conn.closed:
+                continue
+            plain = self._tls_receive(conn, b"", self.clock())
+            if conn.closed:
+                continue
+            if plain:
+                try:
+                    conn.decoder.push(plain)
+                except ProtocolError as exc:
+                    self.close(conn, f"malformed frame: {exc}")
+                    continue
+            self._process(conn)
+
+    def _refuse(self, conn: Connection, refusal: TlsRefused) -> None:
+        """Close a connection the TLS mode or handshake refuses, with one rate-limited line."""
+        if refusal.output and not conn.out:
+            try:
+                conn.sock.send(refusal.output)  # the alert, so the peer learns why
+            except OSError:
+                pass
+        self.warn.warning(
+            f"tls-{refusal.kind}", SUMMARIES[refusal.kind],
+            "closing connection from %s: %s", conn.peer, refusal.message,
+        )
+        self.close(conn, f"tls: {refusal.message}")
 
     def _process(self, conn: Connection) -> None:
         """Answer the whole frames buffered, in order, until one of the pause reasons holds."""
@@ -431,8 +512,17 @@ class Reactor:
         return not conn.closed
 
     def _write(self, conn: Connection, data: bytes) -> None:
+        """Send an answer (encrypted on a TLS connection); what the kernel does not take joins ``out``."""
         if conn.closed:
             return
+        tls = conn.tls
+        if tls is not None:
+            if type(tls) is not TlsSession:
+                return  # nothing is answered before a connection's first bytes were classified
+            data = tls.encrypt(data)
+        self._send(conn, data)
+
+    def _send(self, conn: Connection, data: bytes) -> None:
         if conn.out:
             conn.out += data
         else:

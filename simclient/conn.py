@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
+import ssl
 from collections.abc import Callable
 
 import outcome
@@ -33,7 +33,7 @@ from trio.lowlevel import Abort, Task, current_task, reschedule, wait_task_resch
 
 from remoting.codec import FrameDecoder, ProtocolError, encode
 from remoting.command import RemotingCommand
-from remoting.transport import ConnectError, RemotingError, RemotingTimeout, parse_addr
+from remoting.transport import RemotingError, RemotingTimeout, open_stream
 from simclient.ticker import ticker
 
 log = logging.getLogger("simclient.conn")
@@ -47,7 +47,7 @@ class PipelinedConnection:
     """A connected stream plus the request table; use :func:`open_connection`, then run :meth:`run`."""
 
     def __init__(
-        self, addr: str, stream: trio.SocketStream, *, max_frame_length: int, max_in_flight: int = MAX_IN_FLIGHT
+        self, addr: str, stream: trio.abc.Stream, *, max_frame_length: int, max_in_flight: int = MAX_IN_FLIGHT
     ) -> None:
         self.addr = addr
         self._stream = stream
@@ -187,27 +187,15 @@ class PipelinedConnection:
         self._wake.set()
 
 
-def _reason(exc: OSError) -> str:
-    """The OS's words for a failed connect (trio wraps them in a summary)."""
-    if exc.strerror:
-        return exc.strerror
-    cause = exc.__cause__
-    inner = getattr(cause, "exceptions", None) or ([cause] if cause is not None else [])
-    for err in inner:
-        if isinstance(err, OSError) and err.errno:
-            return os.strerror(err.errno)
-    return str(exc)
-
-
 async def open_connection(
-    addr: str, *, connect_timeout: float, max_frame_length: int, max_in_flight: int = MAX_IN_FLIGHT
+    addr: str,
+    *,
+    connect_timeout: float,
+    max_frame_length: int,
+    max_in_flight: int = MAX_IN_FLIGHT,
+    tls: ssl.SSLContext | None = None,
 ) -> PipelinedConnection:
-    """Connect to ``addr``; ConnectError with the OS's reason (refused fails at once) or on timeout."""
-    host, port = parse_addr(addr)
-    with trio.move_on_after(connect_timeout):
-        try:
-            stream = await trio.open_tcp_stream(host, port)
-        except OSError as exc:
-            raise ConnectError(f"cannot connect to {addr}: {_reason(exc)}") from None
-        return PipelinedConnection(addr, stream, max_frame_length=max_frame_length, max_in_flight=max_in_flight)
-    raise ConnectError(f"cannot connect to {addr}: timed out after {connect_timeout:g} s")
+    """Connect to ``addr`` (TLS with ``tls``); ConnectError with the OS's reason (refused fails at
+    once), the TLS failure, or on timeout."""
+    stream = await open_stream(addr, connect_timeout=connect_timeout, tls=tls)
+    return PipelinedConnection(addr, stream, max_frame_length=max_frame_length, max_in_flight=max_in_flight)

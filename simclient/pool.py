@@ -19,6 +19,7 @@ load is the same; only the socket count differs from real clients).
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
@@ -62,6 +63,7 @@ class ClientPool:
         max_in_flight: int = MAX_IN_FLIGHT,
         max_frame_length: int = 16 * 1024 * 1024,
         close_on_timeout: bool = False,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
@@ -69,6 +71,7 @@ class ClientPool:
         self.max_frame_length = max_frame_length
         self.close_on_timeout = close_on_timeout
         self.max_in_flight = max_in_flight
+        self.tls = tls  # every connection speaks TLS (remoting.tls_context.client_context)
         self._conns: dict[str, _Conn] = {}
         self._nursery: trio.Nursery | None = None
         self._cm: AbstractAsyncContextManager[trio.Nursery] | None = None
@@ -112,6 +115,7 @@ class ClientPool:
             connect_timeout=self.connect_timeout,
             max_frame_length=self.max_frame_length,
             max_in_flight=self.max_in_flight,
+            tls=self.tls,
         )
         client.on_request = self._server_request
         task_status.started(client)
