@@ -92,8 +92,8 @@ class TlsSession:
         try:
             while True:
                 chunk = read(READ_CHUNK)
-                if not chunk:
-                    break
+                if not chunk:  # no data raises SSLWantReadError: empty means the peer's close_notify
+                    raise PeerClosed()
                 chunks.append(chunk)
         except ssl.SSLWantReadError:
             pass

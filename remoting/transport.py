@@ -189,11 +189,11 @@ async def open_stream(addr: str, *, connect_timeout: float, tls: ssl.SSLContext 
 def _tls_reason(exc: BaseException) -> str:
     """What broke a handshake: OpenSSL's reason, or the server closing the connection."""
     cause = exc.__cause__
+    if isinstance(cause, ssl.SSLEOFError) or cause is None:
+        return "the server closed the connection (is TLS enabled on it?)"
     if isinstance(cause, ssl.SSLError):
         return str(cause.reason or cause).lower().replace("_", " ")
-    if cause is not None:
-        return str(cause) or type(cause).__name__
-    return "the server closed the connection (is TLS enabled on it?)"
+    return str(cause) or type(cause).__name__
 
 
 @asynccontextmanager
