@@ -25,6 +25,10 @@ Phases (``--phases``, comma-separated; the 32 brokers always register first):
 * ``big``: a 100,000-topic broker registering (compressed, then JSON; first
   registration and a new data version) while 16 connections query routes.
 
+``--tls`` sends the route queries over TLS (the generator links OpenSSL;
+the server's default permissive port with its test-mode certificate),
+for the cost of TLS beside the plaintext figures.
+
 Prints the figures and writes them as JSON (``--out``).
 """
 
@@ -189,23 +193,29 @@ class BrokerBody:
         return self.current
 
 
-def build_loadgen(workdir: Path) -> Path:
-    """Compile the C load generator (a Python one would be the bottleneck)."""
+def build_loadgen(workdir: Path, tls: bool = False) -> Path:
+    """Compile the C load generator (a Python one would be the bottleneck); with OpenSSL for ``tls``."""
     exe = workdir / "loadgen"
     cc = os.environ.get("CC", "cc")
-    subprocess.run([cc, "-O2", "-o", str(exe), str(ROOT / "bench" / "loadgen.c")], check=True)
+    tls_flags = (["-DWITH_TLS"], ["-lssl", "-lcrypto"]) if tls else ([], [])
+    subprocess.run([cc, "-O2", *tls_flags[0], "-o", str(exe), str(ROOT / "bench" / "loadgen.c"), *tls_flags[1]],
+                   check=True)
     return exe
 
 
-def loadgen_cmd(loadgen: Path, frames_file: Path, addr: str, conns: int, duration: float) -> list[str]:
+def loadgen_cmd(
+    loadgen: Path, frames_file: Path, addr: str, conns: int, duration: float, tls: bool = False
+) -> list[str]:
     host, port = addr.rsplit(":", 1)
-    return [str(loadgen), host, port, str(conns), str(duration), "1", str(frames_file)]
+    return [str(loadgen), host, port, str(conns), str(duration), "1", str(frames_file)] + (["tls"] if tls else [])
 
 
-def query_load(loadgen: Path, frames_file: Path, addr: str, conns: int, duration: float) -> dict[str, float]:
-    """Closed-loop random route queries from the C generator pinned to CPU 1."""
+def query_load(
+    loadgen: Path, frames_file: Path, addr: str, conns: int, duration: float, tls: bool = False
+) -> dict[str, float]:
+    """Closed-loop random route queries from the C generator pinned to CPU 1 (over TLS with ``tls``)."""
     out = subprocess.run(
-        loadgen_cmd(loadgen, frames_file, addr, conns, duration),
+        loadgen_cmd(loadgen, frames_file, addr, conns, duration, tls),
         capture_output=True, text=True, timeout=duration + 60, preexec_fn=lambda: pin(CLIENT_CPU),
     )
     if out.returncode != 0:
@@ -290,6 +300,8 @@ def main() -> None:
     ap.add_argument("--churn-period", type=float, default=1.0, help="churn: seconds between a broker's re-registrations")
     ap.add_argument("--churn-modes", default=",".join(CHURN_MODES), help=f"comma-separated, of: {', '.join(CHURN_MODES)}")
     ap.add_argument("--big-topics", type=int, default=100_000)
+    ap.add_argument("--tls", action="store_true",
+                    help="route queries over TLS (the server's default permissive port, test-mode certificate)")
     ap.add_argument("--out", help="JSON results (default bench/results/namesrv.json, or namesrv-PHASES.json for a subset)")
     args = ap.parse_args()
     phases = [p for p in args.phases.split(",") if p]
@@ -306,6 +318,7 @@ def main() -> None:
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
         "shape": f"{args.clusters} clusters x {args.brokers} brokers, {args.topics} topics per cluster",
         "load_average_before": os.getloadavg()[0],
+        "tls": args.tls,
     }
     if "inproc" in phases:
         from bench.namesrv_inproc import measure
@@ -317,7 +330,7 @@ def main() -> None:
             write_results(out_path, results)
             return
     with tempfile.TemporaryDirectory(prefix="namesrv-bench-") as tmp:
-        loadgen = build_loadgen(Path(tmp))
+        loadgen = build_loadgen(Path(tmp), tls=args.tls)
         proc, addr = start_server(Path(tmp), frame_max=64 * 1024 * 1024)
         try:
             results.update(run(args, phases, modes, proc.pid, addr, loadgen, Path(tmp)))
@@ -387,7 +400,7 @@ def run(
         print(f"  {key:18s} {reg[f'{key}_ms_median']:7.2f} / {reg[f'{key}_ms_max']:7.2f}")
 
     def load(n: int) -> Callable[[], dict[str, float]]:
-        return lambda: query_load(loadgen, frames_file, addr, n, args.duration)
+        return lambda: query_load(loadgen, frames_file, addr, n, args.duration, args.tls)
 
     if "queries" in phases:
         queries = []
@@ -453,7 +466,7 @@ def big_phase(
                 )
             )
             gen = subprocess.Popen(
-                loadgen_cmd(loadgen, frames_file, addr, 16, window),
+                loadgen_cmd(loadgen, frames_file, addr, 16, window, args.tls),
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: pin(CLIENT_CPU),
             )
             try:

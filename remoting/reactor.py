@@ -47,9 +47,10 @@ from typing import Protocol
 import trio
 
 from remoting.acceptor import Acceptor
-from remoting.codec import FrameDecoder, ProtocolError, encode
+from remoting.codec import ProtocolError, encode
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
+from remoting.connection import READ, WRITE, Connection
 from remoting.limits import ReadBudget, water_marks
 from remoting.memtrim import Trimmer
 from remoting.ratelog import CLIP_ARGS, RateLimitedLog, clip
@@ -68,8 +69,6 @@ TURN_SECONDS = 0.002
 BATCH_REQUESTS = 512
 #: Answers are joined into one send up to this size (and never past the high water mark).
 BATCH_BYTES = 256 * 1024
-READ = selectors.EVENT_READ
-WRITE = selectors.EVENT_WRITE
 
 
 class Processor(Protocol):
@@ -87,41 +86,6 @@ class Processor(Protocol):
 
 #: Called with (connection id, peer, reason) after a connection closed.
 OnClose = Callable[[int, str, str], None]
-
-
-class Connection:
-    __slots__ = (
-        "backlogged",
-        "busy",
-        "closed",
-        "decoder",
-        "held",
-        "id",
-        "interest",
-        "last_active",
-        "out",
-        "peer",
-        "sock",
-        "starved",
-        "tls",
-        "unwritable",
-    )
-
-    def __init__(self, conn_id: int, sock: socket.socket, peer: str, max_frame: int, now: float) -> None:
-        self.id = conn_id
-        self.sock = sock
-        self.peer = peer
-        self.decoder = FrameDecoder(max_frame)
-        self.out = bytearray()  # answers the kernel would not take yet
-        self.busy = False  # an awaiting handler owns this connection
-        self.closed = False
-        self.last_active = now
-        self.interest = READ
-        self.held = 0  # bytes charged to the read budget
-        self.starved = 0  # bytes wanted from the read budget and refused (0: not waiting)
-        self.unwritable = False  # unsent answers passed the high mark, not yet below the low one
-        self.backlogged = False  # answered a full batch this pass; more whole frames may wait
-        self.tls: Hello | TlsSession | None = None  # None: plaintext (or a server without TLS)
 
 
 class Reactor:
@@ -291,7 +255,7 @@ class Reactor:
                 self.close(conn, "idle" if not conn.out else "peer stopped reading")
             if self.tls is not None:
                 for stalled, refusal in self.tls.stalled(list(self.connections.values()), self.clock()):
-                    self._refuse(self.connections[stalled.id], refusal)
+                    self._refuse(stalled, refusal)
             self.warn.flush()
             self.trimmer.maybe_trim()
 
@@ -355,9 +319,8 @@ class Reactor:
     async def _tls_ready(self) -> None:
         """Serve the connections that waited for the test-mode certificate (or refuse them)."""
         assert self.tls is not None
-        for waited in await self.tls.prepare():
-            conn = self.connections.get(waited.id)
-            if conn is None or conn.closed:
+        for conn in await self.tls.prepare():
+            if conn.closed:
                 continue
             plain = self._tls_receive(conn, b"", self.clock())
             if conn.closed:

@@ -22,10 +22,9 @@ from __future__ import annotations
 import logging
 import ssl
 from collections.abc import Callable, Iterable
-from typing import Protocol
-
 import trio
 
+from remoting.connection import Connection
 from remoting.ratelog import clip
 from remoting.tls_config import DISABLED, ENFORCING, TlsSettings
 from remoting.tls_context import self_signed_context, server_context
@@ -61,15 +60,6 @@ class TlsRefused(Exception):
         self.output = output
 
 
-class TlsConnection(Protocol):
-    """What the gate reads and sets on a reactor connection."""
-
-    id: int
-    tls: Hello | TlsSession | None
-    busy: bool
-    closed: bool
-
-
 class TlsGate:
     def __init__(
         self,
@@ -83,7 +73,7 @@ class TlsGate:
         self.make_context = make_context
         self.preparing = False
         self.failure: str | None = None
-        self.waiting: dict[int, TlsConnection] = {}
+        self.waiting: dict[int, Connection] = {}
 
     @classmethod
     def from_settings(cls, settings: TlsSettings) -> TlsGate:
@@ -101,7 +91,7 @@ class TlsGate:
 
     # ------------------------------------------------------------------
 
-    def receive(self, conn: TlsConnection, data: bytes, now: float) -> tuple[bytes, bytes]:
+    def receive(self, conn: Connection, data: bytes, now: float) -> tuple[bytes, bytes]:
         """(plaintext for the decoder, ciphertext to send) for bytes read from ``conn``.
 
         Raises TlsRefused (close it, logging one line) or PeerClosed. May park
@@ -120,7 +110,7 @@ class TlsGate:
             raise TlsRefused("failed", f"TLS {exc}", session.take_output()) from None
         return plain, session.take_output()
 
-    def _first_bytes(self, conn: TlsConnection, hello: Hello, data: bytes, now: float) -> tuple[bytes, bytes]:
+    def _first_bytes(self, conn: Connection, hello: Hello, data: bytes, now: float) -> tuple[bytes, bytes]:
         seen = hello.data = hello.data + data if hello.data else data
         kind = classify(seen)
         if kind == UNDECIDED:
@@ -150,7 +140,7 @@ class TlsGate:
             return True
         return False
 
-    async def prepare(self) -> list[TlsConnection]:
+    async def prepare(self) -> list[Connection]:
         """Make the test-mode certificate off the loop; the connections that waited for it, unparked."""
         try:
             self.context = await trio.to_thread.run_sync(self.make_context)
@@ -164,7 +154,7 @@ class TlsGate:
             conn.busy = False
         return waiting
 
-    def stalled(self, connections: Iterable[TlsConnection], now: float) -> list[tuple[TlsConnection, TlsRefused]]:
+    def stalled(self, connections: Iterable[Connection], now: float) -> list[tuple[Connection, TlsRefused]]:
         """Connections whose handshake has run longer than HANDSHAKE_TIMEOUT."""
         limit = now - HANDSHAKE_TIMEOUT
         return [

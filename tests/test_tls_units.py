@@ -6,12 +6,15 @@ certificate); only the transport between the two ends is a pair of buffers.
 
 from __future__ import annotations
 
+import socket
 import ssl
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from namesrv.config import ConfigError, NamesrvConfig
+from remoting.connection import Connection
 from remoting.tls_config import TlsConfigError, TlsSettings
 from remoting.tls_context import client_context, self_signed_context, self_signed_pem, server_context
 from remoting.tls_gate import HANDSHAKE_TIMEOUT, TlsGate, TlsRefused
@@ -217,27 +220,36 @@ def test_a_handshake_may_not_send_without_bound(server_ctx: ssl.SSLContext) -> N
 # the gate
 
 
-class _Conn:
-    def __init__(self, conn_id: int) -> None:
-        self.id = conn_id
-        self.tls: Hello | TlsSession | None = Hello()
-        self.busy = False
-        self.closed = False
+@pytest.fixture
+def make_conn() -> Iterator[Callable[[int], Connection]]:
+    """Reactor connections (on socketpairs nothing is sent over) as a TLS server's reactor makes them."""
+    socks: list[socket.socket] = []
+
+    def make(conn_id: int) -> Connection:
+        ours, theirs = socket.socketpair()
+        socks.extend((ours, theirs))
+        conn = Connection(conn_id, ours, "peer", 1 << 20, 0.0)
+        conn.tls = Hello()
+        return conn
+
+    yield make
+    for sock in socks:
+        sock.close()
 
 
-def test_the_gate_applies_each_mode(server_ctx: ssl.SSLContext) -> None:
+def test_the_gate_applies_each_mode(server_ctx: ssl.SSLContext, make_conn: Callable[[int], Connection]) -> None:
     hello = _Client(client_context()).step()
     frame = b"\x00\x00\x00\x10" + b"\x00" * 16
     for mode, plain_ok, tls_ok in (("disabled", True, False), ("permissive", True, True), ("enforcing", False, True)):
         gate = TlsGate(mode, server_ctx)
-        conn = _Conn(1)
+        conn = make_conn(1)
         if plain_ok:
             assert gate.receive(conn, frame, 0.0) == (frame, b"")
             assert conn.tls is None  # plaintext from now on: no more TLS work for it
         else:
             with pytest.raises(TlsRefused, match="plaintext on a TLS-only port"):
                 gate.receive(conn, frame, 0.0)
-        conn = _Conn(2)
+        conn = make_conn(2)
         if tls_ok:
             plain, out = gate.receive(conn, hello, 0.0)
             assert plain == b"" and out[:1] == b"\x16"  # the server's hello
@@ -247,19 +259,19 @@ def test_the_gate_applies_each_mode(server_ctx: ssl.SSLContext) -> None:
                 gate.receive(conn, hello, 0.0)
 
 
-def test_one_byte_is_not_enough_to_decide(server_ctx: ssl.SSLContext) -> None:
+def test_one_byte_is_not_enough_to_decide(server_ctx: ssl.SSLContext, make_conn: Callable[[int], Connection]) -> None:
     gate = TlsGate("permissive", server_ctx)
-    conn = _Conn(1)
+    conn = make_conn(1)
     assert gate.receive(conn, b"\x16", 0.0) == (b"", b"")
     assert isinstance(conn.tls, Hello)
     assert gate.receive(conn, b"\x00\x00\x10", 0.0) == (b"\x16\x00\x00\x10", b"")
     assert conn.tls is None
 
 
-def test_stalled_handshakes_are_found(server_ctx: ssl.SSLContext) -> None:
+def test_stalled_handshakes_are_found(server_ctx: ssl.SSLContext, make_conn: Callable[[int], Connection]) -> None:
     gate = TlsGate("permissive", server_ctx)
     hello = _Client(client_context()).step()
-    slow, done = _Conn(1), _Conn(2)
+    slow, done = make_conn(1), make_conn(2)
     gate.receive(slow, hello[:20], 100.0)
     gate.receive(done, b"\x00\x00\x00\x10", 100.0)
     assert gate.stalled([slow, done], 100.0 + HANDSHAKE_TIMEOUT - 1) == []
@@ -268,7 +280,7 @@ def test_stalled_handshakes_are_found(server_ctx: ssl.SSLContext) -> None:
     assert "not completed within" in found[0][1].message
 
 
-async def test_the_test_mode_certificate_is_made_once_for_the_waiting(tmp_path: Path) -> None:
+async def test_the_test_mode_certificate_is_made_once_for_the_waiting(make_conn: Callable[[int], Connection]) -> None:
     made: list[int] = []
 
     def make() -> ssl.SSLContext:
@@ -277,7 +289,7 @@ async def test_the_test_mode_certificate_is_made_once_for_the_waiting(tmp_path: 
 
     gate = TlsGate("permissive", None, make_context=make)
     hello = _Client(client_context()).step()
-    first, second = _Conn(1), _Conn(2)
+    first, second = make_conn(1), make_conn(2)
     assert gate.receive(first, hello, 0.0) == (b"", b"")
     assert first.busy and gate.start_preparing()
     assert gate.receive(second, hello, 0.0) == (b"", b"")
@@ -288,19 +300,19 @@ async def test_the_test_mode_certificate_is_made_once_for_the_waiting(tmp_path: 
     assert out[:1] == b"\x16"
 
 
-async def test_a_failed_test_mode_certificate_refuses_tls_only() -> None:
+async def test_a_failed_test_mode_certificate_refuses_tls_only(make_conn: Callable[[int], Connection]) -> None:
     def broken() -> ssl.SSLContext:
         raise OSError("no entropy today")
 
     gate = TlsGate("permissive", None, make_context=broken)
     hello = _Client(client_context()).step()
-    conn = _Conn(1)
+    conn = make_conn(1)
     gate.receive(conn, hello, 0.0)
     assert gate.start_preparing()
     await gate.prepare()
     with pytest.raises(TlsRefused, match="no TLS certificate .*no entropy today"):
         gate.receive(conn, b"", 0.0)
-    plain_conn = _Conn(2)
+    plain_conn = make_conn(2)
     assert gate.receive(plain_conn, b"\x00\x00\x00\x10", 0.0)[0] == b"\x00\x00\x00\x10"
 
 
