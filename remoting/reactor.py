@@ -309,6 +309,8 @@ class Reactor:
             return b""
         if out:
             self._send(conn, out)
+            if conn.closed:
+                return b""
         if conn.busy or out:
             self._set_interest(conn)  # parked until the certificate is ready, or handshake bytes to flush
             if self.tls.start_preparing():

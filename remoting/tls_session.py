@@ -78,11 +78,13 @@ class TlsSession:
         self.incoming.write(data)
         if not self.handshaken:
             self.handshake_bytes += len(data)
-            if self.handshake_bytes > MAX_HANDSHAKE_BYTES:
-                raise TlsError(f"handshake sent more than {MAX_HANDSHAKE_BYTES} bytes")
             try:
                 self.obj.do_handshake()
             except ssl.SSLWantReadError:
+                # Checked only while incomplete: the read that completes a handshake may carry
+                # any number of requests behind the client's Finished.
+                if self.handshake_bytes > MAX_HANDSHAKE_BYTES:
+                    raise TlsError(f"handshake sent more than {MAX_HANDSHAKE_BYTES} bytes") from None
                 return b""
             except ssl.SSLError as exc:
                 raise TlsError(f"handshake failed: {_reason(exc)}") from None

@@ -197,6 +197,17 @@ def test_a_record_cut_anywhere_comes_out_whole(server_ctx: ssl.SSLContext) -> No
     assert server.incoming.pending == 0  # nothing left behind once the records are complete
 
 
+def test_requests_right_behind_the_finished_are_not_handshake_bytes(server_ctx: ssl.SSLContext) -> None:
+    server = TlsSession(server_ctx, now=0.0)
+    client = _Client(client_context())
+    server.receive(client.step())  # the hello
+    client.incoming.write(server.take_output())
+    finished = client.step()  # the client is done (TLS 1.3): its Finished, then requests at once
+    client.obj.write(b"r" * (4 * MAX_HANDSHAKE_BYTES))
+    assert server.receive(finished + client.outgoing.read()) == b"r" * (4 * MAX_HANDSHAKE_BYTES)
+    assert server.handshaken
+
+
 def test_garbage_after_the_hello_fails_the_session(server_ctx: ssl.SSLContext) -> None:
     server = TlsSession(server_ctx, now=0.0)
     hello = _Client(client_context()).step()
