@@ -141,6 +141,7 @@ class Reactor:
         select = self.selector.select
         clock = self.clock
         read = self._read
+        tls = self.tls
         async with trio.open_nursery() as nursery:
             self._nursery = self.acceptor.nursery = nursery
             nursery.start_soon(self._sweep_idle)
@@ -149,6 +150,8 @@ class Reactor:
                     await trio.lowlevel.checkpoint()  # others' turn, then the batches left over
                 else:
                     await trio.lowlevel.wait_readable(fd)
+                if tls is not None:
+                    tls.new_turn()
                 # Peers that answered while we worked are served in the same
                 # turn, saving a trip through trio; bounded in polls and time
                 # so timers and other tasks still run.
@@ -265,6 +268,8 @@ class Reactor:
     def _read(self, conn: Connection, now: float) -> None:
         if not self._readable(conn):
             return  # the selector's list was taken before this connection paused
+        if conn.tls is not None and not self.tls.may_read(conn):  # type: ignore[union-attr]
+            return  # this turn's handshakes are done: read it in a later turn
         decoder = conn.decoder
         partial = decoder.partial_frame_size
         if partial:

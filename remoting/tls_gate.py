@@ -41,6 +41,10 @@ from remoting.tls_session import (
 log = logging.getLogger("remoting")
 
 HANDSHAKE_TIMEOUT = 10.0
+#: Reads of connections still in their handshake per reactor turn. A handshake step costs up to
+#: about a millisecond of CPU (key exchange, signature): a flood of new TLS connections is served
+#: over several turns, with trio's other tasks between them, instead of in one long pass.
+HANDSHAKES_PER_TURN = 16
 
 #: Summary lines of the rate-limited refusals, by kind.
 SUMMARIES = {
@@ -74,6 +78,7 @@ class TlsGate:
         self.preparing = False
         self.failure: str | None = None
         self.waiting: dict[int, Connection] = {}
+        self.handshake_quota = HANDSHAKES_PER_TURN
 
     @classmethod
     def from_settings(cls, settings: TlsSettings) -> TlsGate:
@@ -90,6 +95,19 @@ class TlsGate:
         return f"tls.server.mode={self.mode}: {both}, with {cert}"
 
     # ------------------------------------------------------------------
+
+    def new_turn(self) -> None:
+        self.handshake_quota = HANDSHAKES_PER_TURN
+
+    def may_read(self, conn: Connection) -> bool:
+        """Whether to read ``conn`` in this turn: always once its handshake is done."""
+        tls = conn.tls
+        if type(tls) is TlsSession and tls.handshaken:
+            return True
+        if self.handshake_quota > 0:
+            self.handshake_quota -= 1
+            return True
+        return False
 
     def receive(self, conn: Connection, data: bytes, now: float) -> tuple[bytes, bytes]:
         """(plaintext for the decoder, ciphertext to send) for bytes read from ``conn``.
@@ -163,4 +181,4 @@ class TlsGate:
             if type(conn.tls) is TlsSession and not conn.tls.handshaken and conn.tls.started < limit
         ]
 
-__all__ = ["HANDSHAKE_TIMEOUT", "SUMMARIES", "TlsGate", "TlsRefused"]
+__all__ = ["HANDSHAKES_PER_TURN", "HANDSHAKE_TIMEOUT", "SUMMARIES", "TlsGate", "TlsRefused"]

@@ -17,7 +17,7 @@ from namesrv.config import ConfigError, NamesrvConfig
 from remoting.connection import Connection
 from remoting.tls_config import TlsConfigError, TlsSettings
 from remoting.tls_context import client_context, self_signed_context, self_signed_pem, server_context
-from remoting.tls_gate import HANDSHAKE_TIMEOUT, TlsGate, TlsRefused
+from remoting.tls_gate import HANDSHAKE_TIMEOUT, HANDSHAKES_PER_TURN, TlsGate, TlsRefused
 from remoting.tls_session import MAX_HANDSHAKE_BYTES, PLAINTEXT, TLS, UNDECIDED, Hello, PeerClosed, TlsError, TlsSession, classify
 
 
@@ -289,6 +289,21 @@ def test_stalled_handshakes_are_found(server_ctx: ssl.SSLContext, make_conn: Cal
     found = gate.stalled([slow, done], 100.0 + HANDSHAKE_TIMEOUT + 1)
     assert [conn for conn, _ in found] == [slow]
     assert "not completed within" in found[0][1].message
+
+
+def test_handshakes_per_turn_are_bounded_and_open_sessions_are_not(
+    server_ctx: ssl.SSLContext, make_conn: Callable[[int], Connection]
+) -> None:
+    gate = TlsGate("permissive", server_ctx)
+    open_session = make_conn(0)
+    server = open_session.tls = TlsSession(server_ctx, 0.0)
+    _handshake(server, _Client(client_context()))
+    new = [make_conn(i) for i in range(1, 2 * HANDSHAKES_PER_TURN + 1)]
+    gate.new_turn()
+    assert [gate.may_read(conn) for conn in new].count(True) == HANDSHAKES_PER_TURN
+    assert all(gate.may_read(open_session) for _ in range(100))  # established connections are always read
+    gate.new_turn()
+    assert all(gate.may_read(conn) for conn in new[HANDSHAKES_PER_TURN:])  # the rest, one turn later
 
 
 async def test_the_test_mode_certificate_is_made_once_for_the_waiting(make_conn: Callable[[int], Connection]) -> None:
