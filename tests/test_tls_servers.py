@@ -27,7 +27,9 @@ from remoting.command import RemotingCommand
 from remoting.tls_context import client_context, self_signed_pem
 from remoting.tls_gate import HANDSHAKE_TIMEOUT
 from remoting.transport import ConnectError, RemotingError, connect
+from simclient.load import LoadSpec, run_load
 from simclient.pool import ClientPool
+from simclient.producer import ProducerOptions
 from tests.broker_wire import props_5x, send_v2
 from tests.procs import NamesrvProcess
 
@@ -238,6 +240,21 @@ async def test_producers_send_to_an_enforcing_broker_over_tls(start_broker) -> N
     with pytest.raises(RemotingError):
         await _call(broker.addr, send_v2("TlsTopic", b"plain", props_5x(WAIT="true")))
     assert broker.log().count(PLAINTEXT_REFUSED) == 1
+
+
+async def test_simulated_producers_run_over_tls_against_an_enforcing_cluster(start_namesrv, start_broker) -> None:
+    ns = start_namesrv(**ENFORCING)
+    start_broker("a", brokerName="broker-a", namesrvAddr=ns.addr, **ENFORCING)
+    await _eventually_true(lambda: _registered(ns.addr, "broker-a"))
+    spec = LoadSpec(producers=5, topics=("TlsLoad",), rate_per_producer=0, messages_per_producer=10, duration=30)
+    options = ProducerOptions(namesrv_addrs=(ns.addr,), use_tls=True)
+    summary = await run_load(options, spec, lambda record: None)
+    assert (summary.sends, summary.ok, summary.by_broker) == (50, 50, {"broker-a": 50})
+    # the same producers without TLS get no route and store nothing
+    plain = await run_load(ProducerOptions(namesrv_addrs=(ns.addr,), send_timeout=1.0, mq_client_api_timeout=1.0),
+                           LoadSpec(producers=1, topics=("TlsLoad",), rate_per_producer=0, messages_per_producer=2,
+                                    duration=5), lambda record: None)
+    assert plain.ok == 0
 
 
 # ---------------------------------------------------------------------------
