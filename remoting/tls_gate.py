@@ -41,9 +41,10 @@ from remoting.tls_session import (
 log = logging.getLogger("remoting")
 
 HANDSHAKE_TIMEOUT = 10.0
-#: Reads of connections still in their handshake per reactor turn. A handshake step costs up to
-#: about a millisecond of CPU (key exchange, signature): a flood of new TLS connections is served
-#: over several turns, with trio's other tasks between them, instead of in one long pass.
+#: New TLS sessions started per reactor turn. Answering a ClientHello (key exchange, signature)
+#: costs about a millisecond of CPU, the later steps far less: a burst of new TLS connections is
+#: served over several turns, with other connections and trio's tasks between them, instead of
+#: in one long pass.
 HANDSHAKES_PER_TURN = 16
 
 #: Summary lines of the rate-limited refusals, by kind.
@@ -77,7 +78,8 @@ class TlsGate:
         self.make_context = make_context
         self.preparing = False
         self.failure: str | None = None
-        self.waiting: dict[int, Connection] = {}
+        self.waiting: dict[int, Connection] = {}  # for the test-mode certificate
+        self.deferred: dict[int, Connection] = {}  # for the next turn's handshake quota
         self.handshake_quota = HANDSHAKES_PER_TURN
 
     @classmethod
@@ -96,18 +98,16 @@ class TlsGate:
 
     # ------------------------------------------------------------------
 
-    def new_turn(self) -> None:
+    def new_turn(self) -> list[Connection]:
+        """A new reactor turn: a fresh handshake quota, and the connections deferred for it, unparked."""
         self.handshake_quota = HANDSHAKES_PER_TURN
-
-    def may_read(self, conn: Connection) -> bool:
-        """Whether to read ``conn`` in this turn: always once its handshake is done."""
-        tls = conn.tls
-        if type(tls) is TlsSession and tls.handshaken:
-            return True
-        if self.handshake_quota > 0:
-            self.handshake_quota -= 1
-            return True
-        return False
+        if not self.deferred:
+            return []
+        conns = [conn for conn in self.deferred.values() if not conn.closed]
+        self.deferred.clear()
+        for conn in conns:
+            conn.busy = False
+        return conns
 
     def receive(self, conn: Connection, data: bytes, now: float) -> tuple[bytes, bytes]:
         """(plaintext for the decoder, ciphertext to send) for bytes read from ``conn``.
@@ -148,6 +148,11 @@ class TlsGate:
             conn.busy = True  # unread until the certificate is ready (see prepare)
             self.waiting[conn.id] = conn
             return b"", b""
+        if self.handshake_quota <= 0:
+            conn.busy = True  # its hello is kept; answered next turn (see new_turn)
+            self.deferred[conn.id] = conn
+            return b"", b""
+        self.handshake_quota -= 1
         session = conn.tls = TlsSession(self.context, now)
         return self._session_receive(session, seen)
 

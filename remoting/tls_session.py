@@ -22,6 +22,8 @@ import ssl
 #: RocketMQ frame starting with them would declare a length of over 369 MB.
 TLS_RECORD_START = 0x16
 TLS_MAJOR_VERSION = 0x03
+#: The largest TLS record on the wire: 16 KiB of plaintext plus header and cipher overhead.
+MAX_RECORD_BYTES = 16 * 1024 + 256 + 5
 #: Ciphertext a peer may send before its handshake completes.
 MAX_HANDSHAKE_BYTES = 64 * 1024
 #: Plaintext taken out of OpenSSL per call (it returns one record at most anyway).
@@ -135,4 +137,4 @@ def _reason(exc: ssl.SSLError) -> str:
     return str(text).lower().replace("_", " ")
 
 
-__all__ = ["MAX_HANDSHAKE_BYTES", "Hello", "PeerClosed", "TlsError", "TlsSession", "classify"]
+__all__ = ["MAX_HANDSHAKE_BYTES", "MAX_RECORD_BYTES", "Hello", "PeerClosed", "TlsError", "TlsSession", "classify"]

@@ -291,19 +291,22 @@ def test_stalled_handshakes_are_found(server_ctx: ssl.SSLContext, make_conn: Cal
     assert "not completed within" in found[0][1].message
 
 
-def test_handshakes_per_turn_are_bounded_and_open_sessions_are_not(
+def test_new_sessions_per_turn_are_bounded_and_the_rest_wait_a_turn(
     server_ctx: ssl.SSLContext, make_conn: Callable[[int], Connection]
 ) -> None:
     gate = TlsGate("permissive", server_ctx)
-    open_session = make_conn(0)
-    server = open_session.tls = TlsSession(server_ctx, 0.0)
-    _handshake(server, _Client(client_context()))
-    new = [make_conn(i) for i in range(1, 2 * HANDSHAKES_PER_TURN + 1)]
+    hello = _Client(client_context()).step()
+    conns = [make_conn(i) for i in range(2 * HANDSHAKES_PER_TURN)]
     gate.new_turn()
-    assert [gate.may_read(conn) for conn in new].count(True) == HANDSHAKES_PER_TURN
-    assert all(gate.may_read(open_session) for _ in range(100))  # established connections are always read
-    gate.new_turn()
-    assert all(gate.may_read(conn) for conn in new[HANDSHAKES_PER_TURN:])  # the rest, one turn later
+    answered = [gate.receive(conn, hello, 0.0)[1] != b"" for conn in conns]
+    assert answered == [True] * HANDSHAKES_PER_TURN + [False] * HANDSHAKES_PER_TURN
+    waiting = conns[HANDSHAKES_PER_TURN:]
+    assert all(conn.busy and isinstance(conn.tls, Hello) for conn in waiting)  # parked, hello kept
+    plain = make_conn(99)
+    assert gate.receive(plain, b"\x00\x00\x00\x10", 0.0)[0] == b"\x00\x00\x00\x10"  # plaintext never waits
+    assert gate.new_turn() == waiting and not any(conn.busy for conn in waiting)
+    assert all(gate.receive(conn, b"", 0.0)[1][:1] == b"\x16" for conn in waiting)
+    assert gate.new_turn() == []
 
 
 async def test_the_test_mode_certificate_is_made_once_for_the_waiting(make_conn: Callable[[int], Connection]) -> None:
