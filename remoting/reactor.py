@@ -147,8 +147,8 @@ class Reactor:
             self._nursery = self.acceptor.nursery = nursery
             nursery.start_soon(self._sweep_idle)
             while True:
-                if self._backlog:
-                    await trio.lowlevel.checkpoint()  # others' turn, then the batches left over
+                if self._backlog or (tls is not None and tls.deferred):
+                    await trio.lowlevel.checkpoint()  # others' turn, then the batches or hellos left over
                 else:
                     await trio.lowlevel.wait_readable(fd)
                 if tls is not None:

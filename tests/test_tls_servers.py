@@ -8,6 +8,7 @@ certificate, start-up errors, and hostile handshakes.
 
 from __future__ import annotations
 
+import signal
 import socket
 import ssl
 import subprocess
@@ -25,7 +26,7 @@ from remoting.codec import FrameDecoder, encode
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.tls_context import client_context, self_signed_pem
-from remoting.tls_gate import HANDSHAKE_TIMEOUT
+from remoting.tls_gate import HANDSHAKE_TIMEOUT, HANDSHAKES_PER_TURN
 from remoting.transport import ConnectError, RemotingError, connect
 from simclient.load import LoadSpec, run_load
 from simclient.pool import ClientPool
@@ -296,6 +297,55 @@ async def test_stalled_and_garbage_handshakes_neither_hold_the_loop_nor_leak(sta
     log = ns.log()
     assert log.count("TLS handshake failed") == 1  # 40 garbage handshakes: one line, the rest counted
     assert (await _call(ns.addr, rq.cluster_info(), tls)).code == ResponseCode.SUCCESS
+
+
+def test_a_burst_of_new_tls_connections_is_answered_over_turns(start_namesrv) -> None:
+    ns = start_namesrv(**ENFORCING)
+    addr = _addr(ns.addr)
+    ctx = client_context()
+    warm = ctx.wrap_socket(socket.create_connection(addr, timeout=30))  # the test-mode certificate is made
+    warm.close()
+    count = 3 * HANDSHAKES_PER_TURN
+    clients = []
+    for _ in range(count):
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        clients.append((socket.create_connection(addr, timeout=30), ctx.wrap_bio(incoming, outgoing), incoming, outgoing))
+    assert ns.proc is not None
+    ns.proc.send_signal(signal.SIGSTOP)  # so that every hello is there at the server's next turn
+    try:
+        for sock, obj, _, outgoing in clients:
+            with pytest.raises(ssl.SSLWantReadError):
+                obj.do_handshake()
+            sock.sendall(outgoing.read())
+    finally:
+        ns.proc.send_signal(signal.SIGCONT)
+    # Every hello is answered with nothing else sent: the ones past a turn's quota are not
+    # left waiting for some other event on the server.
+    try:
+        for sock, obj, incoming, outgoing in clients:
+            sock.settimeout(20)
+            while True:
+                incoming.write(sock.recv(65536))
+                try:
+                    obj.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    continue
+        for sock, obj, incoming, outgoing in clients:
+            obj.write(encode(rq.cluster_info()))
+            sock.sendall(outgoing.read())
+            decoder = FrameDecoder()
+            got: list[RemotingCommand] = []
+            while not got:
+                incoming.write(sock.recv(65536))
+                try:
+                    got = decoder.feed(obj.read(65536))
+                except ssl.SSLWantReadError:
+                    continue
+            assert got[0].code == ResponseCode.SUCCESS
+    finally:
+        for sock, *_ in clients:
+            sock.close()
 
 
 def test_a_tls_client_that_never_reads_stops_being_read(start_namesrv) -> None:
