@@ -204,18 +204,18 @@ def build_loadgen(workdir: Path, tls: bool = False) -> Path:
 
 
 def loadgen_cmd(
-    loadgen: Path, frames_file: Path, addr: str, conns: int, duration: float, tls: bool = False
+    loadgen: Path, frames_file: Path, addr: str, conns: int, duration: float, tls: bool = False, depth: int = 1
 ) -> list[str]:
     host, port = addr.rsplit(":", 1)
-    return [str(loadgen), host, port, str(conns), str(duration), "1", str(frames_file)] + (["tls"] if tls else [])
+    return [str(loadgen), host, port, str(conns), str(duration), str(depth), str(frames_file)] + (["tls"] if tls else [])
 
 
 def query_load(
-    loadgen: Path, frames_file: Path, addr: str, conns: int, duration: float, tls: bool = False
+    loadgen: Path, frames_file: Path, addr: str, conns: int, duration: float, tls: bool = False, depth: int = 1
 ) -> dict[str, float]:
     """Closed-loop random route queries from the C generator pinned to CPU 1 (over TLS with ``tls``)."""
     out = subprocess.run(
-        loadgen_cmd(loadgen, frames_file, addr, conns, duration, tls),
+        loadgen_cmd(loadgen, frames_file, addr, conns, duration, tls, depth),
         capture_output=True, text=True, timeout=duration + 60, preexec_fn=lambda: pin(CLIENT_CPU),
     )
     if out.returncode != 0:
@@ -272,7 +272,10 @@ def queries_with(
         if rereg is not None:
             rereg.stop.set()
             rereg.join()
-    res["server_cpu_pct"] = 100 * (cpu_seconds(pid) - cpu0) / elapsed
+    cpu = cpu_seconds(pid) - cpu0
+    res["server_cpu_pct"] = 100 * cpu / elapsed
+    # CPU per query: steadier than q/s on a shared machine, where the server may get a fraction of its core
+    res["server_cpu_us_per_query"] = 1e6 * cpu / max(1.0, float(res.get("queries", 0)))
     if rereg is not None:
         if rereg.error:
             raise SystemExit(rereg.error)
@@ -300,6 +303,7 @@ def main() -> None:
     ap.add_argument("--churn-period", type=float, default=1.0, help="churn: seconds between a broker's re-registrations")
     ap.add_argument("--churn-modes", default=",".join(CHURN_MODES), help=f"comma-separated, of: {', '.join(CHURN_MODES)}")
     ap.add_argument("--big-topics", type=int, default=100_000)
+    ap.add_argument("--depth", type=int, default=1, help="queries phase: requests in flight per connection (1-64)")
     ap.add_argument("--tls", action="store_true",
                     help="route queries over TLS (the server's default permissive port, test-mode certificate)")
     ap.add_argument("--out", help="JSON results (default bench/results/namesrv.json, or namesrv-PHASES.json for a subset)")
@@ -309,6 +313,8 @@ def main() -> None:
     bad = [p for p in phases if p not in PHASES] + [m for m in modes if m not in CHURN_MODES]
     if bad or not (0 < args.duration <= 600) or args.churn_period <= 0 or args.rereg_period <= 0:
         ap.error(f"bad phase, mode or duration: {', '.join(bad) or args.duration}")
+    if not 1 <= args.depth <= 64:
+        ap.error(f"--depth must be 1-64, got {args.depth}")
     out_path = Path(args.out) if args.out else ROOT / "bench" / "results" / (
         "namesrv.json" if set(phases) == set(PHASES) else f"namesrv-{'-'.join(phases)}.json")
 
@@ -319,6 +325,7 @@ def main() -> None:
         "shape": f"{args.clusters} clusters x {args.brokers} brokers, {args.topics} topics per cluster",
         "load_average_before": os.getloadavg()[0],
         "tls": args.tls,
+        "depth": args.depth,
     }
     if "inproc" in phases:
         from bench.namesrv_inproc import measure
@@ -400,7 +407,7 @@ def run(
         print(f"  {key:18s} {reg[f'{key}_ms_median']:7.2f} / {reg[f'{key}_ms_max']:7.2f}")
 
     def load(n: int) -> Callable[[], dict[str, float]]:
-        return lambda: query_load(loadgen, frames_file, addr, n, args.duration, args.tls)
+        return lambda: query_load(loadgen, frames_file, addr, n, args.duration, args.tls, args.depth)
 
     if "queries" in phases:
         queries = []
@@ -408,7 +415,8 @@ def run(
             res = queries_with(pid, load(n), conns, brokers, args.rereg_period, "same")
             queries.append(res)
             print(
-                f"{n:3d} conns: {res['qps']:9.0f} q/s  p50 {res['p50_ms']:.3f} ms  p99 {res['p99_ms']:.3f} ms  "
+                f"{n:3d} conns: {res['qps']:9.0f} q/s  {res['server_cpu_us_per_query']:6.1f} us CPU/q  "
+                f"p50 {res['p50_ms']:.3f} ms  p99 {res['p99_ms']:.3f} ms  "
                 f"max {res['max_ms']:.1f} ms  errors {res['errors']}  server CPU {res['server_cpu_pct']:.0f}%  "
                 f"client CPU {res['client_cpu_pct']:.0f}%  re-registrations {res['registrations']}"
             )
