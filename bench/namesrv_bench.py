@@ -207,7 +207,8 @@ def loadgen_cmd(
     loadgen: Path, frames_file: Path, addr: str, conns: int, duration: float, tls: bool = False, depth: int = 1
 ) -> list[str]:
     host, port = addr.rsplit(":", 1)
-    return [str(loadgen), host, port, str(conns), str(duration), str(depth), str(frames_file)] + (["tls"] if tls else [])
+    command = [str(loadgen), host, port, str(conns), str(duration), str(depth), str(frames_file)]
+    return command + (["tls"] if tls else [])
 
 
 def query_load(

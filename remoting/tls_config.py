@@ -135,7 +135,8 @@ class TlsSettings:
         self.server_need_client_auth = self.server_need_client_auth.lower() or "none"
         if self.server_need_client_auth not in CLIENT_AUTH_MODES:
             raise TlsConfigError(
-                f"tls.server.need.client.auth={self.server_need_client_auth!r} is not one of {', '.join(CLIENT_AUTH_MODES)}"
+                f"tls.server.need.client.auth={self.server_need_client_auth!r} "
+                f"is not one of {', '.join(CLIENT_AUTH_MODES)}"
             )
 
     # ------------------------------------------------------------------

@@ -65,7 +65,9 @@ def _write_pair(directory: Path, name: str, password: bytes | None = None) -> tu
 
         key = serialization.load_pem_private_key(key_pem, None)
         key_pem = key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.BestAvailableEncryption(password)
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(password),
         )
     cert, key_path = directory / f"{name}.crt", directory / f"{name}.key"
     cert.write_bytes(cert_pem)
@@ -309,7 +311,8 @@ def test_a_burst_of_new_tls_connections_is_answered_over_turns(start_namesrv) ->
     clients = []
     for _ in range(count):
         incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-        clients.append((socket.create_connection(addr, timeout=30), ctx.wrap_bio(incoming, outgoing), incoming, outgoing))
+        sock = socket.create_connection(addr, timeout=30)
+        clients.append((sock, ctx.wrap_bio(incoming, outgoing), incoming, outgoing))
     assert ns.proc is not None
     ns.proc.send_signal(signal.SIGSTOP)  # so that every hello is there at the server's next turn
     try:

@@ -18,7 +18,17 @@ from remoting.connection import Connection
 from remoting.tls_config import TlsConfigError, TlsSettings
 from remoting.tls_context import client_context, self_signed_context, self_signed_pem, server_context
 from remoting.tls_gate import HANDSHAKE_TIMEOUT, HANDSHAKES_PER_TURN, TlsGate, TlsRefused
-from remoting.tls_session import MAX_HANDSHAKE_BYTES, PLAINTEXT, TLS, UNDECIDED, Hello, PeerClosed, TlsError, TlsSession, classify
+from remoting.tls_session import (
+    MAX_HANDSHAKE_BYTES,
+    PLAINTEXT,
+    TLS,
+    UNDECIDED,
+    Hello,
+    PeerClosed,
+    TlsError,
+    TlsSession,
+    classify,
+)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +63,8 @@ def test_java_keys_are_read_and_other_keys_ignored() -> None:
         }
     )
     assert settings.server_mode == "enforcing"
-    assert (settings.server_cert_path, settings.server_key_path, settings.server_key_password) == ("/c.pem", "/k.pem", "pw")
+    server = (settings.server_cert_path, settings.server_key_path, settings.server_key_password)
+    assert server == ("/c.pem", "/k.pem", "pw")
     assert settings.client_auth_server and settings.client_trust_cert_path == "/ca.pem"
     assert not settings.self_signed
     assert settings.client_tls  # an enforcing broker talks TLS to its NameServers, as Java's BrokerStartup
