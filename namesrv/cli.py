@@ -12,6 +12,7 @@ import typer
 from namesrv.config import ConfigError, NamesrvConfig, load_file
 from namesrv.kvconfig import KVConfig, KVConfigError
 from namesrv.server import NameServer
+from remoting.acl_accounts import AccountsError
 from remoting.climain import first_of, run_app
 from remoting.tls_config import TlsConfigError
 
@@ -77,7 +78,7 @@ async def _serve(config: NamesrvConfig, kv: KVConfig) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Console-script entry point: one clear line and a non-zero exit on failure."""
-    return run_app(app, "mqnamesrv", argv, (ConfigError, KVConfigError, StartupError, TlsConfigError))
+    return run_app(app, "mqnamesrv", argv, (ConfigError, KVConfigError, StartupError, AccountsError, TlsConfigError))
 
 
 def entry() -> None:

@@ -4,7 +4,9 @@ Responses are matched to requests by ``opaque``; every call has a
 timeout; the number of requests in flight is bounded. With an
 ``ssl.SSLContext`` (see :func:`remoting.tls_context.client_context`) the
 connection speaks TLS, as a Java client with ``-Dtls.enable=true``; the
-handshake counts against the connect timeout.
+handshake counts against the connect timeout. Given credentials, the
+client signs every request it sends (:func:`remoting.acl.sign`), as a
+Java client with ``AclClientRPCHook`` does.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
+from remoting.acl import Credentials, sign
 from remoting.codec import FrameDecoder, ProtocolError, encode
 from remoting.command import RemotingCommand
 
@@ -70,8 +73,11 @@ class _Pending:
 class RemotingClient:
     """Use through :func:`connect`; it owns the reader task."""
 
-    def __init__(self, addr: str, stream: trio.abc.Stream, *, max_frame_length: int) -> None:
+    def __init__(
+        self, addr: str, stream: trio.abc.Stream, *, max_frame_length: int, credentials: Credentials | None = None
+    ) -> None:
         self.addr = addr
+        self.credentials = credentials
         self._stream = stream
         self._decoder = FrameDecoder(max_frame_length)
         self._pending: dict[int, _Pending] = {}
@@ -135,7 +141,7 @@ class RemotingClient:
                 try:
                     if self._closed is not None:  # closed while we waited for a slot: _fail missed us
                         raise RemotingError(f"{self.addr}: {self._closed}")
-                    await self._send(encode(req))
+                    await self._send(self._encode(req))
                     await pending.event.wait()
                 finally:
                     self._pending.pop(req.opaque, None)
@@ -149,13 +155,12 @@ class RemotingClient:
         req.flag |= 2
         req.opaque = self._next_opaque()
         with trio.move_on_after(timeout) as scope:
-            await self._send(encode(req))
+            await self._send(self._encode(req))
         if scope.cancelled_caught:
             raise RemotingTimeout(f"{self.addr}: could not send request code {req.code} within {timeout:g} s")
 
-    async def send_raw(self, data: bytes) -> None:
-        """Write bytes as they are (for tests of hostile input)."""
-        await self._send(data)
+    def _encode(self, req: RemotingCommand) -> bytes:
+        return encode(sign(req, self.credentials) if self.credentials is not None else req)
 
 
 async def open_stream(addr: str, *, connect_timeout: float, tls: ssl.SSLContext | None = None) -> trio.abc.Stream:
@@ -203,10 +208,12 @@ async def connect(
     connect_timeout: float = DEFAULT_TIMEOUT,
     max_frame_length: int = 16 * 1024 * 1024,
     tls: ssl.SSLContext | None = None,
+    credentials: Credentials | None = None,
 ) -> AsyncIterator[RemotingClient]:
-    """Open a connection to ``addr`` (``host:port``) for the duration of a block (TLS with ``tls``)."""
+    """Open a connection to ``addr`` (``host:port``) for the duration of a block: TLS with
+    ``tls``; with ``credentials``, every request on it is signed."""
     stream = await open_stream(addr, connect_timeout=connect_timeout, tls=tls)
-    client = RemotingClient(addr, stream, max_frame_length=max_frame_length)
+    client = RemotingClient(addr, stream, max_frame_length=max_frame_length, credentials=credentials)
     async with stream:
         try:
             async with trio.open_nursery() as nursery:

@@ -27,6 +27,7 @@ from typing import Self
 
 import trio
 
+from remoting.acl import Credentials
 from remoting.command import RemotingCommand
 from remoting.transport import ConnectError, RemotingError, RemotingTimeout
 from simclient.conn import MAX_IN_FLIGHT, PipelinedConnection, open_connection
@@ -54,6 +55,8 @@ class ClientPool:
     does by default (``clientCloseSocketIfTimeout``); it is off by default
     here because the connection is shared by producers that would each have
     their own in reality, and closing it would fail everyone's requests.
+
+    ``credentials`` signs every request on every connection (accounts on the servers).
     """
 
     def __init__(
@@ -64,6 +67,7 @@ class ClientPool:
         max_frame_length: int = 16 * 1024 * 1024,
         close_on_timeout: bool = False,
         tls: ssl.SSLContext | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
@@ -72,6 +76,7 @@ class ClientPool:
         self.close_on_timeout = close_on_timeout
         self.max_in_flight = max_in_flight
         self.tls = tls  # every connection speaks TLS (remoting.tls_context.client_context)
+        self.credentials = credentials
         self._conns: dict[str, _Conn] = {}
         self._nursery: trio.Nursery | None = None
         self._cm: AbstractAsyncContextManager[trio.Nursery] | None = None
@@ -116,6 +121,7 @@ class ClientPool:
             max_frame_length=self.max_frame_length,
             max_in_flight=self.max_in_flight,
             tls=self.tls,
+            credentials=self.credentials,
         )
         client.on_request = self._server_request
         task_status.started(client)
