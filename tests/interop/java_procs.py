@@ -407,6 +407,9 @@ class LineProcess:
             self.proc.wait(10)
 
 
-def java_consumer(build: JavaBuild, home: Path, args: list[str]) -> LineProcess:
+def java_consumer(build: JavaBuild, home: Path, args: list[str], *,
+                  props: dict[str, str] | None = None) -> LineProcess:
+    """A harness push consumer; ``props`` become system properties (``{"tls.enable": "true"}``)."""
     rocketmq_home(home)
-    return LineProcess(java_command(build, "interop.harness.PushConsumer", args, home), home, java_env(home))
+    return LineProcess(java_command(build, "interop.harness.PushConsumer", args, home, props=props), home,
+                       java_env(home))
