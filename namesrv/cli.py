@@ -67,6 +67,8 @@ async def _serve(config: NamesrvConfig, kv: KVConfig) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             host, port = await nursery.start(server.serve)
+            if server.metrics is not None:
+                print(f"The Name Server metrics at {server.metrics.url}", flush=True)
             print(f"The Name Server boot success. serializeType=JSON, address {host}:{port}", flush=True)
             async for signum in signals:
                 log.info("received %s: stopping", signal.Signals(signum).name)
