@@ -70,6 +70,8 @@ async def _serve(server: BrokerServer) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             addr = await nursery.start(server.serve)
+            if server.metrics is not None:
+                print(f"The broker[{config.brokerName}] metrics at {server.metrics.url}", flush=True)
             line = f"The broker[{config.brokerName}, {addr}] boot success. serializeType=JSON"
             if config.namesrvAddr:
                 line += f" and name server is {config.namesrvAddr}"

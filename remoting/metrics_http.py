@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -41,11 +41,14 @@ def metrics_url(host: str, port: int) -> str:
 class MetricsEndpoint:
     """Listens on (host, port) and answers scrapes of ``registry``."""
 
-    def __init__(self, registry: CollectorRegistry, log: logging.Logger,
+    def __init__(self, registry: CollectorRegistry, log: logging.Logger, *,
+                 prepare: Callable[[], Awaitable[None]] | None = None,
                  render: Callable[[CollectorRegistry], bytes] = generate_latest) -> None:
         self.registry = registry
         self.log = log
+        self.prepare = prepare  # awaited before each render: work that must not run on the loop
         self.render = render
+        self._rendering = trio.Lock()  # one scrape's prepare and render at a time
         self.listeners: list[trio.SocketListener] = []
         self.address: tuple[str, int] | None = None
         self.clients = 0
@@ -89,14 +92,14 @@ class MetricsEndpoint:
             with trio.move_on_after(REQUEST_SECONDS):
                 head = await _read_head(stream)
                 if head is not None:
-                    await stream.send_all(self._answer(head))
+                    await stream.send_all(await self._answer(head))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass  # the scraper went away
         finally:
             self.clients -= 1
             await trio.aclose_forcefully(stream)
 
-    def _answer(self, head: bytes) -> bytes:
+    async def _answer(self, head: bytes) -> bytes:
         parts = head.split(b"\r\n", 1)[0].split()
         if len(parts) != 3:
             return _response(400, b"bad request line\n")
@@ -104,10 +107,13 @@ class MetricsEndpoint:
         if method not in (b"GET", b"HEAD"):
             return _response(405, b"only GET\n", extra=b"Allow: GET, HEAD\r\n")
         if target == METRICS_PATH.encode():
-            began = time.perf_counter()
-            body = self.render(self.registry)
-            self.slowest_render = max(self.slowest_render, time.perf_counter() - began)
-            self.scrapes += 1
+            async with self._rendering:
+                if self.prepare is not None:
+                    await self.prepare()
+                began = time.perf_counter()
+                body = self.render(self.registry)
+                self.slowest_render = max(self.slowest_render, time.perf_counter() - began)
+                self.scrapes += 1
             return _response(200, body, CONTENT_TYPE_LATEST.encode(), head_only=method == b"HEAD")
         if target == b"/":
             return _response(200, b"metrics: " + METRICS_PATH.encode() + b"\n", head_only=method == b"HEAD")
