@@ -45,13 +45,6 @@ def _metrics_url(p: Proc) -> str | None:
     return f"http://127.0.0.1:{p.metrics_port}/metrics" if p.metrics_port else None
 
 
-def prometheus_command(state: ClusterState) -> str:
-    """How to watch the cluster in Prometheus (its own data directory beside the config)."""
-    directory = prometheus_sd.sd_dir(state.dir)
-    return (f"prometheus --config.file={prometheus_sd.config_path(state.dir)} --storage.tsdb.path={directory / 'data'} "
-            "--web.listen-address=127.0.0.1:9090")
-
-
 def state_json(state: ClusterState) -> dict[str, Any]:
     """The documented shape of ``start --json`` and ``status --json``."""
     return {
@@ -114,7 +107,7 @@ def summary(state: ClusterState, directory: Path | None) -> Group:
     lines.append(Text(f"stop: {me} stop{dir_opt}"))
     if state.metrics:
         lines.append(Text("metrics: " + "  ".join(f"{p.name} {_metrics_url(p)}" for p in state.procs if p.metrics_port)))
-        lines.append(Text(f"watch:   {prometheus_command(state)}   (then http://127.0.0.1:9090)"))
+        lines.append(Text(f"watch:   {prometheus_sd.prometheus_command(state.dir)}   (then http://127.0.0.1:9090)"))
     return Group(status_table(state), *lines)
 
 

@@ -50,6 +50,13 @@ def config_path(state_dir: str | Path) -> Path:
     return sd_dir(state_dir) / CONFIG_FILE
 
 
+def prometheus_command(state_dir: str | Path) -> str:
+    """How to watch the cluster in Prometheus (its data directory beside the config, on 127.0.0.1:9090)."""
+    directory = sd_dir(state_dir)
+    return (f"prometheus --config.file={config_path(state_dir)} --storage.tsdb.path={directory / 'data'} "
+            "--web.listen-address=127.0.0.1:9090")
+
+
 def target_groups(procs: Iterable[MetricsProc], kind: str, cluster: str) -> list[dict[str, object]]:
     """The file_sd groups of one kind of process (those with a metrics port)."""
     groups: list[dict[str, object]] = []
