@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run stop test interop bench fuzz clean
+.PHONY: run stop test interop prometheus bench fuzz clean
 
 # Core install (trio, typer, rich, ...): enough to run a cluster.
 $(VENV)/.installed: pyproject.toml
@@ -31,7 +31,21 @@ stop: $(VENV)/.installed
 interop: $(VENV)/.installed-test
 	$(PY) -m tests.interop.harness_build
 
-test: $(VENV)/.installed-test interop
+# A real Prometheus server for the metrics tests (tests/test_metrics_prometheus.py): Debian's package,
+# installed where it is missing (as root, or through passwordless sudo). The tests start the binary
+# themselves on loopback, never the package's service.
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo -n"; fi; \
+	  echo "installing Debian's prometheus package (the metrics tests run a real Prometheus server)"; \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1 || \
+	  { $$SUDO apt-get update >/dev/null 2>&1 && \
+	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1; }; }; \
+	command -v prometheus >/dev/null 2>&1 || { \
+	  echo "make test: the prometheus binary is missing and could not be installed; install it: apt-get install -y --no-install-recommends prometheus"; \
+	  exit 1; }
+
+test: $(VENV)/.installed-test interop prometheus
 	$(PY) -m pytest
 
 bench: $(VENV)/.installed-test
