@@ -16,6 +16,7 @@ from broker_stub.subgroups import SubscriptionGroupError
 from broker_stub.topic_store import TopicStoreError
 from remoting.acl_accounts import AccountsError
 from remoting.climain import first_of, run_app
+from remoting.metrics_http import MetricsListenError
 
 log = logging.getLogger("broker_stub")
 
@@ -61,6 +62,8 @@ def main(
         err = first_of(exc, OSError)
         if err is None:
             raise
+        if isinstance(err, MetricsListenError):
+            raise StartupError(str(err.strerror)) from None
         where = f"{config.brokerIP1}:{config.listenPort}"
         raise StartupError(f"cannot listen on {where}: {getattr(err, 'strerror', None) or err}") from None
 

@@ -101,7 +101,7 @@ class StubMetrics:
 
     async def prepare(self) -> None:
         """Copy on the loop, count in a worker thread (see the module doc)."""
-        queues = list(self.store._queues.values())
+        queues = self.store.queues()
         clients = list(self.clients.clients.values())
         topics = self.traffic.snapshot()
         self.prepared = await trio.to_thread.run_sync(_sums, queues, clients, self.traffic, self.clock(), topics)

@@ -14,6 +14,7 @@ from namesrv.kvconfig import KVConfig, KVConfigError
 from namesrv.server import NameServer
 from remoting.acl_accounts import AccountsError
 from remoting.climain import first_of, run_app
+from remoting.metrics_http import MetricsListenError
 
 log = logging.getLogger("namesrv")
 
@@ -58,6 +59,8 @@ def main(
         err = first_of(exc, OSError)
         if err is None:
             raise
+        if isinstance(err, MetricsListenError):
+            raise StartupError(str(err.strerror)) from None
         where = f"{config.bindAddress}:{config.listenPort}"
         raise StartupError(f"cannot listen on {where}: {getattr(err, 'strerror', None) or err}") from None
 

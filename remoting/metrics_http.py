@@ -33,6 +33,10 @@ METRICS_PATH = "/metrics"
 OFF, ANY_PORT = 0, -1
 
 
+class MetricsListenError(OSError):
+    """The metrics port could not be bound; the text names it (the servers stop with this one line)."""
+
+
 def metrics_url(host: str, port: int) -> str:
     """The URL Prometheus scrapes (an IPv6 address in brackets)."""
     return f"http://{f'[{host}]' if ':' in host else host}:{port}{METRICS_PATH}"
@@ -57,7 +61,12 @@ class MetricsEndpoint:
 
     async def listen(self, host: str, port: int) -> tuple[str, int]:
         """Bind (port -1: any free port); returns the bound address."""
-        listeners = await trio.open_tcp_listeners(0 if port == ANY_PORT else port, host=host)
+        try:
+            listeners = await trio.open_tcp_listeners(0 if port == ANY_PORT else port, host=host)
+        except OSError as exc:
+            raise MetricsListenError(
+                exc.errno, f"cannot serve metrics on {host}:{port} (metricsBindAddress, metricsPort): "
+                f"{exc.strerror or exc}") from None
         self.listeners = list(listeners)
         bound = self.listeners[0].socket.getsockname()
         self.address = (bound[0], bound[1])

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import socket
 import struct
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from remoting import requests as rq
 from remoting.bodies import DataVersion, TopicConfig
@@ -58,6 +62,24 @@ async def test_metrics_are_off_by_default(start_namesrv: Callable[..., NamesrvPr
     ns = start_namesrv()
     assert ns.metrics_url == ""
     assert "metrics at" not in ns.log()
+
+
+@pytest.mark.parametrize("program", ["namesrv.cli", "broker_stub.cli"])
+def test_a_bad_or_taken_metrics_port_stops_the_start_with_one_line(program: str, tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for value, expected in ((str(port), f"cannot serve metrics on 127.0.0.1:{port} (metricsBindAddress, "
+                                 "metricsPort): Address already in use"),
+                                ("-2", "metricsPort -2 is not a TCP port (1-65535), 0 (off) or -1 (any free port)")):
+            config = tmp_path / f"{program}.properties"
+            config.write_text(f"listenPort=0\nkvConfigPath={tmp_path}/kv.json\nmetricsPort={value}\n")
+            done = subprocess.run([sys.executable, "-m", program, "-c", str(config)], capture_output=True, text=True,
+                                  timeout=60, cwd=tmp_path)
+            assert done.returncode == 1
+            lines = done.stderr.strip().splitlines()
+            assert expected in lines[-1] and "Traceback" not in done.stderr, done.stderr
 
 
 async def test_brokers_routes_and_removals_by_reason(start_namesrv: Callable[..., NamesrvProcess]) -> None:
