@@ -34,7 +34,7 @@ from broker_stub.store_queues import StoredQueue
 from broker_stub.topic_traffic import BYTES_IN, BYTES_OUT, MSGS_IN, MSGS_OUT, TopicTraffic
 from broker_stub.topics import TopicTable
 from remoting.metering import RequestMeter
-from remoting.metrics_families import package_version, registry_of, request_families, traffic_families
+from remoting.metrics_families import registry_of, server_families
 from remoting.reactor import Reactor
 
 PREFIX = "rocketmq_broker_stub"
@@ -93,7 +93,6 @@ class StubMetrics:
         self.meter = meter
         self.reactor = reactor
         self.clock = clock
-        self.version = package_version()
         self.prepared = _Prepared()
 
     def registry(self) -> CollectorRegistry:
@@ -108,12 +107,9 @@ class StubMetrics:
 
     def families(self) -> Iterator[Metric]:
         config = self.config
-        up = GaugeMetricFamily(f"{PREFIX}_up", "1 while the broker stub serves; its identity and version are labels.",
-                               labels=("version", "cluster", "broker_name", "broker_id"))
-        up.add_metric((self.version, config.brokerClusterName, config.brokerName, str(config.brokerId)), 1)
-        yield up
-        yield from request_families(PREFIX, self.meter)
-        yield from traffic_families(PREFIX, self.reactor)
+        identity = {"cluster": config.brokerClusterName, "broker_name": config.brokerName,
+                    "broker_id": str(config.brokerId)}
+        yield from server_families(PREFIX, "broker stub", identity, self.meter, self.reactor)
         yield from self._messages()
         yield from self._store()
         yield from self._clients_and_faults()

@@ -27,7 +27,7 @@ from namesrv.routes import RouteTable
 from namesrv.snapshot import RouteSnapshots
 from remoting.codes import RequestCode
 from remoting.metering import RequestMeter
-from remoting.metrics_families import package_version, registry_of, request_families, traffic_families
+from remoting.metrics_families import registry_of, server_families
 from remoting.reactor import Reactor
 
 PREFIX = "rocketmq_namesrv"
@@ -56,18 +56,12 @@ class NamesrvMetrics:
         self.snapshots = snapshots
         self.restored = restored
         self.wall = wall
-        self.version = package_version()
 
     def registry(self) -> CollectorRegistry:
         return registry_of(self.families)
 
     def families(self) -> Iterator[Metric]:
-        up = GaugeMetricFamily(f"{PREFIX}_up", "1 while the NameServer serves; the version is a label.",
-                               labels=("version",))
-        up.add_metric((self.version,), 1)
-        yield up
-        yield from request_families(PREFIX, self.meter)
-        yield from traffic_families(PREFIX, self.reactor)
+        yield from server_families(PREFIX, "NameServer", {}, self.meter, self.reactor)
         yield from self._routing()
         yield from self._registrations()
         yield from self._stores()

@@ -47,6 +47,19 @@ def registry_of(families: Callable[[], Iterable[Metric]]) -> CollectorRegistry:
     return registry
 
 
+def server_families(prefix: str, what: str, identity: dict[str, str], meter: RequestMeter,
+                    reactor: Reactor) -> Iterator[Metric]:
+    """What every server starts its scrape with: ``<prefix>_up`` (1, with the version and ``identity`` as
+    labels), then the request and traffic families."""
+    labels = {"version": package_version(), **identity}
+    up = GaugeMetricFamily(f"{prefix}_up", f"1 while the {what} serves; its version (and identity) are labels.",
+                           labels=tuple(labels))
+    up.add_metric(tuple(labels.values()), 1)
+    yield up
+    yield from request_families(prefix, meter)
+    yield from traffic_families(prefix, reactor)
+
+
 def request_families(prefix: str, meter: RequestMeter) -> Iterator[Metric]:
     """``<prefix>_requests_total{code,class,result}`` and ``<prefix>_request_handler_latency_seconds{class}``."""
     requests = CounterMetricFamily(

@@ -68,11 +68,15 @@ class MetricsWatch:
     samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     async def run(self) -> None:
+        """One loop per NameServer, so a hung one (SIGSTOP: its scrape times out) delays no other."""
+        async with trio.open_nursery() as nursery:
+            for proc in self.namesrvs:
+                nursery.start_soon(self._watch, proc)
+
+    async def _watch(self, proc: Proc) -> None:
         next_at = trio.current_time()
         while True:
-            async with trio.open_nursery() as nursery:
-                for proc in self.namesrvs:
-                    nursery.start_soon(self._scrape, proc, trio.current_time() - self.t0)
+            await self._scrape(proc, trio.current_time() - self.t0)
             next_at += INTERVAL
             await trio.sleep_until(max(next_at, trio.current_time()))
 
