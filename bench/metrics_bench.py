@@ -14,6 +14,12 @@ starts a fresh server per mode and alternates which mode goes first
 metrics on, a thread of this script fetches ``/metrics`` once a second
 while the load runs, and records how long each scrape took.
 
+On a shared machine the server's share of its core swings with other
+work, so throughput alone is noisy; each run also records the server's CPU
+time over the measured phase (``/proc/PID/stat``, 10 ms ticks) divided by
+the queries answered: the CPU cost of a query, scrapes included, which a
+busy neighbour slows less than it slows throughput.
+
 Two steady figures besides (CPU time, in this process, no sockets):
 
 * the request meter's cost per route query: the real processor answering a
@@ -86,6 +92,12 @@ def start_server(workdir: Path, metrics: bool) -> tuple[subprocess.Popen[bytes],
     raise SystemExit(f"server did not start: {seen!r}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process so far (``/proc/PID/stat``, clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def stop(proc: subprocess.Popen[bytes]) -> None:
     proc.send_signal(signal.SIGTERM)
     try:
@@ -129,12 +141,15 @@ def one_run(workdir: Path, loadgen: Path, metrics: bool, args: argparse.Namespac
         scraper = Scraper(url) if url else None
         if scraper is not None:
             scraper.start()
+        cpu_before = cpu_seconds(proc.pid)
         result = query_load(loadgen, frames, addr, args.connections, args.duration)
+        cpu = cpu_seconds(proc.pid) - cpu_before
         if scraper is not None:
             scraper.done.set()
             scraper.join(10)
         row: dict[str, object] = {"metrics": metrics, "qps": result["qps"], "p99_ms": result.get("p99_ms"),
-                                  "errors": result.get("errors", 0)}
+                                  "errors": result.get("errors", 0), "server_cpu_s": round(cpu, 2),
+                                  "cpu_us_per_query": round(cpu / result["queries"] * 1e6, 2)}
         if scraper is not None:
             row.update(scrapes=len(scraper.ms), scrape_ms_median=statistics.median(scraper.ms) if scraper.ms else None,
                        scrape_ms_max=max(scraper.ms, default=None), scrape_bytes=scraper.size)
@@ -259,10 +274,15 @@ def main() -> None:
     for r in range(1, args.rounds + 1):
         qps = {bool(x["metrics"]): float(x["qps"]) for x in runs if x["round"] == r}  # type: ignore[arg-type]
         per_round.append(round((qps[True] / qps[False] - 1) * 100, 2))
+    cpu_off = [float(x["cpu_us_per_query"]) for x in runs if not x["metrics"]]  # type: ignore[arg-type]
+    cpu_on = [float(x["cpu_us_per_query"]) for x in runs if x["metrics"]]  # type: ignore[arg-type]
     results["summary"] = {
         "qps_off_median": statistics.median(off), "qps_on_median": statistics.median(on),
         "change_of_medians_pct": round((statistics.median(on) / statistics.median(off) - 1) * 100, 2),
         "per_round_change_pct": per_round,
+        "cpu_us_per_query_off_median": statistics.median(cpu_off),
+        "cpu_us_per_query_on_median": statistics.median(cpu_on),
+        "cpu_change_of_medians_pct": round((statistics.median(cpu_on) / statistics.median(cpu_off) - 1) * 100, 2),
     }
     results["hot_path_ns"] = hot_path_ns(args.topics)
     results["render"] = render_ms(100_000)

@@ -4,21 +4,51 @@ The cluster's own ``prometheus.yml`` (file-based discovery) is what Prometheus
 runs on, as a user would run it. A broker is killed with ``mqadmin
 killBroker``, and PromQL through Prometheus's HTTP API must show, on every
 NameServer, one broker fewer alive and the removal's reason
-``connection_closed``. A restarted NameServer comes back on a new metrics
-port and is found again through the rewritten targets file. Every query
-of the Grafana dashboard must be accepted by Prometheus. No wall-clock
-assertion: each condition is polled with a bounded deadline.
+``connection_closed``, through the Grafana dashboard's own panel queries.
+A restarted NameServer comes back on a new metrics port and is found again
+through the rewritten targets file. After route queries and an oversized
+frame, every query of every dashboard panel must give Prometheus at least
+one series with a number (no empty panel, no NaN). No wall-clock assertion:
+each condition is polled with a bounded deadline. One Prometheus server and
+one cluster for the module: they take most of its time.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import socket
+import struct
 from pathlib import Path
+from typing import Any
 
+from broker_stub.topics import SELF_TEST_TOPIC  # every broker stub serves it
 from tests.mqadmin_procs import cli_env, mqadmin, running_cluster
 from tests.prometheus_server import by_label, query, running_prometheus, until
 
 DASHBOARD = Path(__file__).resolve().parent.parent / "docs" / "grafana" / "namesrv-dashboard.json"
+
+
+def panel_queries() -> dict[str, list[str]]:
+    """The dashboard's panels: title -> PromQL of each target."""
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    return {p["title"]: [t["expr"] for t in p["targets"]] for p in panels}
+
+
+def has_number(results: list[dict[str, Any]]) -> bool:
+    return any(math.isfinite(float(r["value"][1])) for r in results)
+
+
+def oversized_frame(addr: str) -> None:
+    """A frame announcing 1 GiB: the NameServer closes this one connection (limit ``frame_size``)."""
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(struct.pack(">I", 1 << 30) + b"\0" * 64)
+        try:
+            while conn.recv(4096):
+                pass
+        except OSError:
+            pass  # closed with a reset: as good as an orderly close
 
 
 def test_prometheus_sees_a_killed_broker_on_every_namesrv(tmp_path: Path) -> None:
@@ -36,8 +66,11 @@ def test_prometheus_sees_a_killed_broker_on_every_namesrv(tmp_path: Path) -> Non
             jobs = {r["metric"]["process"]: r["metric"]["job"] for r in up}
             assert jobs == {"namesrv-0": "rocketmq-namesrv", "namesrv-1": "rocketmq-namesrv",
                             "broker-a-0": "rocketmq-broker", "broker-b-0": "rocketmq-broker"}
-            until(prom, "rocketmq_namesrv_active_brokers",
-                  lambda r: by_label(r, "process") == {"namesrv-0": 2, "namesrv-1": 2}, what="two brokers alive")
+            panels = panel_queries()
+            [alive] = panels["Brokers alive"]
+            [removals] = panels["Brokers removed, by reason"]
+            until(prom, alive, lambda r: by_label(r, "process") == {"namesrv-0": 2, "namesrv-1": 2},
+                  what="two brokers alive")
 
             killed = mqadmin("killBroker", "-b", "broker-a", "--dir", str(directory), env=env)
             assert killed.returncode == 0, killed.stderr
@@ -46,11 +79,13 @@ def test_prometheus_sees_a_killed_broker_on_every_namesrv(tmp_path: Path) -> Non
             until(prom, "max_over_time(rocketmq_namesrv_active_brokers[10m]) - rocketmq_namesrv_active_brokers",
                   lambda r: by_label(r, "process") == {"namesrv-0": 1, "namesrv-1": 1},
                   what="brokers alive dropped by one on both NameServers")
-            # ... because broker-a's connection closed, and for no other reason
-            until(prom, 'sum by (process, reason) (rocketmq_namesrv_brokers_removed_total) > 0',
+            # ... because broker-a's connection closed, and for no other reason: the dashboard's panel shows it
+            until(prom, f"({removals}) > 0",
                   lambda r: {(x["metric"]["process"], x["metric"]["reason"]) for x in r}
                   == {("namesrv-0", "connection_closed"), ("namesrv-1", "connection_closed")},
                   what="removal reason connection_closed on both NameServers")
+            until(prom, alive, lambda r: by_label(r, "process") == {"namesrv-0": 1, "namesrv-1": 1},
+                  what="one broker alive on the Brokers alive panel")
             removed = query(prom, 'rocketmq_namesrv_brokers_removed_total{reason="connection_closed"}')
             assert by_label(removed, "process") == {"namesrv-0": 1, "namesrv-1": 1}
             until(prom, 'up{process="broker-a-0"}', lambda r: by_label(r, "process") == {"broker-a-0": 0},
@@ -67,8 +102,23 @@ def test_prometheus_sees_a_killed_broker_on_every_namesrv(tmp_path: Path) -> Non
             until(prom, f'up{{process="namesrv-0",instance="{new_instance}"}} == 1', lambda r: len(r) == 1,
                   what="the restarted NameServer found on its new port")
 
-            # every dashboard query is valid PromQL
-            for panel in json.loads(DASHBOARD.read_text())["panels"]:
-                for target in panel["targets"]:
-                    query(prom, target["expr"])  # AssertionError if Prometheus refuses it
+            # traffic for the panels that need some: route queries (the cache panel), a refused frame
+            namesrvs = [p["addr"] for p in status["procs"] if p["role"] == "namesrv"]
+            assert len(namesrvs) == 2, status["procs"]
+            for addr in namesrvs:
+                for _ in range(3):
+                    routed = mqadmin("topicRoute", "-t", SELF_TEST_TOPIC, "-n", addr, "--json", env=env)
+                    assert routed.returncode == 0, routed.stderr
+                oversized_frame(addr)
+            [route_queries] = panels["Route queries"]
+            until(prom, route_queries, lambda r: len(r) == 2 and all(float(x["value"][1]) > 0 for x in r),
+                  what="route queries on both NameServers")
+            [refused] = panels["Refused by a bound"]
+            until(prom, f'({refused}) > 0', lambda r: {x["metric"]["limit"] for x in r} == {"frame_size"},
+                  what="the oversized frames refused")
+
+            # every query of every panel: valid PromQL with at least one series that has a number
+            for title, exprs in panels.items():
+                for expr in exprs:
+                    until(prom, expr, has_number, what=f"panel {title!r}: {expr}")
             assert query(prom, "rocketmq_namesrv_up") and query(prom, "rocketmq_broker_stub_up")
