@@ -32,18 +32,10 @@ interop: $(VENV)/.installed-test
 	$(PY) -m tests.interop.harness_build
 
 # A real Prometheus server for the metrics tests (tests/test_metrics_prometheus.py): Debian's package,
-# installed where it is missing (as root, or through passwordless sudo). The tests start the binary
-# themselves on loopback, never the package's service.
+# installed where it is missing (as root, or through passwordless sudo), its service left stopped; the
+# tests start the binary themselves on loopback. Fails, saying what to do, if it cannot be installed.
 prometheus:
-	@command -v prometheus >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo -n"; fi; \
-	  echo "installing Debian's prometheus package (the metrics tests run a real Prometheus server)"; \
-	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1 || \
-	  { $$SUDO apt-get update >/dev/null 2>&1 && \
-	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1; }; }; \
-	command -v prometheus >/dev/null 2>&1 || { \
-	  echo "make test: the prometheus binary is missing and could not be installed; install it: apt-get install -y --no-install-recommends prometheus"; \
-	  exit 1; }
+	@sh .ci/install-prometheus
 
 test: $(VENV)/.installed-test interop prometheus
 	$(PY) -m pytest
