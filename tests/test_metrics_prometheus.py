@@ -15,6 +15,7 @@ one cluster for the module: they take most of its time.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import socket
@@ -22,7 +23,11 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from broker_stub.topics import SELF_TEST_TOPIC  # every broker stub serves it
+from mqadmin.commands.localcluster import summary
+from mqadmin.localcluster.state import ClusterState
 from tests.mqadmin_procs import cli_env, mqadmin, running_cluster
 from tests.prometheus_server import by_label, query, running_prometheus, until
 
@@ -33,6 +38,12 @@ def panel_queries() -> dict[str, list[str]]:
     """The dashboard's panels: title -> PromQL of each target."""
     panels = json.loads(DASHBOARD.read_text())["panels"]
     return {p["title"]: [t["expr"] for t in p["targets"]] for p in panels}
+
+
+def printed_summary(directory: Path) -> str:
+    console = Console(width=400, record=True, file=io.StringIO())
+    console.print(summary(ClusterState.load(directory), directory))
+    return console.export_text()
 
 
 def has_number(results: list[dict[str, Any]]) -> bool:
@@ -60,6 +71,9 @@ def test_prometheus_sees_a_killed_broker_on_every_namesrv(tmp_path: Path) -> Non
         procs = {p["name"]: p for p in started["procs"]}
         assert set(procs) == {"namesrv-0", "namesrv-1", "broker-a-0", "broker-b-0"}
         assert all(p["metricsUrl"].startswith("http://127.0.0.1:") for p in procs.values())
+        printed = printed_summary(directory)  # what `mqadmin start --metrics` prints without --json
+        assert all(f'{name} {p["metricsUrl"]}' in printed for name, p in procs.items()), printed
+        assert f"prometheus --config.file={config} " in printed, printed
         with running_prometheus(config, tmp_path / "prometheus") as prom:
             up = until(prom, "up", lambda r: len(r) == 4 and all(v == 1 for v in by_label(r, "process").values()),
                        what="every NameServer and broker up")
