@@ -24,6 +24,7 @@ from remoting.access import ConfigValueError, parse_classes
 from remoting.acl import Credentials
 from remoting.acl_addresses import LOOPBACK_PATTERNS, AddressPatternError, parse_list
 from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
+from remoting.tls_config import TlsConfigError, TlsSettings
 from remoting.transport import parse_addr
 
 
@@ -126,6 +127,9 @@ class BrokerConfig:
     metricsPort: int = 0  # 0: no metrics; -1: any free port (printed at start)
     metricsBindAddress: str = "127.0.0.1"  # where /metrics listens; 0.0.0.0 to let other hosts scrape
     metricsTopTopics: int = 20  # topics with series of their own; the rest are counted as topic="other"
+    #: The tls.* keys (Java's TlsSystemConfig; see remoting.tls_config): not broker.properties keys in
+    #: Java, so neither listed by keys() nor shown by GET_BROKER_CONFIG.
+    tls: TlsSettings = field(default_factory=TlsSettings, repr=False, metadata={"internal": True})
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -294,8 +298,9 @@ def load_file(path: str) -> BrokerConfig:
     try:
         for key, value in config.parse_values(props).items():
             setattr(config, key, value)
+        config.tls = TlsSettings.from_properties(props)
         config.validate()
         config.java_settings = java_settings(props, config.keys())
-    except ConfigError as exc:
+    except (ConfigError, TlsConfigError) as exc:
         raise ConfigError(f"config file {path}: {exc}") from None
     return config

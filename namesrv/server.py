@@ -39,6 +39,7 @@ from remoting.metering import RequestMeter
 from remoting.metrics_http import MetricsEndpoint
 from remoting.ratelog import CLIP_ARGS
 from remoting.reactor import Processor, Reactor
+from remoting.tls_gate import TlsGate
 
 log = logging.getLogger("namesrv")
 log.addFilter(CLIP_ARGS)  # no client value makes a long log line, whoever logs it
@@ -49,6 +50,8 @@ SHUTDOWN_GRACE_SECONDS = 1.5
 class NameServer:
     def __init__(self, config: NamesrvConfig, kv: KVConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
+        # Certificate files are read here: a bad one is a start-up error, before anything listens.
+        self.tls = TlsGate.from_settings(config.tls_settings().resolved())
         self._write_lock = trio.Lock()
         self.processor = NameServerProcessor(
             config, kv, clock=clock, persist=self._persist, connection_count=lambda: len(self.reactor.connections)
@@ -67,6 +70,7 @@ class NameServer:
             read_budget=config.serverTotalReadBufferBytes,
             high_water_mark=config.writeBufferHighWaterMark,
             low_water_mark=config.writeBufferLowWaterMark,
+            tls=self.tls,
         )
         self._stop_event = trio.Event()
         self._nursery: trio.Nursery | None = None
@@ -95,6 +99,7 @@ class NameServer:
         self.config.listenPort = address[1]
         if self.meter is not None:
             self.metrics = await self._metrics_endpoint(self.meter)
+        log.info("%s", self.tls.describe())
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             if self.metrics is not None:

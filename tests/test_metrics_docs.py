@@ -17,7 +17,7 @@ from remoting import requests as rq
 from remoting.codes import ResponseCode
 from remoting.transport import connect
 from tests.broker_wire import create_topic, pull, send_v2
-from tests.metrics_scrape import Scrape, scrape, until
+from tests.metrics_scrape import Scrape, until
 from tests.procs import NamesrvProcess
 
 if TYPE_CHECKING:
