@@ -4,11 +4,14 @@ The servers are real processes (the ones users run) on 127.0.0.1 with their
 own files under ``workdir``; both are stopped whatever happens. The request
 codes to mutate are asked of each live server (every code it does not answer
 REQUEST_CODE_NOT_SUPPORTED), so a handler added later is fuzzed without
-editing this file.
+editing this file. A hang is pinned to one frame afterwards: the frames in
+flight when it was seen are replayed one by one on a fresh server
+(:mod:`tests.fuzz.pinpoint`).
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +22,7 @@ import trio
 
 from tests.broker_procs import BrokerProcess
 from tests.fuzz.driver import Finding, RunStats, ServerFuzzer, discover_codes, scan_log
+from tests.fuzz.pinpoint import pinpoint
 from tests.procs import NamesrvProcess
 
 # Every code Apache RocketMQ defines is below 1100; ours start at 9000.
@@ -89,7 +93,29 @@ def run_campaign(
         text = log.read_text(errors="replace") if log.exists() else ""
         server.log_bytes = len(text.encode())
         server.stats.findings.extend(scan_log(text))
+    for server in result.servers:
+        for finding in server.stats.findings:
+            if finding.kind == "hang" and finding.span is not None:
+                _pin_hang(server, finding, workdir / f"{server.name}-replay", seed)
     return result
+
+
+def _pin_hang(server: ServerResult, finding: Finding, workdir: Path, seed: int) -> None:
+    """Replay a hang's frames one by one on a fresh server and name the one that stalls it."""
+    assert finding.span is not None
+    proc = _start(server.name, workdir)
+    try:
+        host, _, port = proc.addr.rpartition(":")
+        culprit = trio.run(functools.partial(
+            pinpoint, host, int(port), seed=seed, codes=server.codes, span=finding.span,
+            probe_code=PROBE_CODE[server.name]))
+    finally:
+        proc.kill()
+    if culprit is None:
+        finding.detail += "; replaying those frames one by one did not stall a fresh server"
+    else:
+        finding.frame = culprit
+        finding.detail += f"; replayed one by one on a fresh server, frame {culprit.index} stalls it"
 
 
 async def _fuzz_all(

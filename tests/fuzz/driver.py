@@ -41,6 +41,8 @@ class Finding:
     kind: str
     detail: str
     frame: Frame | None = None
+    #: A hang: the frames in flight when it was seen (first, last), to replay one by one.
+    span: tuple[int, int] | None = None
 
     def line(self, seed: int) -> str:
         if self.frame is None:
@@ -152,6 +154,7 @@ class ServerFuzzer:
         answer_wait: float = 0.05,
         probe_timeout: float = 1.0,
         probe_interval: float = 0.25,
+        send_timeout: float = 2.0,
         workers: int = 8,
     ) -> None:
         self.name = name
@@ -164,12 +167,14 @@ class ServerFuzzer:
         self.answer_wait = answer_wait
         self.probe_timeout = probe_timeout
         self.probe_interval = probe_interval
+        self.send_timeout = send_timeout
         self.workers = workers
         self.stats = RunStats()
         self._next = 0
         self._limit = 0
         self._deadline = 0.0
         self._stop = False
+        self._scope: trio.CancelScope | None = None
         self._last_good = 0
         self._last_heard = 0.0  # when the server last answered or closed a connection
         self._recent: collections.deque[tuple[float, int]] = collections.deque(maxlen=4096)
@@ -187,11 +192,19 @@ class ServerFuzzer:
         self._limit = start_index + frames
         self._deadline = time.monotonic() + seconds
         async with trio.open_nursery() as nursery:
+            self._scope = nursery.cancel_scope
             for _ in range(self.workers):
                 nursery.start_soon(self._worker)
             nursery.start_soon(self._prober)
-        await self._check(None, final=True)
+        if not self._stop:
+            await self._check(None, final=True)
         return self.stats
+
+    def _halt(self) -> None:
+        """Stop at once: a worker blocked sending to a stuck server must not hold the run (and the server) up."""
+        self._stop = True
+        if self._scope is not None:
+            self._scope.cancel()
 
     async def _prober(self) -> None:
         """Probe every ``probe_interval`` seconds: a stall longer than the probe timeout cannot slip between probes."""
@@ -203,7 +216,7 @@ class ServerFuzzer:
         if not self.alive():
             if not self._stop:
                 self.stats.findings.append(Finding("crash", f"{self.name} exited", frame or self._suspect()))
-            self._stop = True
+            self._halt()
             return
         since = self._last_good
         upto = self._next
@@ -214,9 +227,9 @@ class ServerFuzzer:
                 where = "at the end" if final else f"while frames {since}..{upto - 1} were in flight"
                 self.stats.findings.append(
                     Finding("hang", f"{self.name}: a fresh connection got no answer within {self.probe_timeout} s {where}",
-                            frame or self._suspect(since))
+                            frame or self._suspect(since), span=(since, upto - 1))
                 )
-            self._stop = True
+            self._halt()
         else:
             self._last_good = upto
             self.stats.slowest_probe = max(self.stats.slowest_probe, took)
@@ -246,7 +259,7 @@ class ServerFuzzer:
                         await self._check(frame)
                         if not self._stop:
                             self.stats.findings.append(Finding("refused", f"{self.name}: connect failed: {exc}", frame))
-                            self._stop = True
+                            self._halt()
                         return
                 keep = await self._exchange(conn, frame)
                 if not keep:
@@ -264,10 +277,16 @@ class ServerFuzzer:
         self.stats.sent += 1
         mine, wait = _expectation(frame)
         conn.sent_opaques |= mine
-        try:
-            await conn.stream.send_all(frame.data)
-        except (OSError, trio.BrokenResourceError):
-            self.stats.closed_by_server += 1
+        sent = False
+        with trio.move_on_after(self.send_timeout):  # a server that stopped reading fills the socket buffers
+            try:
+                await conn.stream.send_all(frame.data)
+                sent = True
+            except (OSError, trio.BrokenResourceError):
+                self.stats.closed_by_server += 1
+                return False
+        if not sent:
+            self.stats.unanswered += 1
             return False
         if wait:
             self._recent.append((time.monotonic(), frame.index))
