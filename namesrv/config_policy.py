@@ -51,6 +51,7 @@ LIVE_KEYS = frozenset(
         "maxBrokers",
         "maxBrokersPerConnection",
         "registerBodyMaxTopics",
+        "maxTopics",
         "registerBodyMaxJsonDepth",
         "kvKeyMaxBytes",
         "kvValueMaxBytes",

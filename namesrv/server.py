@@ -2,7 +2,9 @@
 
 A graceful stop closes the listeners, stops reading requests, lets the
 requests already read be answered (a KV write in progress reaches the
-disk before its answer goes out), writes the route snapshot one last time,
+disk before its answer goes out; a registration in progress is abandoned
+at its next slice, unapplied, and answered SYSTEM_ERROR "the NameServer is
+stopping"), writes the route snapshot one last time,
 then closes every connection (closing them removes their brokers, so the
 snapshot must come first); all of it bounded by ``SHUTDOWN_GRACE_SECONDS``
 plus the snapshot write.
@@ -80,6 +82,9 @@ class NameServer:
             nursery.start_soon(self.snapshots.run)
             task_status.started(address)
             await self._stop_event.wait()
+            # Registrations in progress are abandoned at their next slice, before
+            # they change anything, and answered: the grace below is for answers.
+            self.processor.stopping = True
             self.reactor.stop_accepting()
             self.reactor.stop_reading()
             with trio.move_on_after(SHUTDOWN_GRACE_SECONDS):

@@ -15,6 +15,7 @@ import orjson
 import pytest
 import trio
 
+from namesrv.register_apply import APPLY_SLICE
 from namesrv.register_scan import CHUNK_ITEMS, RawBody
 from namesrv.registration import PLAN_SLICE_TOPICS, run_to_end
 from namesrv.routes import Registration, RouteOptions, RouteTable
@@ -202,10 +203,12 @@ def test_cost_follows_what_changed(form: str) -> None:
 
 @pytest.mark.parametrize("form", ["json", "compact-5"])
 def test_large_registration_is_sliced_and_invisible_until_applied(form: str) -> None:
+    """Planned in slices changing nothing, written in slices behind the old state, shown in one step."""
     table = RouteTable()
     small, c, v = FORMS[form]([TopicConfig(f"old-{i}", 4, 4, 6) for i in range(10)], DataVersion(1, 1))
     run_to_end(table.register_raw(reg(), RawBody(small, c, v, CountingParse()), conn="c", now=0))
     before = state(table)
+    old_topics = table.all_topics()
     old_route = table.route_body("old-3", True)
     configs = [TopicConfig(f"old-{i}", 8, 8, 2) for i in range(10)] + [
         TopicConfig(f"big-{i:06d}", 8, 8, 6) for i in range(60_000)
@@ -213,24 +216,39 @@ def test_large_registration_is_sliced_and_invisible_until_applied(form: str) -> 
     body, c, v = FORMS[form](configs, DataVersion(2, 2))
     parse = CountingParse()
     steps = table.register_raw(reg(), RawBody(body, c, v, parse), conn="c", now=1)
-    slices, most = 0, 0
+    planning, writing, most = 0, 0, 0
     while True:
         parse.reset()
+        was_writing = table.applying
         try:
             next(steps)
         except StopIteration as done:
             assert done.value.ok
             break
-        slices += 1
         most = max(most, parse.topics)
+        if was_writing:
+            assert parse.topics == 0  # the plan is done: writing parses nothing
+        if table.applying:
+            writing += 1
+        elif writing:  # committed: what the old state held is being freed
+            assert not table.before and table.route_body("big-000001", True) is not None
+            continue
+        else:
+            planning += 1
+            assert state(table) == before  # planning changes nothing at all
         # between slices: queries see the broker as it was, nothing of the new body
         assert table.route_body("old-3", True) is old_route
-        assert "big-000001" not in table.topic_queues
-        assert state(table) == before
-    assert slices >= 20
+        assert table.route_body("big-000001", True) is None
+        assert table.all_topics() == old_topics
+        assert table.live[("c1", "10.0.0.1:10911")].data_version == DataVersion(1, 1)
+    assert planning >= 20
+    assert writing >= 60_010 // APPLY_SLICE
     assert most <= PLAN_SLICE_TOPICS + 4 * CHUNK_ITEMS
-    assert len(table.topic_queues) == 60_010
+    assert not table.applying and not table.before
+    assert len(table.topic_queues) == len(table.all_topics()) == 60_010
     assert table.topic_queues["old-3"]["broker-a"][3] == 2
+    assert orjson.loads(table.route_body("old-3", True))["queueDatas"][0]["perm"] == 2
+    assert table.route_body("big-059999", True) is not None
 
 
 def test_brokers_with_the_same_table_share_chunk_names_and_the_store_stays_bounded(

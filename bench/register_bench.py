@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""A huge broker re-registering new topics while a fresh client asks for routes (issue 20).
+
+One broker registers ``--topics`` topics (compressed, as a Java broker with
+``compressedRegister=true`` sends them) ``--rounds`` times, each round with
+a new data version and topics the table has not seen (the table grows by
+``--topics`` a round, as in the issue's reproduction). Meanwhile a prober
+opens a fresh connection every ``--probe-interval`` seconds and asks for the
+route of a topic a small broker registered first; every probe's time from
+connect to answer is recorded. A registration that holds the event loop
+shows up as a slow probe.
+
+Also measured: the registration's own latency, the server's RSS after each
+round (memory per topic = RSS growth / topics added), and, with
+``--stop-topics``, how long a SIGTERM stop takes while a registration of that
+many topics is in flight, and what the registering client got.
+
+The server is a real ``mqnamesrv`` process on 127.0.0.1 pinned to CPU 0;
+this script runs on CPU 1. Every loop is bounded by count and time. Prints
+the figures and writes them as JSON (``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from namesrv_bench import BOOT, CLIENT_CPU, SERVER_CPU, BlockingConn, pct, pin, rss_mb  # noqa: E402
+
+from remoting import requests as rq  # noqa: E402
+from remoting.bodies import DataVersion, TopicConfig  # noqa: E402
+from remoting.codec import FrameDecoder, encode  # noqa: E402
+
+PROBE_TOPIC = "probe-topic"
+#: Longest a probe waits for its answer (a stall longer than this is recorded as this).
+PROBE_TIMEOUT = 30.0
+
+
+def start_server(workdir: Path, props: dict[str, object]) -> tuple[subprocess.Popen[bytes], str]:
+    settings: dict[str, object] = {
+        "listenPort": 0, "bindAddress": "127.0.0.1", "kvConfigPath": workdir / "kvConfig.json",
+        "frameMaxLength": 64 * 1024 * 1024, "brokerChannelExpiredTime": 600_000,
+    }
+    settings.update(props)
+    cfg = workdir / "namesrv.properties"
+    cfg.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "namesrv.cli", "-c", str(cfg)],
+        stdout=subprocess.PIPE, stderr=open(workdir / "namesrv.log", "ab"), cwd=ROOT,
+        preexec_fn=lambda: pin(SERVER_CPU),
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 30
+    seen = b""
+    while time.monotonic() < deadline:
+        seen += os.read(proc.stdout.fileno(), 4096)
+        m = BOOT.search(seen)
+        if m:
+            return proc, f"{m.group(1).decode()}:{m.group(2).decode()}"
+    proc.kill()
+    raise SystemExit(f"server did not start: {seen!r}")
+
+
+def register_frame(name: str, addr: str, topics: list[TopicConfig], counter: int) -> bytes:
+    return encode(rq.register_broker(
+        cluster="bench-cluster", broker_name=name, broker_addr=addr, broker_id=0, topics=topics,
+        data_version=DataVersion(counter, 1_700_000_000_000 + counter), compressed=True,
+    ))
+
+
+def route_probe(addr: str, opaque: int) -> float:
+    """Seconds from connect to the route answer on a fresh connection (PROBE_TIMEOUT if none)."""
+    host, port = addr.rsplit(":", 1)
+    start = time.perf_counter()
+    try:
+        with socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            req = rq.get_route(PROBE_TOPIC)
+            req.opaque = opaque
+            sock.sendall(encode(req))
+            decoder = FrameDecoder(1 << 24)
+            while True:
+                data = sock.recv(1 << 16)
+                if not data:
+                    raise ConnectionError("closed")
+                got = decoder.feed(data)
+                if got:
+                    if got[0].code != 0:
+                        raise SystemExit(f"route probe answered code {got[0].code}: {got[0].remark}")
+                    return time.perf_counter() - start
+    except (OSError, ConnectionError):
+        return PROBE_TIMEOUT
+
+
+class Prober(threading.Thread):
+    """A fresh connection's route query every ``interval`` seconds, until stopped (bounded by ``limit`` probes)."""
+
+    def __init__(self, addr: str, interval: float, limit: int = 1_000_000) -> None:
+        super().__init__(daemon=True)
+        self.addr, self.interval, self.limit = addr, interval, limit
+        self.samples: list[tuple[float, float]] = []  # (start, seconds)
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        for n in range(self.limit):
+            if self.stop.is_set():
+                return
+            began = time.perf_counter()
+            self.samples.append((began, route_probe(self.addr, n + 1)))
+            self.stop.wait(self.interval)
+
+    def between(self, start: float, end: float) -> list[float]:
+        """Probes that were waiting at some point in [start, end]."""
+        return [took for began, took in self.samples if began <= end and began + took >= start]
+
+
+def rounds_phase(args: argparse.Namespace, workdir: Path) -> dict[str, object]:
+    workdir.mkdir(parents=True)
+    proc, addr = start_server(workdir, {"maxTopics": args.max_topics} if args.max_topics else {})
+    try:
+        small = BlockingConn(addr)
+        took, code = small.call(register_frame("probe-broker", "127.0.0.1:10911", [TopicConfig(PROBE_TOPIC, 4, 4, 6), TopicConfig(PROBE_TOPIC + "-2", 4, 4, 6)], 1))
+        if code != 0:
+            raise SystemExit(f"probe broker registration failed: code {code}")
+        print(f"building {args.rounds} bodies of {args.topics:,} topics ...", flush=True)
+        frames = [
+            register_frame("big-broker", "127.0.0.1:10921",
+                           [TopicConfig(f"r{r}-topic-{i:07d}", 8, 8, 6) for i in range(args.topics)], r + 1)
+            for r in range(args.rounds)
+        ]
+        prober = Prober(addr, args.probe_interval)
+        prober.start()
+        time.sleep(1.0)
+        idle = prober.between(0, time.perf_counter())
+        rss_before = rss_mb(proc.pid)
+        rows = []
+        conn = BlockingConn(addr)
+        for r, frame in enumerate(frames):
+            start = time.perf_counter()
+            took, code = conn.call(frame)
+            end = time.perf_counter()
+            time.sleep(0.3)  # the probes that began during the registration finish
+            during = prober.between(start, end)
+            rss = rss_mb(proc.pid)
+            row = {
+                "round": r + 1, "frame_mb": round(len(frame) / 1e6, 2), "code": code,
+                "register_ms": round(took * 1000, 1), "probes": len(during),
+                "probe_max_ms": round(max(during, default=0) * 1000, 1),
+                "probe_p99_ms": round(pct(during, 99) * 1000, 1), "rss_mb": round(rss, 1),
+            }
+            rows.append(row)
+            print(f"round {r + 1}: {row['frame_mb']} MB, answer code {code} in {row['register_ms']} ms; "
+                  f"{row['probes']} route probes meanwhile, max {row['probe_max_ms']} ms, p99 {row['probe_p99_ms']} ms; "
+                  f"RSS {row['rss_mb']} MB", flush=True)
+        prober.stop.set()
+        prober.join(PROBE_TIMEOUT + 1)
+        applied = [row for row in rows if row["code"] == 0]
+        per_topic = (rows[len(applied) - 1]["rss_mb"] - rss_before) * 1024 * 1024 / (len(applied) * args.topics) if applied else 0.0
+        all_probes = [took for _, took in prober.samples]
+        return {
+            "topics_per_round": args.topics, "rounds": rows, "rss_before_mb": round(rss_before, 1),
+            "bytes_per_topic": round(per_topic), "idle_probe_max_ms": round(max(idle, default=0) * 1000, 1),
+            "probe_count": len(all_probes), "probe_max_ms": round(max(all_probes, default=0) * 1000, 1),
+        }
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def stop_phase(args: argparse.Namespace, workdir: Path) -> dict[str, object]:
+    """SIGTERM while a registration of ``--stop-topics`` is in flight: time to exit, and the answer."""
+    out = []
+    frame = register_frame("stop-broker", "127.0.0.1:10931",
+                           [TopicConfig(f"s-topic-{i:07d}", 8, 8, 6) for i in range(args.stop_topics)], 1)
+    for attempt in range(args.stop_runs):
+        (workdir / f"stop{attempt}").mkdir(parents=True)
+        proc, addr = start_server(workdir / f"stop{attempt}", {})
+        try:
+            conn = BlockingConn(addr)
+            answer: dict[str, object] = {}
+
+            def call() -> None:
+                try:
+                    answer["seconds"], answer["code"] = conn.call(frame)
+                except (OSError, ConnectionError) as exc:
+                    answer["error"] = str(exc)
+
+            caller = threading.Thread(target=call, daemon=True)
+            caller.start()
+            time.sleep(args.stop_after)
+            sent = time.perf_counter()
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+            exited = time.perf_counter() - sent
+            caller.join(5)
+            row = {"exit_s": round(exited, 3), "exit_status": proc.returncode, **answer}
+            out.append(row)
+            print(f"stop {attempt + 1}: SIGTERM {args.stop_after}s into a {args.stop_topics:,}-topic registration: "
+                  f"exited in {exited:.2f} s (status {proc.returncode}); the broker got {answer}", flush=True)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return {"stop_topics": args.stop_topics, "stop_after_s": args.stop_after, "runs": out}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--topics", type=int, default=200_000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--probe-interval", type=float, default=0.01)
+    ap.add_argument("--max-topics", type=int, default=0, help="the server's maxTopics (0: its default)")
+    ap.add_argument("--stop-topics", type=int, default=150_000, help="0: skip the SIGTERM phase")
+    ap.add_argument("--stop-runs", type=int, default=3)
+    ap.add_argument("--stop-after", type=float, default=0.05, help="seconds after sending the registration")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "register.json")
+    args = ap.parse_args()
+    pin(CLIENT_CPU)
+    results: dict[str, object] = {
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "command": " ".join(sys.argv),
+    }
+    with tempfile.TemporaryDirectory(prefix="register-bench-") as tmp:
+        results["rounds"] = rounds_phase(args, Path(tmp) / "rounds")
+        if args.stop_topics:
+            results["stop"] = stop_phase(args, Path(tmp))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    r = results["rounds"]
+    print(f"route probes: {r['probe_count']} in all, slowest {r['probe_max_ms']} ms; about {r['bytes_per_topic']} bytes of RSS per topic")  # type: ignore[index]
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
