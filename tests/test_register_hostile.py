@@ -11,9 +11,11 @@ step with a bound on the steps, so a loop is a failure, not a hung test.
 from __future__ import annotations
 
 import random
+import signal
 import struct
 import sys
 import zlib
+from pathlib import Path
 
 import pytest
 import trio
@@ -27,8 +29,9 @@ from namesrv.registration import run_to_end
 from namesrv.routes import Registration, RouteOptions, RouteTable
 from remoting import requests as rq
 from remoting.bodies import BodyError, DataVersion, TopicConfig, encode_register_body, parse_register_body
-from remoting.codec import decode_frame, encode
+from remoting.codec import FrameDecoder, decode_frame, encode
 from remoting.codes import ResponseCode, Version
+from remoting.command import RemotingCommand
 from remoting.transport import connect
 from tests.fuzz.register_bodies import base_topics, compact_body, evolve, json_body
 from tests.procs import NamesrvProcess
@@ -268,3 +271,47 @@ async def test_a_stop_abandons_a_registration_being_planned_and_answers_it() -> 
     assert answer.code == ResponseCode.SYSTEM_ERROR and answer.remark == STOPPING_REMARK
     assert not proc.table.topic_queues and not proc.table.live and not proc.table.before
     assert not proc.table_lock.locked()
+
+
+async def _route_code(addr: str, topic: str) -> int:
+    async with connect(addr) as client:
+        return (await client.invoke(rq.get_route(topic), timeout=60)).code
+
+
+async def test_sigterm_during_a_150000_topic_registration_answers_it_and_exits(tmp_path: Path) -> None:
+    """Over real TCP against a real process: the registration read gets an answer, the process exits,
+    and the route snapshot it leaves holds the broker whole or not at all (timing: bench/register_bench.py)."""
+    frame = encode(rq.register_broker(
+        cluster="c1", broker_name="big", broker_addr="127.0.0.1:20911", broker_id=0,
+        topics=[TopicConfig(f"s-{i:06d}", 8, 8, 6) for i in range(150_000)], data_version=DataVersion(1, 1),
+        compressed=True))
+    ns = NamesrvProcess(tmp_path / "ns").start()
+    try:
+        host, port = ns.addr.rsplit(":", 1)
+        stream = await trio.open_tcp_stream(host, int(port))
+        decoder = FrameDecoder(1 << 20)
+        await stream.send_all(frame)
+        await trio.sleep(0.2)  # read, and under way: 150,000 topics take seconds of CPU
+        assert ns.proc is not None
+        ns.proc.send_signal(signal.SIGTERM)
+        with trio.fail_after(120):
+            answers: list[RemotingCommand] = []
+            while not answers:
+                data = await stream.receive_some(65536)
+                assert data, "the connection closed without an answer"
+                answers = decoder.feed(data)
+            status = await trio.to_thread.run_sync(ns.proc.wait, 120)
+        await stream.aclose()
+        answer = answers[0]
+        assert status == 0
+        assert (answer.code, answer.remark) in ((ResponseCode.SUCCESS, None), (ResponseCode.SYSTEM_ERROR, STOPPING_REMARK))
+        restarted = NamesrvProcess(tmp_path / "ns").start()  # same files: restores the route snapshot
+        try:
+            codes = {await _route_code(restarted.addr, t) for t in ("s-000000", "s-074999", "s-149999")}
+        finally:
+            restarted.kill()
+        applied = answer.code == ResponseCode.SUCCESS
+        print("answer:", answer.code, answer.remark, "routes after restart:", codes)
+        assert codes == {ResponseCode.SUCCESS if applied else ResponseCode.TOPIC_NOT_EXIST}, (answer, codes)
+    finally:
+        ns.kill()
