@@ -50,7 +50,7 @@ def _lp(data: bytes) -> bytes:
 
 def base_topics(rng: random.Random) -> list[TopicConfig]:
     """A broker's topic table: few topics, or enough for several chunks (256 items, 16 KB of JSON)."""
-    count = rng.choice((0, 1, 2, 7, 60, 300, 700, 1100))
+    count = rng.choice((0, 1, 2, 7, 60, 300, 600))
     prefix = rng.choice(("FzT", "fz-topic-", "%RETRY%fz", "T"))
     return [
         TopicConfig(f"{prefix}{i}", read_queue_nums=rng.choice((1, 4, 8)), write_queue_nums=8, perm=6)
