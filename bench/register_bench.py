@@ -10,6 +10,14 @@ route of a topic a small broker registered first; every probe's time from
 connect to answer is recorded. A registration that holds the event loop
 shows up as a slow probe.
 
+The same rounds are first driven through the real processor in this
+process (``inproc``): the CPU time of each registration and the longest
+stretch of it between two yields to the reactor, which is what a route query
+waits behind at worst, and which stays steady on a loaded machine where the
+wall-clock probes do not (each probe also records how much CPU the server
+used while it waited: a long wait with little server CPU is the OS
+scheduler's doing).
+
 Also measured: the registration's own latency, the server's RSS after each
 round (memory per topic = RSS growth / topics added), and, with
 ``--stop-topics``, how long a SIGTERM stop takes while a registration of that
@@ -40,8 +48,13 @@ sys.path.insert(0, str(ROOT))
 
 from namesrv_bench import BOOT, CLIENT_CPU, SERVER_CPU, BlockingConn, cpu_seconds, pct, pin, rss_mb  # noqa: E402
 
+from namesrv_inproc import _frame, _no_persist, _sliced  # noqa: E402
+
+from namesrv.config import NamesrvConfig  # noqa: E402
+from namesrv.kvconfig import KVConfig  # noqa: E402
+from namesrv.processor import NameServerProcessor  # noqa: E402
 from remoting import requests as rq  # noqa: E402
-from remoting.bodies import DataVersion, TopicConfig  # noqa: E402
+from remoting.bodies import BodyError, DataVersion, TopicConfig  # noqa: E402
 from remoting.codec import FrameDecoder, encode  # noqa: E402
 
 PROBE_TOPIC = "probe-topic"
@@ -215,6 +228,27 @@ def rounds_phase(args: argparse.Namespace, workdir: Path) -> dict[str, object]:
         proc.wait()
 
 
+def inproc_phase(args: argparse.Namespace) -> dict[str, object]:
+    """The same rounds driven through the real processor in this process: CPU per registration and the
+    longest stretch between two yields (steady on a loaded machine, where wall-clock figures are not)."""
+    config = NamesrvConfig()
+    config.maxTopics = args.max_topics or config.maxTopics
+    proc = NameServerProcessor(config, KVConfig("/nonexistent/kv.json"), clock=time.monotonic, persist=_no_persist)
+    rows = []
+    for r in range(args.rounds):
+        req = _frame("big-broker", "127.0.0.1:10921", [TopicConfig(f"r{r}-topic-{i:07d}", 8, 8, 6)
+                                                       for i in range(args.topics)], r + 1, compressed=True)
+        try:
+            total, longest, slices = _sliced(proc, req)
+        except BodyError as exc:  # maxTopics
+            rows.append({"round": r + 1, "refused": str(exc)})
+            print(f"in-process round {r + 1}: refused: {exc}", flush=True)
+            continue
+        rows.append({"round": r + 1, "cpu_ms": round(total), "longest_slice_cpu_ms": round(longest, 1), "slices": slices})
+        print(f"in-process round {r + 1}: {total:.0f} ms of CPU in {slices} slices, the longest {longest:.1f} ms", flush=True)
+    return {"rounds": rows}
+
+
 def stop_phase(args: argparse.Namespace, workdir: Path) -> dict[str, object]:
     """SIGTERM while a registration of ``--stop-topics`` is in flight: time to exit, and the answer."""
     out = []
@@ -273,6 +307,7 @@ def main() -> None:
         "command": " ".join(sys.argv),
     }
     with tempfile.TemporaryDirectory(prefix="register-bench-") as tmp:
+        results["inproc"] = inproc_phase(args)
         results["rounds"] = rounds_phase(args, Path(tmp) / "rounds")
         if args.stop_topics:
             results["stop"] = stop_phase(args, Path(tmp))

@@ -84,8 +84,9 @@ class NamesrvConfig:
     registerBodyMaxInflatedBytes: int = 16 * 1024 * 1024  # a compressed register body inflates to at most this
     # a plain (JSON) register body is at most this (0: frameMaxLength); parsing holds the loop ~20 ms per MB
     registerBodyMaxBytes: int = 0
-    #: a plain-JSON register body the scan cannot cut is parsed in one go only up to this (0: no bound)
-    registerBodyMaxWholeParseBytes: int = 2 * 1024 * 1024
+    #: a plain-JSON register body the scan cannot cut is parsed in one go only up to this (0: no bound);
+    #: about 20 ms of loop per MiB on a busy machine
+    registerBodyMaxWholeParseBytes: int = 1024 * 1024
     maxBrokers: int = 10_000  # live brokers in the route table
     maxBrokersPerConnection: int = 128  # live brokers registered over one connection (a Java broker uses one)
     registerBodyMaxTopics: int = 200_000  # topics in one REGISTER_BROKER

@@ -383,8 +383,8 @@ def _runs(
     found: list[int],
     known: dict[int, int],
     split: int,
-) -> Generator[None, None, list[tuple[int, int, int]]]:
-    """Split ``count`` items from ``start`` into runs (start, end, items) ending at ``found`` positions.
+) -> Generator[None, None, list[Chunk]]:
+    """Split ``count`` items from ``start`` into chunks (runs of items) ending at ``found`` positions.
 
     A run whose bytes hash to a digest in ``known`` is taken as that many
     items without walking it (the same bytes were walked before); the rest
@@ -399,7 +399,7 @@ def _runs(
     empty runs. Walking and hashing yield every SCAN_SLICE_ITEMS items and
     SCAN_SLICE_BYTES bytes.
     """
-    runs: list[tuple[int, int, int]] = []
+    runs: list[Chunk] = []
     size = len(data)
     left = count
     walked = 0
@@ -414,13 +414,14 @@ def _runs(
             k += 1
         stop = found[k] if k < len(found) else size
         if k < len(found):
-            items = known.get(_digest(view, start, stop), 0)
+            digest = _digest(view, start, stop)
+            items = known.get(digest, 0)
             hashed += stop - start
             if hashed >= SCAN_SLICE_BYTES:
                 hashed = 0
                 yield
             if 0 < items <= left:
-                runs.append((start, stop, items))
+                runs.append(Chunk(start, stop, digest, items))
                 left -= items
                 start = stop
                 continue
@@ -438,15 +439,53 @@ def _runs(
             while pos > stop:  # the walk stepped over a found position: not an item start
                 found.pop(k)
                 stop = found[k] if k < len(found) else size
-        if total > split:
-            for end, n in steps:
-                runs.append((start, end, n))
-                start = end
-        else:
-            runs.append((start, pos, total))
-            start = pos
+        if total <= split:
+            steps = [(pos, total)]
+        for end, n in steps:
+            runs.append(Chunk(start, end, _digest(view, start, end), n))
+            hashed += end - start
+            start = end
+        if hashed >= SCAN_SLICE_BYTES:
+            hashed = 0
+            yield
         left -= total
     return runs
+
+
+def _merge_anchorless(
+    data: bytes, view: memoryview, chunks: list[Chunk]
+) -> Generator[None, None, tuple[list[Chunk], list[bytes]]]:
+    """Chunks whose first item has no name to find it by join the chunk before: (chunks, anchors).
+
+    Each merged run is hashed once (hashing it again per chunk joined was
+    quadratic in a body of nameless items); yields every SCAN_SLICE_ITEMS
+    chunks and SCAN_SLICE_BYTES hashed.
+    """
+    groups: list[list[Chunk]] = []
+    anchors: list[bytes] = []
+    for i, chunk in enumerate(chunks):
+        anchor = _compact_anchor(data, chunk.start) if i else None
+        if i and anchor is None:
+            groups[-1].append(chunk)
+        else:
+            groups.append([chunk])
+            if anchor is not None:
+                anchors.append(anchor)
+        if i % SCAN_SLICE_ITEMS == SCAN_SLICE_ITEMS - 1:
+            yield
+    merged: list[Chunk] = []
+    hashed = 0
+    for group in groups:
+        if len(group) == 1:
+            merged.append(group[0])
+            continue
+        first, last = group[0], group[-1]
+        merged.append(Chunk(first.start, last.end, _digest(view, first.start, last.end), sum(c.items for c in group)))
+        hashed += last.end - first.start
+        if hashed >= SCAN_SLICE_BYTES:
+            hashed = 0
+            yield
+    return merged, anchors
 
 
 def scan_compact(
@@ -491,18 +530,8 @@ def scan_compact(
     view = memoryview(data)
     found = [at for at, _ in (yield from _locate(data, anchors, items_start, len(data)))]
     split = SPLIT_FACTOR * CHUNK_ITEMS if anchors else CHUNK_ITEMS
-    runs = yield from _runs(data, view, items_start, count, found, known, split)
-    chunks = [Chunk(start, end, _digest(view, start, end), items) for start, end, items in runs]
-    out_anchors: list[bytes] = []
-    merged: list[Chunk] = chunks[:1]
-    for chunk in chunks[1:]:
-        anchor = _compact_anchor(data, chunk.start)
-        if anchor is None:  # no name to find it by: it joins the chunk before
-            prev = merged[-1]
-            merged[-1] = Chunk(prev.start, chunk.end, _digest(view, prev.start, chunk.end), prev.items + chunk.items)
-        else:
-            merged.append(chunk)
-            out_anchors.append(anchor)
+    chunks = yield from _runs(data, view, items_start, count, found, known, split)
+    merged, out_anchors = yield from _merge_anchorless(data, view, chunks)
     end = merged[-1].end if merged else items_start
     rest = parse(zlib.compress(data[: 4 + dv_len] + b"\x00\x00\x00\x00" + view[end:], 0), True, version)
     return Scan("compact", rest, data, merged, out_anchors, version, parse, count, max_topics)
