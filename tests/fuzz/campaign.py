@@ -12,6 +12,7 @@ flight when it was seen are replayed one by one on a fresh server
 from __future__ import annotations
 
 import functools
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -55,7 +56,8 @@ class CampaignResult:
             out.append(
                 f"{s.name}: {st.sent} frames in {s.seconds:.1f} s ({len(s.codes)} request codes), "
                 f"{st.answered} answered, {st.closed_by_server} closed by the server, {st.unanswered} unanswered; "
-                f"{st.probes} probes, slowest {st.slowest_probe * 1000:.0f} ms; log {s.log_bytes} bytes; "
+                f"{st.probes} probes, slowest {st.slowest_probe * 1000:.0f} ms, {st.starved} late on a starved server; "
+                f"log {s.log_bytes} bytes; "
                 f"{len(st.findings)} finding(s)"
             )
         out.extend(f.line(self.seed) for f in self.findings)
@@ -95,9 +97,19 @@ def run_campaign(
         server.stats.findings.extend(scan_log(text))
     for server in result.servers:
         for finding in server.stats.findings:
-            if finding.kind == "hang" and finding.span is not None:
+            if finding.kind in ("hang", "stall") and finding.span is not None:
                 _pin_hang(server, finding, workdir / f"{server.name}-replay", seed)
     return result
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) a process has used; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _pin_hang(server: ServerResult, finding: Finding, workdir: Path, seed: int) -> None:
@@ -136,7 +148,8 @@ async def _fuzz_all(
         popen = proc.proc
         fuzzers.append(
             ServerFuzzer(name, host, int(port), codes, seed=seed, probe_code=PROBE_CODE[name],
-                         alive=lambda p=popen: p.poll() is None, workers=workers)
+                         alive=lambda p=popen: p.poll() is None, cpu=lambda p=popen: _cpu_seconds(p.pid),
+                         workers=workers)
         )
 
     async def one(fz: ServerFuzzer) -> None:

@@ -3,8 +3,13 @@
 A finding is one of:
 
 - ``crash``: the server process exited;
-- ``hang``: a fresh connection's plain request was not answered in time
-  (probed every ``probe_interval`` seconds and at the end);
+- ``hang``: a fresh connection's plain request was not answered within
+  ``probe_timeout``, nor a second one within ``confirm_timeout`` (probed
+  every ``probe_interval`` seconds and at the end);
+- ``stall``: the first probe went unanswered while the server used nearly
+  all of that time as CPU, so its loop held on to a request (one answered
+  late while the server got little CPU is the machine's load, not the
+  server's doing: counted, not a finding);
 - ``malformed-answer``: bytes from the server that do not decode as frames,
   a response whose opaque was never sent on that connection, or a request
   from the server that no RocketMQ server sends its clients;
@@ -61,6 +66,7 @@ class RunStats:
     unanswered: int = 0
     probes: int = 0
     slowest_probe: float = 0.0
+    starved: int = 0  # probes answered late while the server got little CPU (a loaded machine)
     findings: list[Finding] = field(default_factory=list)
 
 
@@ -155,6 +161,8 @@ class ServerFuzzer:
         probe_timeout: float = 1.0,
         probe_interval: float = 0.25,
         send_timeout: float = 2.0,
+        confirm_timeout: float = 10.0,
+        cpu: Callable[[], float] = lambda: 0.0,
         workers: int = 8,
     ) -> None:
         self.name = name
@@ -168,6 +176,8 @@ class ServerFuzzer:
         self.probe_timeout = probe_timeout
         self.probe_interval = probe_interval
         self.send_timeout = send_timeout
+        self.confirm_timeout = confirm_timeout
+        self.cpu = cpu  # the server's CPU seconds so far
         self.workers = workers
         self.stats = RunStats()
         self._next = 0
@@ -220,19 +230,33 @@ class ServerFuzzer:
             return
         since = self._last_good
         upto = self._next
+        cpu_before = self.cpu()
         took = await probe(self.host, self.port, self.probe_code, self.probe_timeout)
         self.stats.probes += 1
-        if took is None:
-            if not self._stop:
-                where = "at the end" if final else f"while frames {since}..{upto - 1} were in flight"
-                self.stats.findings.append(
-                    Finding("hang", f"{self.name}: a fresh connection got no answer within {self.probe_timeout} s {where}",
-                            frame or self._suspect(since), span=(since, upto - 1))
-                )
-            self._halt()
-        else:
+        if took is not None:
             self._last_good = upto
             self.stats.slowest_probe = max(self.stats.slowest_probe, took)
+            return
+        busy = self.cpu() - cpu_before
+        where = "at the end" if final else f"while frames {since}..{upto - 1} were in flight"
+        late = await probe(self.host, self.port, self.probe_code, self.confirm_timeout)
+        if late is None:
+            if not self._stop:
+                self.stats.findings.append(Finding(
+                    "hang", f"{self.name}: a fresh connection got no answer within {self.probe_timeout} s, nor a second"
+                    f" one within {self.confirm_timeout} s, {where}", frame or self._suspect(since), span=(since, upto - 1)))
+            self._halt()
+            return
+        self.stats.slowest_probe = max(self.stats.slowest_probe, self.probe_timeout + late)
+        if busy < 0.9 * self.probe_timeout:
+            self.stats.starved += 1
+            return
+        if not self._stop:
+            self.stats.findings.append(Finding(
+                "stall", f"{self.name}: a fresh connection got no answer within {self.probe_timeout} s while the server"
+                f" used {busy:.2f} s of CPU (its loop held on to a request) {where}",
+                frame or self._suspect(since), span=(since, upto - 1)))
+        self._halt()
 
     def _suspect(self, since: int | None = None) -> Frame | None:
         """The likeliest culprit of a stall: the first answerable frame sent after the server last said anything.

@@ -35,8 +35,13 @@ async def pinpoint(
     probe_code: int,
     answer_wait: float = 0.2,
     probe_timeout: float = 1.0,
+    confirm_timeout: float = 10.0,
 ) -> Frame | None:
-    """The first frame of ``span`` after which a fresh connection gets no answer (None: not reproduced)."""
+    """The first frame of ``span`` after which fresh connections get no answer (None: not reproduced).
+
+    As in the run, a probe left unanswered is confirmed by a second one with
+    a longer wait, so a busy machine does not name an innocent frame.
+    """
     first, last = span
     deadline = time.monotonic() + DEADLINE_SECONDS
     for index in range(first, min(last, first + MAX_SPAN - 1) + 1):
@@ -57,6 +62,8 @@ async def pinpoint(
             pass
         finally:
             await conn.close()
-        if await probe(host, port, probe_code, probe_timeout) is None:
+        if await probe(host, port, probe_code, probe_timeout) is None and (
+            await probe(host, port, probe_code, confirm_timeout) is None
+        ):
             return frame
     return None
