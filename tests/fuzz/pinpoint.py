@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import trio
 
 from remoting.codec import ProtocolError
-from tests.fuzz.driver import _connect, probe
+from tests.fuzz.driver import _connect, _expectation, probe
 from tests.fuzz.frames import Frame, make_frame
 
 #: Longest span replayed (frames) and the time it may take (seconds).
@@ -55,9 +55,10 @@ async def pinpoint(
         try:
             with trio.move_on_after(2.0):
                 await conn.stream.send_all(frame.data)
-            with trio.move_on_after(answer_wait):  # until an answer, a close or the wait is over
-                while (data := await conn.stream.receive_some(1 << 20)) and not conn.decoder.feed(data):
-                    pass
+            waiting, _ = _expectation(frame)  # every request of the frame: the last may be the culprit
+            with trio.move_on_after(answer_wait):  # until their answers, a close or the wait is over
+                while waiting and (data := await conn.stream.receive_some(1 << 20)):
+                    waiting -= {cmd.opaque for cmd in conn.decoder.feed(data)}
         except (OSError, trio.BrokenResourceError, ProtocolError):
             pass
         finally:
