@@ -15,7 +15,11 @@ queue-data map (the old one is never changed in place) and its old map is
 kept in ``RouteTable.before``, which every reader consults first
 (:meth:`RouteTable.queues`). Queries therefore see the table as it was
 until the registration's synchronous commit, which only swaps ``before``
-for an empty dict: the whole registration appears at once, as before. The
+for an empty dict: the whole registration appears at once, as before.
+Cached answers of the topics written are dropped as they are written (and
+not cached again meanwhile), without bumping the table's generation: the
+answers have not changed yet, so the route snapshot is not rewritten for
+them; the commit bumps it once. The
 old maps are freed afterwards, in slices too (freeing 200,000 small dicts
 at once is another stall).
 
@@ -34,7 +38,7 @@ from namesrv.route_model import QueueData
 
 #: Topic writes between two yields of an apply (a few ms), and the most a
 #: registration writes in place in its synchronous commit.
-APPLY_SLICE = 4096
+APPLY_SLICE = 2048
 
 T = TypeVar("T")
 QueueMap = dict[str, QueueData]
@@ -47,7 +51,7 @@ class ApplyTable(Protocol):
     before: dict[str, QueueMap | None]
     _mutations: int
 
-    def _invalidate_topics(self, topics: dict[str, object] | list[str]) -> None: ...
+    def _drop_cached_routes(self, topics: dict[str, object] | list[str]) -> None: ...
 
 
 def topic_writes(plan: TopicPlan) -> int:
@@ -64,7 +68,7 @@ def apply_topics(table: ApplyTable, name: str, plan: TopicPlan) -> Steps[None]:
     """Write ``plan``'s topic changes for broker ``name`` behind ``table.before``, a slice at a time.
 
     The caller commits by emptying ``table.before`` (and then frees what it
-    held with :func:`free_in_slices`).
+    held in slices, :func:`namesrv.register_plan.drain`).
     """
     tq = table.topic_queues
     before = table.before
@@ -74,7 +78,7 @@ def apply_topics(table: ApplyTable, name: str, plan: TopicPlan) -> Steps[None]:
             if t not in before:
                 before[t] = tq.get(t)  # None: the plan found none of them in the table
         tq.update(part)
-        table._invalidate_topics(topics)
+        table._drop_cached_routes(topics)
         table._mutations += 1
         yield
     for sets in _slices(plan.sets.items()):
@@ -85,7 +89,7 @@ def apply_topics(table: ApplyTable, name: str, plan: TopicPlan) -> Steps[None]:
             new = dict(old) if old else {}
             new[name] = qd
             tq[t] = new
-        table._invalidate_topics([t for t, _ in sets])
+        table._drop_cached_routes([t for t, _ in sets])
         table._mutations += 1
         yield
     for gone in _slices(plan.gone):
@@ -101,15 +105,6 @@ def apply_topics(table: ApplyTable, name: str, plan: TopicPlan) -> Steps[None]:
                 new = dict(old)
                 del new[name]
                 tq[t] = new
-        table._invalidate_topics(gone)
+        table._drop_cached_routes(gone)
         table._mutations += 1
-        yield
-
-
-def free_in_slices(retired: dict[str, QueueMap | None]) -> Steps[None]:
-    """Drop what a committed apply kept aside, APPLY_SLICE entries per slice."""
-    pop = retired.popitem
-    while retired:
-        for _ in range(min(APPLY_SLICE, len(retired))):
-            pop()
         yield

@@ -21,9 +21,9 @@ from remoting.bodies import BodyError, RegisterBody
 T = TypeVar("T")
 Steps = Generator[None, None, T]
 
-#: Topics parsed and compared between two yields of a plan (about 5 ms of CPU
+#: Topics parsed and compared between two yields of a plan (a few ms of CPU
 #: here); steps that only look things up go four times as many per yield.
-PLAN_SLICE_TOPICS = 512
+PLAN_SLICE_TOPICS = 256
 
 
 def run_to_end(steps: Steps[T]) -> T:
@@ -242,20 +242,22 @@ def plan_topics(
 
     # Topics the broker stopped reporting (deleteTopicWithBrokerRegistration).
     gone: list[str] = []
+    emptied = 0  # topics gone that no other broker serves: they leave the table
     if delete:
         # Only the topics of chunks that went away, or (no record) every topic of the table.
         pairs = ((t, tq.get(t)) for t in vanished) if incremental else iter(tq.items())
         for t, qmap in pairs:
             if qmap is not None and name in qmap and t not in seen:
                 gone.append(t)
+                emptied += len(qmap) == 1
             budget += 1
             if budget >= light:
                 budget = 0
                 yield
-    if max_total is not None and added:
-        emptied = sum(1 for t in gone if len(tq[t]) == 1) if delete else 0
-        if len(tq) - emptied + len(added) > max_total:
-            raise TopicTableFull(len(tq), len(added) - emptied, max_total, exact=True)
+    if max_total is not None and added and len(tq) - emptied + len(added) > max_total:
+        raise TopicTableFull(len(tq), len(added) - emptied, max_total, exact=True)
+    yield from drain(seen)  # 200,000 names freed at once are a stall of their own
+    yield from drain(vanished)
 
     # The record for the next registration (no chunks if one topic sits in two).
     record = AppliedTable(0, mask, delete)
@@ -267,6 +269,16 @@ def plan_topics(
             if digest not in record.chunks:  # the same bytes twice add nothing
                 record.chunks[digest] = ChunkRecord(names, items, verified)
     return TopicPlan(count, added, sets, gone, record)
+
+
+def drain(items: set[Any] | dict[Any, Any]) -> Steps[None]:
+    """Empty a large set or dict a slice at a time: dropping one of 200,000 entries at once
+    (the references of every entry) holds the loop for several ms."""
+    pop = items.pop if isinstance(items, set) else items.popitem
+    while items:
+        for _ in range(min(len(items), 4 * PLAN_SLICE_TOPICS)):
+            pop()
+        yield
 
 
 def _check_total(tq: dict[str, dict[str, QueueData]], added: dict[str, Any], max_total: int | None, delete: bool) -> None:

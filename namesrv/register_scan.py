@@ -58,9 +58,9 @@ CHUNK_ITEMS = 256
 #: Longest topic key an anchor may hold (longer keys are not used as anchors).
 MAX_ANCHOR_KEY = 255
 #: Bytes hashed or searched between two yields of a scan.
-SCAN_SLICE_BYTES = 4 * 1024 * 1024
+SCAN_SLICE_BYTES = 1024 * 1024
 #: Compact items walked between two yields of a scan.
-SCAN_SLICE_ITEMS = 8192
+SCAN_SLICE_ITEMS = 4096
 #: Inflated bytes produced between two yields (and the bound's check step).
 INFLATE_STEP = 1024 * 1024
 #: Bytes hashed per step of the whole-body digest.

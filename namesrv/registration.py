@@ -37,7 +37,7 @@ import gc
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
-from namesrv.register_apply import APPLY_SLICE, apply_topics, free_in_slices, topic_writes
+from namesrv.register_apply import APPLY_SLICE, apply_topics, topic_writes
 from namesrv.register_plan import (
     PLAN_SLICE_TOPICS,
     AppliedTable,
@@ -47,6 +47,7 @@ from namesrv.register_plan import (
     Steps,
     TopicPlan,
     TopicTableFull,
+    drain,
     plan_topics,
     run_to_end,
 )
@@ -130,6 +131,7 @@ class RegistrationMixin:
     topic_table_refusals: int
     applying: bool
     before: dict[str, dict[str, QueueData] | None]
+    generation: int
 
     if TYPE_CHECKING:  # provided by RouteTable
 
@@ -396,8 +398,11 @@ class RegistrationMixin:
                 master = self.live.get((reg.cluster, master_addr))
                 if master is not None:
                     outcome = RegisterOutcome(True, master.ha_server_addr, master_addr)
-        if retired:
-            yield from free_in_slices(retired)  # the old queue-data maps: a stall if freed at once
+        if retired:  # the old queue-data maps, and the plan's large dicts: a stall if freed at once
+            yield from drain(retired)
+            if plan is not None:
+                yield from drain(plan.added)
+                yield from drain(plan.sets)
         return outcome
 
     def _commit_topics(self, name: str, plan: TopicPlan, *, written: dict[str, Any] | None) -> None:
@@ -414,7 +419,9 @@ class RegistrationMixin:
             for t in emptied:
                 del self.mappings[t]
         if plan.added or plan.sets or plan.gone:
-            if written is None:
+            if written is not None:
+                self.generation += 1  # the writes behind `before` are answers now
+            else:
                 tq.update(plan.added)  # one C-level step: at most APPLY_SLICE topics here
                 for t, qd in plan.sets.items():
                     tq[t][name] = qd

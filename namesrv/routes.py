@@ -115,6 +115,11 @@ class RouteTable(RegistrationMixin):
     def _invalidate_topics(self, topics: dict[str, Any] | list[str]) -> None:
         """Forget the encoded answers of many topics (only the cached ones cost)."""
         self.generation += 1
+        self._drop_cached_routes(topics)
+
+    def _drop_cached_routes(self, topics: dict[str, Any] | list[str]) -> None:
+        """Drop cached answers without saying the answers changed (a registration writing
+        behind ``before``: its commit bumps the generation once)."""
         keys = topics.keys() if isinstance(topics, dict) else set(topics)
         for cache in self._route_cache:
             for topic in cache.keys() & keys:
