@@ -71,18 +71,28 @@ def pin(cpu: int) -> None:
         os.sched_setaffinity(0, {cpu})
 
 
-def start_server(workdir: Path, frame_max: int) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(
+    workdir: Path, frame_max: int, props: dict[str, object] | None = None, nice: int = 0
+) -> tuple[subprocess.Popen[bytes], str]:
+    """A ``mqnamesrv`` on 127.0.0.1 pinned to SERVER_CPU (at ``nice``), with ``props`` added to its config."""
     cfg = workdir / "namesrv.properties"
     cfg.write_text(
         "listenPort=0\nbindAddress=127.0.0.1\n"
         f"kvConfigPath={workdir}/kvConfig.json\nframeMaxLength={frame_max}\n"
+        + "".join(f"{k}={v}\n" for k, v in (props or {}).items())
     )
+
+    def setup() -> None:
+        pin(SERVER_CPU)
+        if nice:
+            os.nice(nice)
+
     proc = subprocess.Popen(
         [sys.executable, "-m", "namesrv.cli", "-c", str(cfg)],
         stdout=subprocess.PIPE,
         stderr=open(workdir / "namesrv.log", "wb"),
         cwd=ROOT,
-        preexec_fn=lambda: pin(SERVER_CPU),
+        preexec_fn=setup,
     )
     assert proc.stdout is not None
     deadline = time.monotonic() + 20

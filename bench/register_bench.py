@@ -46,7 +46,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from namesrv_bench import BOOT, CLIENT_CPU, SERVER_CPU, BlockingConn, cpu_seconds, pct, pin, rss_mb  # noqa: E402
+import namesrv_bench  # noqa: E402
+from namesrv_bench import CLIENT_CPU, BlockingConn, cpu_seconds, pct, pin, rss_mb  # noqa: E402
 
 from namesrv_inproc import _frame, _no_persist, _sliced  # noqa: E402
 
@@ -64,36 +65,13 @@ PROBE_TIMEOUT = 30.0
 REGISTER_TIMEOUT = 600.0
 
 
-def _server_setup(nice: int) -> None:
-    pin(SERVER_CPU)
-    if nice:
-        os.nice(nice)
-
-
 def start_server(workdir: Path, props: dict[str, object], nice: int = 0) -> tuple[subprocess.Popen[bytes], str]:
     settings: dict[str, object] = {
-        "listenPort": 0, "bindAddress": "127.0.0.1", "kvConfigPath": workdir / "kvConfig.json",
-        "frameMaxLength": 64 * 1024 * 1024, "brokerChannelExpiredTime": 600_000,
+        "brokerChannelExpiredTime": 600_000,
         "serverChannelMaxIdleTimeSeconds": 3600,  # the probe broker's connection stays idle for minutes
     }
     settings.update(props)
-    cfg = workdir / "namesrv.properties"
-    cfg.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "namesrv.cli", "-c", str(cfg)],
-        stdout=subprocess.PIPE, stderr=open(workdir / "namesrv.log", "ab"), cwd=ROOT,
-        preexec_fn=lambda: _server_setup(nice),
-    )
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 30
-    seen = b""
-    while time.monotonic() < deadline:
-        seen += os.read(proc.stdout.fileno(), 4096)
-        m = BOOT.search(seen)
-        if m:
-            return proc, f"{m.group(1).decode()}:{m.group(2).decode()}"
-    proc.kill()
-    raise SystemExit(f"server did not start: {seen!r}")
+    return namesrv_bench.start_server(workdir, 64 * 1024 * 1024, settings, nice)
 
 
 def register_frame(name: str, addr: str, topics: list[TopicConfig], counter: int) -> bytes:

@@ -132,6 +132,7 @@ class RegistrationMixin:
     applying: bool
     before: dict[str, dict[str, QueueData] | None]
     generation: int
+    large_writes: int
 
     if TYPE_CHECKING:  # provided by RouteTable
 
@@ -176,19 +177,28 @@ class RegistrationMixin:
         trigger collections, and every collection walks the large sets and
         dicts the registration holds meanwhile (25-45 ms each here for a
         200,000-topic body, on the loop). Nothing of a registration forms
-        reference cycles, so refcounting frees it all the same; afterwards
-        what is left lives on is frozen out of later full collections.
+        reference cycles, so refcounting frees it all the same.
+
+        After a registration that wrote many topics (in slices), what lives
+        then is frozen (``gc.freeze``): full collections walk every entry of
+        the route table's dicts, 25-45 ms with a million topics, and frozen
+        objects are out of their reach. The young generations are collected
+        first; only reference cycles that were already old garbage then stay
+        uncollected (the NameServer makes few), a price paid once per large
+        change of the table, not per registration.
         """
         if len(raw.body) < GC_PAUSE_BODY_BYTES or not gc.isenabled():
             digest = yield from raw.digest()
             return (yield from self.register_steps(reg, _Raw(raw), body_digest=digest, conn=conn, now=now))
+        large_writes = self.large_writes
         gc.disable()
         try:
             digest = yield from raw.digest()
             outcome = yield from self.register_steps(reg, _Raw(raw), body_digest=digest, conn=conn, now=now)
         finally:
-            gc.collect(0)  # what the loop left meanwhile (young objects only: a few ms)
-            gc.freeze()
+            gc.collect(1)  # what was allocated meanwhile and is garbage now (young objects only: a few ms)
+            if self.large_writes != large_writes:
+                gc.freeze()
             gc.enable()
         return outcome
 
@@ -332,6 +342,7 @@ class RegistrationMixin:
             # The commit: from here to the end is one step, so no stop comes between.
             retired, self.before = self.before, {}
             self.applying = False
+            self.large_writes += 1
 
         self._mutations += 1
         members = self.clusters.setdefault(reg.cluster, {})

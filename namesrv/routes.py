@@ -89,6 +89,8 @@ class RouteTable(RegistrationMixin):
         #: While it does: each topic it wrote, with its queue-data map as it was before (None:
         #: absent). Queries see these instead, until its commit empties this in one step.
         self.before: dict[str, dict[str, QueueData] | None] = {}
+        #: Registrations written in slices since the start (each freezes the heap after it).
+        self.large_writes = 0
         #: Registrations (and REGISTER_TOPIC_IN_NAMESRV) refused by maxTopics since the start.
         self.topic_table_refusals = 0
         #: Bumped whenever an answer may change (every cache invalidation):
