@@ -71,7 +71,7 @@ def start_server(workdir: Path, props: dict[str, object], nice: int = 0) -> tupl
         "serverChannelMaxIdleTimeSeconds": 3600,  # the probe broker's connection stays idle for minutes
     }
     settings.update(props)
-    return namesrv_bench.start_server(workdir, 64 * 1024 * 1024, settings, nice)
+    return namesrv_bench.start_server(workdir, 64 * 1024 * 1024, props=settings, nice=nice)
 
 
 def register_frame(name: str, addr: str, topics: list[TopicConfig], counter: int) -> bytes:

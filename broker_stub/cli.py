@@ -9,10 +9,12 @@ import sys
 import trio
 import typer
 
+from broker_stub.broker_config_admin import render_config
 from broker_stub.config import BrokerConfig, ConfigError, load_file
 from broker_stub.server import BrokerServer
 from broker_stub.subgroups import SubscriptionGroupError
 from broker_stub.topic_store import TopicStoreError
+from remoting.acl_accounts import AccountsError
 from remoting.climain import first_of, run_app
 
 log = logging.getLogger("broker_stub")
@@ -44,9 +46,8 @@ def main(
     if namesrv_addr is not None:
         config.namesrvAddr = namesrv_addr
         config.validate()
-    if print_config:
-        for key, value in config.as_properties().items():
-            print(f"{key}={value}")
+    if print_config:  # every key a Java 5.3.3 broker prints, with the stub's values
+        print(render_config(config), end="")
         return
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s - %(message)s"
@@ -82,7 +83,7 @@ async def _serve(server: BrokerServer) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Console-script entry point: one clear line and a non-zero exit on failure."""
-    return run_app(app, "mqbroker-stub", argv, (ConfigError, StartupError, TopicStoreError, SubscriptionGroupError))
+    return run_app(app, "mqbroker-stub", argv, (ConfigError, StartupError, TopicStoreError, SubscriptionGroupError, AccountsError))
 
 
 def entry() -> None:

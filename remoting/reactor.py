@@ -78,6 +78,8 @@ class Processor(Protocol):
 
 #: Called with (connection id, peer, reason) after a connection closed.
 OnClose = Callable[[int, str, str], None]
+#: Called with (connection id, response) for a response a peer sent (to a request the server made).
+OnResponse = Callable[[int, RemotingCommand], None]
 
 
 class Connection:
@@ -126,9 +128,11 @@ class Reactor:
         read_budget: int | None = None,
         high_water_mark: int = 0,
         low_water_mark: int = 0,
+        on_response: OnResponse | None = None,
     ) -> None:
         self.processor = processor
         self.on_close = on_close
+        self.on_response = on_response  # None: responses are dropped (a server that sends no requests)
         self.max_frame = max_frame
         self.idle_seconds = idle_seconds
         self.clock = clock
@@ -237,7 +241,8 @@ class Reactor:
         conn.sock.close()
         self.connections.pop(conn.id, None)
         self._backlog.pop(conn.id, None)
-        self._starved.pop(conn.id, None)
+        if self._starved.pop(conn.id, None) is not None:
+            self.budget.waiting -= conn.held
         self.trimmer.note_freed(max(conn.held, conn.decoder.buffered) + len(conn.out))
         conn.decoder.clear()
         conn.out = bytearray()
@@ -324,8 +329,14 @@ class Reactor:
             if req is None:
                 break
             count += 1
-            if req.flag & 1:
-                continue  # a response: this server sends no requests
+            if req.flag & 1:  # a response to a request this server sent (a broker asking a consumer)
+                if self.on_response is not None:
+                    try:
+                        self.on_response(conn.id, req)
+                    except Exception as exc:  # a bug in the hook must not take the connection down
+                        self.warn.warning("response", "{count} more responses failed in the last {seconds} s",
+                                          "response from %s failed: %s: %s", conn.peer, type(exc).__name__, clip(exc))
+                continue
             if req.code in async_codes:
                 conn.busy = True
                 assert self._nursery is not None
@@ -391,18 +402,23 @@ class Reactor:
         if want == conn.held and not conn.starved:
             return
         budget = self.budget
-        if budget.resize(conn.held, want):
+        was_waiting = bool(conn.starved)
+        if budget.resize(conn.held, want, was_waiting):
             shrunk = want < conn.held
             if shrunk:
                 self.trimmer.note_freed(conn.held - want)  # a big frame done: its buffer is free
-            conn.held = want
-            if conn.starved:
+            if was_waiting:
+                budget.waiting -= conn.held
                 conn.starved = 0
                 self._starved.pop(conn.id, None)
+            conn.held = want
             if shrunk and self._starved:
                 self._wake_starved()
         else:
+            if was_waiting:
+                budget.waiting -= conn.held
             conn.held = budget.overdraw(conn.held, buffered)
+            budget.waiting += conn.held
             conn.starved = want
             self._starved[conn.id] = conn
 
@@ -410,7 +426,8 @@ class Reactor:
         """Admit waiting frames that fit now, oldest first."""
         budget = self.budget
         for conn in list(self._starved.values()):
-            if budget.resize(conn.held, conn.starved):
+            if budget.resize(conn.held, conn.starved, waiting=True):
+                budget.waiting -= conn.held
                 conn.held = conn.starved
                 conn.starved = 0
                 del self._starved[conn.id]
