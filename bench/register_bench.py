@@ -41,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -249,7 +250,7 @@ def stop_phase(args: argparse.Namespace, workdir: Path) -> dict[str, object]:
                        [TopicConfig(f"b{b}-topic-{i:07d}", 8, 8, 6) for i in range(min(200_000, args.stop_base_topics - b * 200_000))], 1)
         for b in range((args.stop_base_topics + 199_999) // 200_000)
     ]
-    for attempt in range(args.stop_runs):
+    for attempt, after in enumerate(a for a in args.stop_after for _ in range(args.stop_runs)):
         (workdir / f"stop{attempt}").mkdir(parents=True)
         proc, addr = start_server(workdir / f"stop{attempt}", {}, args.nice)
         try:
@@ -271,23 +272,45 @@ def stop_phase(args: argparse.Namespace, workdir: Path) -> dict[str, object]:
 
             caller = threading.Thread(target=call, daemon=True)
             caller.start()
-            time.sleep(args.stop_after)
+            time.sleep(after)
             sent = time.perf_counter()
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
             exited = time.perf_counter() - sent
             caller.join(5)
-            row = {"exit_s": round(exited, 3), "exit_status": proc.returncode, **answer}
+            row = {"after_s": after, "exit_s": round(exited, 3), "logged_stop_s": _logged_stop(workdir / f"stop{attempt}"),
+                   "exit_status": proc.returncode, **answer}
             out.append(row)
-            print(f"stop {attempt + 1}: SIGTERM {args.stop_after}s into a {args.stop_topics:,}-topic registration "
+            print(f"stop {attempt + 1}: SIGTERM {after}s into a {args.stop_topics:,}-topic registration "
                   f"({args.stop_base_topics:,} topics in the table already): "
-                  f"exited in {exited:.2f} s (status {proc.returncode}); the broker got {answer}", flush=True)
+                  f"exited in {exited:.2f} s (status {proc.returncode}; {row['logged_stop_s']} s from its 'received SIGTERM' "
+                  f"to its 'name server stopped' log line); the broker got {answer}", flush=True)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
     return {"stop_topics": args.stop_topics, "stop_after_s": args.stop_after, "table_topics": args.stop_base_topics,
             "runs": out}
+
+
+def _logged_stop(workdir: Path) -> float | None:
+    """Seconds between the server's "received SIGTERM" and "name server stopped" log lines (ms stamps):
+    the stop itself, without the interpreter's exit that ``exit_s`` also counts."""
+    stamps = {}
+    for line in (workdir / "namesrv.log").read_text(errors="replace").splitlines():
+        for key in ("received SIGTERM", "name server stopped"):
+            if key in line:
+                stamps[key] = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+    if len(stamps) < 2:
+        return None
+    return round((stamps["name server stopped"] - stamps["received SIGTERM"]).total_seconds(), 3)
+
+
+def _seconds_list(text: str) -> list[float]:
+    try:
+        return [float(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of seconds: {text!r}") from None
 
 
 def main() -> None:
@@ -303,7 +326,8 @@ def main() -> None:
     ap.add_argument("--stop-runs", type=int, default=3)
     ap.add_argument("--stop-base-topics", type=int, default=0,
                     help="topics registered (by other brokers) before the stop's registration is sent")
-    ap.add_argument("--stop-after", type=float, default=0.05, help="seconds after sending the registration")
+    ap.add_argument("--stop-after", type=_seconds_list, default=[0.05, 1.0, 2.5],
+                    help="seconds after sending the registration, comma-separated (--stop-runs stops at each)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "register.json")
     args = ap.parse_args()
     pin(CLIENT_CPU)

@@ -21,7 +21,7 @@ from namesrv.registration import PLAN_SLICE_TOPICS, run_to_end
 from namesrv.routes import Registration, RouteOptions, RouteTable
 from remoting import requests as rq
 from remoting.bodies import BodyError, DataVersion, RegisterBody, TopicConfig, encode_register_body, parse_register_body
-from remoting.codec import encode
+from remoting.codec import FrameDecoder, encode
 from remoting.codes import RequestCode, ResponseCode, Version
 from remoting.command import request
 from remoting.transport import connect
@@ -389,28 +389,61 @@ async def test_queries_flow_during_a_large_registration_and_see_it_whole(namesrv
         assert await route_perm(client, "big-000123") == 2
 
 
+def _tcp_queues(local_port: int, remote_port: int) -> tuple[int, int] | None:
+    """(bytes sent and not acknowledged, bytes received and not read) of one loopback TCP socket, from /proc."""
+    with open("/proc/net/tcp") as fh:
+        for line in fh.readlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == local_port and int(fields[2].rsplit(":", 1)[1], 16) == remote_port:
+                tx, rx = fields[4].split(":")
+                return int(tx, 16), int(rx, 16)
+    return None
+
+
+async def _read_by_server(client_port: int, server_port: int) -> None:
+    """Wait until every byte the client sent so far left its socket and the server process read them all."""
+    with trio.fail_after(30):
+        while True:
+            await trio.sleep(0.005)
+            sent = _tcp_queues(client_port, server_port)
+            unread = _tcp_queues(server_port, client_port)
+            if sent is not None and unread is not None and sent[0] == 0 and unread[1] == 0:
+                return
+
+
 async def test_unregistration_arriving_during_a_registration_wins(namesrv: NamesrvProcess) -> None:
-    frame = big_register("gone", 60_000, 6, 1)
-    async with connect(namesrv.addr) as broker, connect(namesrv.addr) as admin:
-        order: list[str] = []
+    frame = encode(big_register("gone", 60_000, 6, 1))
+    host, port = namesrv.addr.rsplit(":", 1)
+    broker = await trio.open_tcp_stream(host, int(port))
+    try:
+        async with connect(namesrv.addr) as admin:
+            async def registration_answer() -> None:
+                decoder = FrameDecoder(1 << 24)
+                got: list[Any] = []
+                while not got:
+                    data = await broker.receive_some(1 << 16)
+                    assert data, "the registration's connection closed without an answer"
+                    got = decoder.feed(data)
+                assert got[0].code == ResponseCode.SUCCESS
 
-        async def registration() -> None:
-            resp = await broker.invoke(frame, timeout=30)
-            assert resp.code == ResponseCode.SUCCESS
-            order.append("register")
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(registration)
-            await trio.sleep(0.02)  # the registration is being applied (60,000 topics: 100+ ms)
-            resp = await admin.invoke(
-                rq.unregister_broker(cluster="DefaultCluster", broker_name="gone", broker_addr="127.0.0.1:20911", broker_id=0),
-                timeout=30,
-            )
-            assert resp.code == ResponseCode.SUCCESS
-            order.append("unregister")
-        assert order == ["register", "unregister"]
-        assert await route_perm(admin, "gone-000001") is None
-        assert await route_perm(admin, "TBW102") is None
+            await broker.send_all(frame)
+            # The registration has arrived whole (the server read every byte of it) before the
+            # unregistration is sent: a fixed sleep is too short on a loaded machine.
+            await _read_by_server(broker.socket.getsockname()[1], int(port))
+            with trio.fail_after(30):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(registration_answer)
+                    resp = await admin.invoke(
+                        rq.unregister_broker(cluster="DefaultCluster", broker_name="gone", broker_addr="127.0.0.1:20911", broker_id=0),
+                        timeout=30,
+                    )
+                    assert resp.code == ResponseCode.SUCCESS
+            # Applied after the registration (which was under way when it arrived): the broker is gone.
+            # Applied before it, the registration would have brought the broker back.
+            assert await route_perm(admin, "gone-000001") is None
+            assert await route_perm(admin, "TBW102") is None
+    finally:
+        await broker.aclose()
 
 
 async def test_connection_closed_during_a_registration_removes_the_broker(namesrv: NamesrvProcess) -> None:
