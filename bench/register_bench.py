@@ -240,8 +240,29 @@ def _call(addr: str, frame: bytes) -> tuple[float, int]:
         conn.sock.close()
 
 
+def _server_with_table(workdir: Path, base: list[bytes], nice: int) -> tuple[subprocess.Popen[bytes], str]:
+    """A server with the ``base`` registrations applied (and their route snapshot written)."""
+    workdir.mkdir(parents=True)
+    proc, addr = start_server(workdir, {}, nice)
+    for frame in base:  # a table this large already: the final snapshot has it all to write
+        took, code = _call(addr, frame)
+        if code != 0:
+            proc.kill()
+            proc.wait()
+            raise SystemExit(f"base registration failed: code {code}")
+    if base:
+        time.sleep(3.0)
+    return proc, addr
+
+
 def stop_phase(args: argparse.Namespace, workdir: Path) -> dict[str, object]:
-    """SIGTERM while a registration of ``--stop-topics`` is in flight: time to exit, and the answer."""
+    """SIGTERM while a registration of ``--stop-topics`` is in flight: time to exit, and the answer.
+
+    The SIGTERM points are shares of the server CPU a whole registration of
+    that size costs (measured first, on a server of its own): on a loaded
+    machine a registration takes 5-20 times its CPU time in wall-clock time,
+    so fixed delays would all land in its first steps.
+    """
     out = []
     frame = register_frame("stop-broker", "127.0.0.1:10931",
                            [TopicConfig(f"s-topic-{i:07d}", 8, 8, 6) for i in range(args.stop_topics)], 1)
@@ -250,16 +271,19 @@ def stop_phase(args: argparse.Namespace, workdir: Path) -> dict[str, object]:
                        [TopicConfig(f"b{b}-topic-{i:07d}", 8, 8, 6) for i in range(min(200_000, args.stop_base_topics - b * 200_000))], 1)
         for b in range((args.stop_base_topics + 199_999) // 200_000)
     ]
-    for attempt, after in enumerate(a for a in args.stop_after for _ in range(args.stop_runs)):
-        (workdir / f"stop{attempt}").mkdir(parents=True)
-        proc, addr = start_server(workdir / f"stop{attempt}", {}, args.nice)
+    proc, addr = _server_with_table(workdir / "calibrate", base, args.nice)
+    try:
+        cpu = cpu_seconds(proc.pid)
+        took, code = _call(addr, frame)
+        whole_cpu = cpu_seconds(proc.pid) - cpu
+    finally:
+        proc.kill()
+        proc.wait()
+    print(f"a whole {args.stop_topics:,}-topic registration: {whole_cpu:.2f} s of server CPU, {took:.1f} s (code {code})",
+          flush=True)
+    for attempt, share in enumerate(a for a in args.stop_at for _ in range(args.stop_runs)):
+        proc, addr = _server_with_table(workdir / f"stop{attempt}", base, args.nice)
         try:
-            for frame_ in base:  # a table this large already: the final snapshot has it all to write
-                took, code = _call(addr, frame_)
-                if code != 0:
-                    raise SystemExit(f"base registration failed: code {code}")
-            if base:
-                time.sleep(3.0)  # the route snapshot of the base table is written
             conn = BlockingConn(addr)
             conn.sock.settimeout(REGISTER_TIMEOUT)
             answer: dict[str, object] = {}
@@ -271,26 +295,39 @@ def stop_phase(args: argparse.Namespace, workdir: Path) -> dict[str, object]:
                     answer["error"] = str(exc)
 
             caller = threading.Thread(target=call, daemon=True)
+            cpu = cpu_seconds(proc.pid)
+            began = time.perf_counter()
             caller.start()
-            time.sleep(after)
+            while (cpu_seconds(proc.pid) - cpu < share * whole_cpu and caller.is_alive()
+                   and time.perf_counter() - began < REGISTER_TIMEOUT):
+                time.sleep(0.002)
             sent = time.perf_counter()
+            answered_before = not caller.is_alive()
+            cpu = cpu_seconds(proc.pid)
             proc.send_signal(signal.SIGTERM)
-            proc.wait(30)
+            stop_cpu = 0.0  # the server's CPU from the SIGTERM to its last sample before it exited
+            while proc.poll() is None and time.perf_counter() - sent < 30:
+                stop_cpu = max(stop_cpu, cpu_seconds(proc.pid) - cpu)
+                time.sleep(0.002)
+            proc.wait(1)
             exited = time.perf_counter() - sent
             caller.join(5)
-            row = {"after_s": after, "exit_s": round(exited, 3), "logged_stop_s": _logged_stop(workdir / f"stop{attempt}"),
+            row = {"share": share, "after_s": round(sent - began, 2), "answered_before_sigterm": answered_before,
+                   "exit_s": round(exited, 3), "logged_stop_s": _logged_stop(workdir / f"stop{attempt}"),
+                   "stop_cpu_s": round(stop_cpu, 2),
                    "exit_status": proc.returncode, **answer}
             out.append(row)
-            print(f"stop {attempt + 1}: SIGTERM {after}s into a {args.stop_topics:,}-topic registration "
-                  f"({args.stop_base_topics:,} topics in the table already): "
-                  f"exited in {exited:.2f} s (status {proc.returncode}; {row['logged_stop_s']} s from its 'received SIGTERM' "
-                  f"to its 'name server stopped' log line); the broker got {answer}", flush=True)
+            print(f"stop {attempt + 1}: SIGTERM at {share:.0%} of the server CPU of a {args.stop_topics:,}-topic "
+                  f"registration ({row['after_s']} s after sending it; {args.stop_base_topics:,} topics in the table "
+                  f"already): exited in {exited:.2f} s (status {proc.returncode}; {row['logged_stop_s']} s from its "
+                  f"'received SIGTERM' to its 'name server stopped' log line; {stop_cpu:.2f} s of server CPU); the broker got {answer}"
+                  + (" (before the SIGTERM)" if answered_before else ""), flush=True)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    return {"stop_topics": args.stop_topics, "stop_after_s": args.stop_after, "table_topics": args.stop_base_topics,
-            "runs": out}
+    return {"stop_topics": args.stop_topics, "whole_registration_cpu_s": round(whole_cpu, 2), "stop_at": args.stop_at,
+            "table_topics": args.stop_base_topics, "runs": out}
 
 
 def _logged_stop(workdir: Path) -> float | None:
@@ -306,11 +343,14 @@ def _logged_stop(workdir: Path) -> float | None:
     return round((stamps["name server stopped"] - stamps["received SIGTERM"]).total_seconds(), 3)
 
 
-def _seconds_list(text: str) -> list[float]:
+def _shares(text: str) -> list[float]:
     try:
-        return [float(part) for part in text.split(",")]
+        shares = [float(part) for part in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of seconds: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
+    if not all(0 <= x <= 1 for x in shares):
+        raise argparse.ArgumentTypeError(f"shares are between 0 and 1: {text!r}")
+    return shares
 
 
 def main() -> None:
@@ -326,8 +366,9 @@ def main() -> None:
     ap.add_argument("--stop-runs", type=int, default=3)
     ap.add_argument("--stop-base-topics", type=int, default=0,
                     help="topics registered (by other brokers) before the stop's registration is sent")
-    ap.add_argument("--stop-after", type=_seconds_list, default=[0.05, 1.0, 2.5],
-                    help="seconds after sending the registration, comma-separated (--stop-runs stops at each)")
+    ap.add_argument("--stop-at", type=_shares, default=[0.02, 0.5, 0.98],
+                    help="SIGTERM points: shares of the server CPU a whole registration takes, comma-separated "
+                         "(--stop-runs stops at each)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "register.json")
     args = ap.parse_args()
     pin(CLIENT_CPU)
