@@ -281,7 +281,7 @@ class NameServerProcessor(KVRequests, ConfigRequests):
             try:
                 outcome = await run_in_slices(
                     self.table.register_raw(reg, raw, conn=conn, now=self.now_ms()),
-                    lambda: self.stopping and not self.table.applying)
+                    lambda: self.stopping and not self.table.must_finish)
             except Stopping:
                 return response_to(req, ResponseCode.SYSTEM_ERROR, STOPPING_REMARK)
             except TopicTableFull as exc:

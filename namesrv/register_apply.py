@@ -24,7 +24,8 @@ old maps are freed afterwards, in slices too (freeing 200,000 small dicts
 at once is another stall).
 
 Nothing can fail once writing has begun, and the server's stop waits for
-it (``RouteTable.applying``), so a stop never leaves half a registration.
+it and for the freeing after it (``RouteTable.must_finish``), so a stop never leaves
+half a registration, nor answers "not applied" to one that was.
 """
 
 from __future__ import annotations

@@ -130,6 +130,7 @@ class RegistrationMixin:
     _cluster_info: bytes | None
     topic_table_refusals: int
     applying: bool
+    must_finish: bool
     before: dict[str, dict[str, QueueData] | None]
     generation: int
     large_writes: int
@@ -187,20 +188,20 @@ class RegistrationMixin:
         uncollected (the NameServer makes few), a price paid once per large
         change of the table, not per registration.
         """
-        if len(raw.body) < GC_PAUSE_BODY_BYTES or not gc.isenabled():
-            digest = yield from raw.digest()
-            return (yield from self.register_steps(reg, _Raw(raw), body_digest=digest, conn=conn, now=now))
+        pause_gc = len(raw.body) >= GC_PAUSE_BODY_BYTES and gc.isenabled()
         large_writes = self.large_writes
-        gc.disable()
+        if pause_gc:
+            gc.disable()
         try:
             digest = yield from raw.digest()
-            outcome = yield from self.register_steps(reg, _Raw(raw), body_digest=digest, conn=conn, now=now)
+            return (yield from self.register_steps(reg, _Raw(raw), body_digest=digest, conn=conn, now=now))
         finally:
-            gc.collect(1)  # what was allocated meanwhile and is garbage now (young objects only: a few ms)
-            if self.large_writes != large_writes:
-                gc.freeze()
-            gc.enable()
-        return outcome
+            self.must_finish = False  # (also when it failed)
+            if pause_gc:
+                gc.collect(1)  # what was allocated meanwhile and is garbage now (young objects only: a few ms)
+                if self.large_writes != large_writes:
+                    gc.freeze()
+                gc.enable()
 
     # ------------------------------------------------------------------
     # the registration
@@ -335,7 +336,7 @@ class RegistrationMixin:
             # Too many topic writes for one synchronous step: written now in
             # slices, hidden behind self.before (namesrv.register_apply) until
             # the commit below shows them all at once.
-            self.applying = True
+            self.applying = self.must_finish = True
             yield  # the plan's last slice ends here
             yield from apply_topics(self, reg.name, plan)
             broker = self.brokers.get(reg.name)  # (a writer without the table lock may have removed it)
@@ -414,6 +415,7 @@ class RegistrationMixin:
             if plan is not None:
                 yield from drain(plan.added)
                 yield from drain(plan.sets)
+        self.must_finish = False
         return outcome
 
     def _commit_topics(self, name: str, plan: TopicPlan, *, written: dict[str, Any] | None) -> None:

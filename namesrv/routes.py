@@ -83,9 +83,12 @@ class RouteTable(RegistrationMixin):
         self._route_cache: tuple[dict[str, bytes], dict[str, bytes]] = ({}, {})
         self._shared_bodies: tuple[dict[tuple, bytes], dict[tuple, bytes]] = ({}, {})
         self._cluster_info: bytes | None = None
-        #: True while a registration writes its topics in slices (namesrv.register_apply):
-        #: it is no longer abandoned then, not even by a stop.
+        #: True while a registration writes its topics in slices (namesrv.register_apply).
         self.applying = False
+        #: True from a sliced registration's first write to its last step (the old state freed
+        #: after its commit): it is no longer abandoned then, not even by a stop, so its answer
+        #: never says "not applied" of a registration that was.
+        self.must_finish = False
         #: While it does: each topic it wrote, with its queue-data map as it was before (None:
         #: absent). Queries see these instead, until its commit empties this in one step.
         self.before: dict[str, dict[str, QueueData] | None] = {}

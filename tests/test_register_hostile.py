@@ -273,6 +273,37 @@ async def test_a_stop_abandons_a_registration_being_planned_and_answers_it() -> 
     assert not proc.table_lock.locked()
 
 
+async def test_a_stop_after_the_commit_lets_the_registration_finish_and_answers_success() -> None:
+    """Past its commit a large registration still frees the old state in slices: a stop then must not
+    abandon it (it was applied) nor answer it "not applied"."""
+    proc = NameServerProcessor(NamesrvConfig(), KVConfig("/nonexistent/kv.json"), clock=lambda: 1.0,
+                               persist=_no_persist)
+    req = decode_frame(encode(rq.register_broker(
+        cluster="c1", broker_name="big", broker_addr="127.0.0.1:20911", broker_id=0,
+        topics=[TopicConfig(f"t{i:06d}", 8, 8, 6) for i in range(60_000)], data_version=DataVersion(1, 1),
+        compressed=True)))
+    answers: list[bytes | None] = []
+
+    async def register() -> None:
+        answers.append(await proc.handle_async(req, "conn"))
+
+    seen_writing = False
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(register)
+        for _ in range(100_000):  # bounded: until the commit (written in slices, then shown at once)
+            await trio.lowlevel.checkpoint()
+            seen_writing = seen_writing or proc.table.applying
+            if seen_writing and not proc.table.applying:
+                break
+        assert seen_writing and not proc.table.applying and proc.table.topic_queues
+        assert proc.table.must_finish and proc.table_lock.locked()  # committed, still freeing the old state
+        proc.stopping = True
+    answer = decode_frame(answers[0])  # type: ignore[arg-type]
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    assert len(proc.table.topic_queues) == 60_000 and not proc.table.must_finish
+    assert not proc.table_lock.locked()
+
+
 async def _route_code(addr: str, topic: str) -> int:
     async with connect(addr) as client:
         return (await client.invoke(rq.get_route(topic), timeout=60)).code
