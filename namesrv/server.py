@@ -6,8 +6,9 @@ disk before its answer goes out; a registration in progress is abandoned
 at its next slice, unapplied, and answered SYSTEM_ERROR "the NameServer is
 stopping"), writes the route snapshot one last time,
 then closes every connection (closing them removes their brokers, so the
-snapshot must come first); all of it bounded by ``SHUTDOWN_GRACE_SECONDS``
-plus the snapshot write.
+snapshot must come first); all of it bounded by ``STOP_SECONDS`` (a final
+snapshot not written by then is given up; its write is atomic, so the file
+is the previous one).
 
 The route snapshot is restored in the constructor, before anything listens.
 
@@ -43,6 +44,9 @@ log = logging.getLogger("namesrv")
 log.addFilter(CLIP_ARGS)  # no client value makes a long log line, whoever logs it
 
 SHUTDOWN_GRACE_SECONDS = 1.5
+#: The whole stop, answers and final route snapshot together: past it the final snapshot is
+#: given up (the last periodic one stays; brokers re-register within 30 s of a restart anyway).
+STOP_SECONDS = 1.8
 
 
 class NameServer:
@@ -95,6 +99,7 @@ class NameServer:
             nursery.start_soon(self.snapshots.run)
             task_status.started(address)
             await self._stop_event.wait()
+            stop_by = trio.current_time() + STOP_SECONDS
             # Registrations in progress are abandoned at their next slice, before
             # they change anything, and answered: the grace below is for answers.
             self.processor.stopping = True
@@ -103,7 +108,11 @@ class NameServer:
             with trio.move_on_after(SHUTDOWN_GRACE_SECONDS):
                 while self.reactor.in_flight:
                     await trio.sleep(0.005)
-            await self._final_snapshot()
+            with trio.move_on_at(stop_by) as final:
+                await self._final_snapshot()
+            if final.cancelled_caught:
+                log.warning("final route snapshot given up: not written within the stop's %.1f s "
+                            "(the last periodic one stays)", STOP_SECONDS)
             self.reactor.close_all("server stopping")
             nursery.cancel_scope.cancel()
 

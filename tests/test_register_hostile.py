@@ -14,6 +14,7 @@ import random
 import signal
 import struct
 import sys
+import threading
 import zlib
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from namesrv.register_plan import TopicTableFull
 from namesrv.register_scan import RawBody
 from namesrv.registration import run_to_end
 from namesrv.routes import Registration, RouteOptions, RouteTable
+from namesrv.server import NameServer
 from remoting import requests as rq
 from remoting.bodies import BodyError, DataVersion, TopicConfig, encode_register_body, parse_register_body
 from remoting.codec import FrameDecoder, decode_frame, encode
@@ -302,6 +304,48 @@ async def test_a_stop_after_the_commit_lets_the_registration_finish_and_answers_
     assert answer.code == ResponseCode.SUCCESS, answer.remark
     assert len(proc.table.topic_queues) == 60_000 and not proc.table.must_finish
     assert not proc.table_lock.locked()
+
+
+async def test_a_final_snapshot_that_never_finishes_does_not_keep_the_stop_from_ending(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A disk that never completes the final snapshot write (stuck, or a starved machine): the stop
+    gives the snapshot up at its time limit, says so, and the file stays the one written before."""
+    config = NamesrvConfig()
+    config.listenPort, config.bindAddress, config.kvConfigPath = 0, "127.0.0.1", str(tmp_path / "kv.json")
+    server = NameServer(config, KVConfig(config.kvConfigPath))
+    released = threading.Event()
+    stuck: list[int] = []
+
+    def stuck_write(*args: object) -> None:
+        stuck.append(1)
+        released.wait(120)
+
+    two = [TopicConfig("t1", 4, 4, 6), TopicConfig("t2", 4, 4, 6)]
+    try:
+        with trio.fail_after(90):  # far past the stop's time limit: a hang, not a slow stop
+            async with trio.open_nursery() as nursery:
+                host, port = await nursery.start(server.serve)
+                async with connect(f"{host}:{port}") as broker:
+                    resp = await broker.invoke(rq.register_broker(
+                        cluster="c1", broker_name="b", broker_addr="127.0.0.1:20911", broker_id=0,
+                        topics=two, data_version=DataVersion(1, 1)), timeout=30)
+                    assert resp.code == ResponseCode.SUCCESS, resp.remark
+                while server.snapshots.writes == 0:  # the periodic write of that registration
+                    await trio.sleep(0.05)
+                written = Path(server.snapshots.path).read_bytes()
+                async with connect(f"{host}:{port}") as broker:  # a change the final snapshot would write
+                    resp = await broker.invoke(rq.register_broker(
+                        cluster="c1", broker_name="b2", broker_addr="127.0.0.1:20921", broker_id=0,
+                        topics=two, data_version=DataVersion(1, 1)), timeout=30)
+                    assert resp.code == ResponseCode.SUCCESS, resp.remark
+                    server.snapshots._write = stuck_write  # type: ignore[method-assign]
+                    server.stop()  # serve returns, and this nursery ends
+    finally:
+        released.set()
+    assert stuck  # the final write was attempted
+    assert "final route snapshot given up" in caplog.text
+    assert Path(server.snapshots.path).read_bytes() == written
 
 
 async def _route_code(addr: str, topic: str) -> int:
