@@ -92,7 +92,7 @@ class NamesrvConfig:
     maxBrokers: int = 10_000  # live brokers in the route table
     maxBrokersPerConnection: int = 128  # live brokers registered over one connection (a Java broker uses one)
     registerBodyMaxTopics: int = 200_000  # topics in one REGISTER_BROKER
-    #: topics in the whole route table (about 400 bytes of RSS each); a registration past it is refused
+    #: topics in the whole route table (about 450 bytes of RSS each); a registration past it is refused
     maxTopics: int = 600_000
     registerBodyMaxJsonDepth: int = 32  # nesting of the kept parts of a register body (mapping infos)
     kvKeyMaxBytes: int = 1024  # UTF-8 bytes of a KV namespace or key
