@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 from namesrv.register_scan import Chunk, Scan
 from namesrv.route_model import QueueData
 from remoting.bodies import BodyError, RegisterBody
+from remoting.fastjson import BodyLimitError
 
 T = TypeVar("T")
 Steps = Generator[None, None, T]
@@ -204,7 +205,7 @@ def plan_topics(
             if budget >= PLAN_SLICE_TOPICS:
                 budget = 0
                 if limit is not None and len(seen) + already > limit:  # refuse early: do not build a million topics first
-                    raise BodyError(f"register body has more than {limit} topics, the limit")
+                    raise BodyLimitError(f"register body has more than {limit} topics, the limit")
                 _check_total(tq, added, max_total, delete)
                 yield
             if not write:
@@ -233,10 +234,10 @@ def plan_topics(
                 shared = table._chunk_names[chunk.digest] = tuple(names)
             records.append((chunk.digest, chunk.items, shared, verified))
         if limit is not None and len(seen) + already > limit:
-            raise BodyError(f"register body has more than {limit} topics, the limit")
+            raise BodyLimitError(f"register body has more than {limit} topics, the limit")
     count = len(seen) + already
     if limit is not None and count > limit:
-        raise BodyError(f"register body has {count} topics, more than the limit of {limit}")
+        raise BodyLimitError(f"register body has {count} topics, more than the limit of {limit}")
     if not write:
         return TopicPlan(count, {}, {}, [], None)
 
