@@ -19,6 +19,7 @@ from mqadmin.commands import (
     connection,
     consumer,
     fanout,
+    help,
     localcluster,
     message,
     namesrv,
@@ -29,8 +30,9 @@ from mqadmin.commands import (
     watch,
 )
 from mqadmin.commands.options import CONTEXT_SETTINGS
+from mqadmin.commands.results import reader_gone
 from mqadmin.localcluster.state import ClusterError
-from remoting.climain import run_app
+from remoting.climain import first_of, run_app
 
 app = typer.Typer(
     add_completion=False,
@@ -45,6 +47,7 @@ for commands_of_group in (topic, cluster, namesrv, broker, message, consumer, co
     commands_of_group.register(app)
 app.add_typer(scenario.app, name="scenario")
 fanout.register(app)
+help.register(app)
 
 
 def full_summaries(app: typer.Typer) -> None:
@@ -70,7 +73,12 @@ def main(argv: list[str]) -> int:
     debug = "--debug" in argv
     full_summaries(app)
     argv = _bare_group_help([a for a in argv if a != "--debug"])
-    return run_app(app, "mqadmin", argv, (AdminError, ClusterError), debug=debug)
+    try:
+        return run_app(app, "mqadmin", argv, (AdminError, ClusterError), debug=debug)
+    except BaseException as exc:
+        if first_of(exc, BrokenPipeError) is None:
+            raise
+        return reader_gone()  # `mqadmin ... | head -1`: the reader is done, so are we (exit 0, quietly)
 
 
 def _bare_group_help(argv: list[str]) -> list[str]:
@@ -84,4 +92,9 @@ def _bare_group_help(argv: list[str]) -> list[str]:
 
 
 def entry() -> None:
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    try:
+        sys.stdout.flush()  # the last buffered output: its reader may be gone too
+    except BrokenPipeError:
+        code = reader_gone()
+    sys.exit(code)

@@ -18,9 +18,9 @@ from mqadmin.commands.options import (
     JsonOpt,
     NamesrvOpt,
     TimeoutOpt,
-    addr_opt,
     bad_option,
     bool_opt,
+    broker_addr_option,
     client_for,
     one_target,
 )
@@ -123,7 +123,7 @@ async def _all_groups(client: AdminClient) -> list[dict[str, Any]]:
 def _targets(client: AdminClient, broker_addr: str | None, cluster: str | None) -> list[str]:
     one_target(broker_addr, cluster)
     if broker_addr is not None:
-        return [addr_opt("-b", broker_addr)]
+        return [broker_addr]
     assert cluster is not None
     masters = list(run(client.masters_of_cluster, cluster.strip()).values())
     if not masters:
@@ -160,7 +160,7 @@ def subscription_group_text(cfg: dict[str, Any]) -> str:
 
 def update_sub_group(
     group: str = typer.Option(..., "-g", "--groupName", help="Consumer group name."),
-    broker_addr: str | None = typer.Option(None, "-b", "--brokerAddr", help="On this broker (host:port)."),
+    broker_addr: str | None = broker_addr_option("On this broker (host:port)."),
     cluster: str | None = typer.Option(None, "-c", "--clusterName", help="On every master of this cluster."),
     consume_enable: str | None = typer.Option(None, "-s", "--consumeEnable", metavar="true|false", help="Consume enable."),
     from_min: str | None = typer.Option(None, "-m", "--consumeFromMinEnable", metavar="true|false", help="From min offset."),
@@ -224,7 +224,7 @@ def update_sub_group(
 
 def delete_sub_group(
     group: str = typer.Option(..., "-g", "--groupName", help="Subscription group name."),
-    broker_addr: str | None = typer.Option(None, "-b", "--brokerAddr", help="From this broker (host:port)."),
+    broker_addr: str | None = broker_addr_option("From this broker (host:port)."),
     cluster: str | None = typer.Option(None, "-c", "--clusterName", help="From every master of this cluster, "
                                        "and its %RETRY% and %DLQ% topics from the cluster."),
     remove_offset: str | None = typer.Option(None, "-r", "--removeOffset", metavar="true|false",

@@ -11,6 +11,7 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
+from mqadmin.client import AdminClient, run
 from mqadmin.client.errors import AdminError
 from mqadmin.commands.options import JsonOpt, bad_option, state_dir_option
 from mqadmin.commands.results import self_command
@@ -180,7 +181,19 @@ def restart_namesrv(
     p = _namesrv(state, index)
     processes.restart(p)
     state.save()
-    out.print(f"restarted {p.name} (pid {p.pid}, {p.addr})")
+    out.print(f"restarted {p.name} (pid {p.pid}, {p.addr}): {_restored_note(p.addr)}")
+
+
+def _restored_note(addr: str) -> str:
+    """What the restarted NameServer routes at once: its warm restart's brokers (code 9002), or none."""
+    (answer,) = run(AdminClient([addr]).warm_restarts)
+    if not answer.ok:
+        return f"cannot tell which routes it restored ({answer.error})"
+    restore = answer.value["restore"]
+    if restore is None:
+        return "no routes restored (no recent route snapshot): each broker is routed again when it next registers"
+    return (f"{restore['brokers']} broker(s) and {restore['topics']} topic(s) restored from its route snapshot, "
+            "routed at once (provisional until each broker registers again)")
 
 
 def logs_cmd(
@@ -211,5 +224,5 @@ def register(app: typer.Typer) -> None:
     app.command("killBroker", help="Send a signal to a broker's processes (default KILL: a crash).")(kill_broker)
     app.command("restartBroker", help="Restart a broker's processes on their previous ports.")(restart_broker)
     app.command("killNamesrv", help="Send a signal to one NameServer (default KILL).")(kill_namesrv)
-    app.command("restartNamesrv", help="Restart one NameServer on its previous port (its routes start empty).")(restart_namesrv)
+    app.command("restartNamesrv", help="Restart one NameServer on its previous port; it answers routes at once from its route snapshot (warm restart).")(restart_namesrv)
     app.command("logs", help="Print the last lines of a process's log.")(logs_cmd)

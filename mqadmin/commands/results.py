@@ -6,7 +6,8 @@ The exit statuses every command follows (README, "Exit status and errors"):
 * 1 a runtime failure: a request failed, a server did not answer, an expectation did not hold;
 * 2 bad usage: an unknown option, a missing or bad option value (raised as click usage errors, or
   :func:`mqadmin.commands.options.bad_option`), an output file that cannot be written;
-* 130 interrupted (Ctrl-C, SIGTERM where a command handles it).
+* 130 interrupted (Ctrl-C, SIGTERM where a command handles it);
+* 0 as well when stdout's reader goes away (``mqadmin topicList | head -1``): see :func:`reader_gone`.
 
 Errors are one line on stderr starting ``mqadmin:``; ``--debug`` shows the traceback instead.
 """
@@ -49,6 +50,22 @@ def print_results(results: list[PerServer], ok_line: str, fail_line: str) -> Non
             out.print(ok_line.format(addr=r.addr, value=r.value))
         else:
             out.print(fail_line.format(addr=r.addr, error=r.error), style="red")
+
+
+def reader_gone() -> int:
+    """stdout's reader closed the pipe: stop writing, say nothing, exit 0.
+
+    A reader that stops reading (``head -1``) got what it wanted; a script under ``set -o pipefail``
+    must not fail because of it. stdout is pointed at /dev/null so that the interpreter's last flush
+    cannot fail again.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (tests): nothing to protect
+        pass
+    return 0
 
 
 def fail(message: str, code: int = EXIT_FAILED, prog: str = "mqadmin") -> NoReturn:

@@ -15,16 +15,15 @@ import typer
 
 from mqadmin.client import AdminClient, run
 from mqadmin.client import broker_admin as ba
-from mqadmin.client.addresses import check_addr
 from mqadmin.client.errors import AdminError, PerServer
 from mqadmin.client.topic_text import parse_attributes, topic_config_text
 from mqadmin.commands.options import (
     JsonOpt,
     NamesrvOpt,
     TimeoutOpt,
-    addr_opt,
     bad_option,
     bool_opt,
+    broker_addr_option,
     client_for,
     one_target,
     topic_opt,
@@ -129,7 +128,7 @@ def _cluster_of(info: ClusterInfo, broker_name: str) -> str | None:
 
 def update_topic(
     topic: str = typer.Option(..., "-t", "--topic", help="Topic name."),
-    broker_addr: str | None = typer.Option(None, "-b", "--brokerAddr", help="Create on this broker (host:port)."),
+    broker_addr: str | None = broker_addr_option("Create on this broker (host:port)."),
     cluster: str | None = typer.Option(None, "-c", "--clusterName", help="Create on every master of this cluster."),
     read_queues: int = typer.Option(8, "-r", "--readQueueNums", min=1, max=1024, help="Read queues."),
     write_queues: int = typer.Option(8, "-w", "--writeQueueNums", min=1, max=1024, help="Write queues."),
@@ -173,7 +172,7 @@ async def _update_topic(
     client: AdminClient, tc: TopicConfig, broker_addr: str | None, cluster: str | None
 ) -> tuple[list[PerServer], str | None, list[PerServer]]:
     if broker_addr is not None:
-        addr = check_addr(broker_addr)
+        addr = broker_addr
         brokers = await client.create_topic_on([addr], tc)
         if not tc.order or not brokers[0].ok:
             return brokers, None, []
@@ -276,7 +275,7 @@ def topic_cluster_list(
 def update_topic_perm(
     topic: str = typer.Option(..., "-t", "--topic", help="Topic name."),
     perm: int = typer.Option(..., "-p", "--perm", help="New permission: 2 W, 4 R, 6 RW."),
-    broker_addr: str | None = typer.Option(None, "-b", "--brokerAddr", help="Only this master (host:port)."),
+    broker_addr: str | None = broker_addr_option("Only this master (host:port)."),
     cluster: str | None = typer.Option(None, "-c", "--clusterName", help="Every master of this cluster."),
     namesrv: str | None = NamesrvOpt,
     as_json: bool = JsonOpt,
@@ -287,7 +286,7 @@ def update_topic_perm(
     one_target(broker_addr, cluster)
     if perm not in TOPIC_PERMS:
         raise bad_option("-p", f"perm {perm} is not one of 2 (W), 4 (R), 6 (RW)")
-    addr = addr_opt("-b", broker_addr) if broker_addr is not None else None
+    addr = broker_addr
     client = client_for(namesrv, timeout)
     result = run(_update_topic_perm, client, topic.strip(), perm, addr, cluster)
     if as_json:

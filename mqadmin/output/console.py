@@ -53,6 +53,15 @@ class _TrimmedLines:
         return getattr(self.stream, "encoding", None) or "utf-8"
 
 
+class _Console(Console):
+    """Rich's console, but a reader that went away (``mqadmin ... | head -1``) is not turned into exit 1:
+    the BrokenPipeError goes up to the entry point, which ends the command quietly
+    (:func:`mqadmin.commands.results.reader_gone`)."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError
+
+
 def make_console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     width = None
@@ -60,7 +69,7 @@ def make_console(stderr: bool = False) -> Console:
     if not tty and not os.environ.get("COLUMNS"):
         width = PIPE_WIDTH
     file: Any = stream if tty else _TrimmedLines(stream)
-    return Console(file=file, width=width, highlight=False, markup=False, soft_wrap=True, emoji=False)
+    return _Console(file=file, width=width, highlight=False, markup=False, soft_wrap=True, emoji=False)
 
 
 class _CurrentConsole:

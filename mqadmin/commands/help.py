@@ -1,0 +1,34 @@
+"""``mqadmin help [COMMAND...]``: Apache mqadmin's form of asking for help (``mqadmin help updateTopic``).
+
+The same text as ``mqadmin COMMAND -h``: the command's own help is printed by Click, so the two
+can never differ. ``mqadmin help`` alone lists the commands, as ``mqadmin`` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+
+def help_cmd(
+    ctx: typer.Context,
+    words: list[str] | None = typer.Argument(None, metavar="[COMMAND]...", help="A command (and sub-command)."),
+) -> None:
+    """Print the help of COMMAND, or the list of commands."""
+    parent = ctx.parent
+    assert parent is not None  # a command always runs inside the mqadmin group
+    command: Any = parent.command
+    path = [parent.info_name or "mqadmin"]
+    for word in words or []:
+        sub = command.get_command(parent, word) if hasattr(command, "get_command") else None
+        if sub is None:
+            raise typer.BadParameter(f"no such command {word!r} in {' '.join(path)}", param_hint="COMMAND")
+        parent = sub.make_context(word, [], parent=parent, resilient_parsing=True)
+        command = sub
+        path.append(word)
+    typer.echo(parent.get_help())
+
+
+def register(app: typer.Typer) -> None:
+    app.command("help", help="Print a command's help (mqadmin help updateTopic), or the list of commands.")(help_cmd)
