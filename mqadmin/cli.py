@@ -30,9 +30,9 @@ from mqadmin.commands import (
     watch,
 )
 from mqadmin.commands.options import CONTEXT_SETTINGS
-from mqadmin.commands.results import reader_gone
+from mqadmin.commands.results import is_reader_gone, reader_gone
 from mqadmin.localcluster.state import ClusterError
-from remoting.climain import first_of, run_app
+from remoting.climain import run_app
 
 app = typer.Typer(
     add_completion=False,
@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
     try:
         return run_app(app, "mqadmin", argv, (AdminError, ClusterError), debug=debug)
     except BaseException as exc:
-        if first_of(exc, BrokenPipeError) is None:
+        if not is_reader_gone(exc):
             raise
         return reader_gone()  # `mqadmin ... | head -1`: the reader is done, so are we (exit 0, quietly)
 

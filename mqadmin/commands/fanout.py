@@ -23,7 +23,7 @@ from typing import Any
 import typer
 
 from mqadmin.commands.options import check_output, has_module, state_dir_option
-from mqadmin.output.console import make_console, out
+from mqadmin.output.console import make_console, out, print_json
 from mqadmin.output.plotmarks import PLOT_INSTALL, PLOT_SUFFIXES
 
 DirOpt = typer.Option(None, "--dir", help="State directory of the local cluster (default: a temporary one with --start).")
@@ -174,9 +174,12 @@ def register(app: typer.Typer) -> None:
                 result = runner.run(opts, status=status)
         except FanoutError as exc:
             raise _fail(str(exc)) from None
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (the runner raises it with the signal's name)
+            why = str(exc) or "interrupted"
+            raise _fail(f"{why}; every process the run started was stopped", 130) from None
         doc = reporting.to_json(result)
         if as_json:
-            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+            print_json(doc)
         else:
             out.print(reporting.render(doc))
         # Files last: the tables are on the screen whatever happens to them.

@@ -10,6 +10,8 @@ from typing import Any
 
 import typer
 
+from mqadmin.output.console import write_out
+
 
 def help_cmd(
     ctx: typer.Context,
@@ -27,7 +29,7 @@ def help_cmd(
         parent = sub.make_context(word, [], parent=parent, resilient_parsing=True)
         command = sub
         path.append(word)
-    typer.echo(parent.get_help())
+    write_out(parent.get_help() + "\n")
 
 
 def register(app: typer.Typer) -> None:

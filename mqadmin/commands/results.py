@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 import typer
 
 from mqadmin.client.errors import AdminError, PerServer
-from mqadmin.output.console import out, print_json
+from mqadmin.output.console import ReaderGone, out, print_json
 from remoting.climain import first_of
 
 #: Exit statuses (documented once, in the README).
@@ -50,6 +50,11 @@ def print_results(results: list[PerServer], ok_line: str, fail_line: str) -> Non
             out.print(ok_line.format(addr=r.addr, value=r.value))
         else:
             out.print(fail_line.format(addr=r.addr, error=r.error), style="red")
+
+
+def is_reader_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` (or one inside an exception group) says stdout's reader went away."""
+    return first_of(exc, ReaderGone) is not None or first_of(exc, BrokenPipeError) is not None
 
 
 def reader_gone() -> int:

@@ -53,13 +53,17 @@ class _TrimmedLines:
         return getattr(self.stream, "encoding", None) or "utf-8"
 
 
+class ReaderGone(Exception):
+    """stdout's reader closed the pipe (``mqadmin ... | head -1``). Not an OSError on purpose: Click
+    turns an EPIPE OSError into exit 1; this one goes up to the entry point, which ends the command
+    quietly (:func:`mqadmin.commands.results.reader_gone`)."""
+
+
 class _Console(Console):
-    """Rich's console, but a reader that went away (``mqadmin ... | head -1``) is not turned into exit 1:
-    the BrokenPipeError goes up to the entry point, which ends the command quietly
-    (:func:`mqadmin.commands.results.reader_gone`)."""
+    """Rich's console, but a reader that went away is :class:`ReaderGone` (Rich would exit 1)."""
 
     def on_broken_pipe(self) -> None:
-        raise BrokenPipeError
+        raise ReaderGone
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -98,6 +102,14 @@ def current_console() -> Console:
     return out.current()  # type: ignore[attr-defined]
 
 
-def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2) + "\n")
-    sys.stdout.flush()
+def print_json(value: Any, indent: int | None = 2) -> None:
+    write_out(json.dumps(value, indent=indent) + "\n")
+
+
+def write_out(text: str) -> None:
+    """Plain text to stdout, flushed (a line of a long-running command is seen at once)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise ReaderGone from None

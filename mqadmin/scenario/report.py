@@ -77,6 +77,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
         "file": scn.path,
         "description": scn.description,
         "passed": result.passed,
+        "interrupted": result.interrupted,
         "duration": scn.duration,
         "end": round(result.end, 4),
         "setupSeconds": round(result.setup_seconds, 3),

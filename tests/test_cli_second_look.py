@@ -1,0 +1,217 @@
+"""Issue 22, a newcomer's second look: the careless paths and what an operator's fingers expect.
+
+Every test runs the real CLI (its entry code in-process, or a real subprocess where a pipe, a
+signal or the console script matters) against real NameServer and broker-stub processes on
+127.0.0.1, and asserts the exit status and the one-line error; none of them prints a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+
+from mqadmin.cli import app
+from tests.mqadmin_procs import CLI, cli_env, mqadmin, procs_mentioning, running_cluster, stop_all
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def one_line(done: subprocess.CompletedProcess[str], rc: int) -> str:
+    assert done.returncode == rc, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    assert "Traceback" not in done.stdout + done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Two NameServers and one broker group, shared by the tests that only read from it."""
+    base = tmp_path_factory.mktemp("second-look")
+    with running_cluster(base / "c", "--namesrvs", "2", "--brokers", "1", "--topics", "LookTopic",
+                         env=cli_env(base / "state")) as info:
+        yield info
+
+
+# --------------------------------------------------------------------------- 4: restartNamesrv's words
+
+
+def test_restart_namesrv_says_what_its_warm_restart_restored(tmp_path: Path) -> None:
+    help_text = mqadmin("restartNamesrv", "-h").stdout
+    assert "start empty" not in help_text and "route snapshot" in help_text
+    env = cli_env(tmp_path / "state")
+    state = tmp_path / "c"
+    with running_cluster(state, "--namesrvs", "1", "--brokers", "1", env=env) as info:
+        snapshot = state / "namesrv-0" / "routeSnapshot.msgpack"
+        deadline = time.monotonic() + 30
+        while not snapshot.exists() and time.monotonic() < deadline:  # written within a second of a change
+            time.sleep(0.05)
+        assert snapshot.exists()
+        assert mqadmin("killNamesrv", "-i", "0", "--signal", "TERM", "--dir", str(state), env=env).returncode == 0
+        done = mqadmin("restartNamesrv", "-i", "0", "--dir", str(state), env=env)
+        assert done.returncode == 0, done.stderr
+        assert "1 broker(s) and " in done.stdout and "restored from its route snapshot" in done.stdout, done.stdout
+        # What it says is true: the route is there at once, long before the broker's next registration (30 s).
+        route = mqadmin("topicRoute", "-t", "TBW102", "-n", info["namesrvAddr"].split(";")[0], "--json", env=env)
+        assert route.returncode == 0 and json.loads(route.stdout)["brokerDatas"], route.stderr
+        # Without a snapshot (removed while it is down), it says so instead.
+        assert mqadmin("killNamesrv", "-i", "0", "--dir", str(state), env=env).returncode == 0
+        snapshot.unlink()
+        done = mqadmin("restartNamesrv", "-i", "0", "--dir", str(state), env=env)
+        assert done.returncode == 0 and "no routes restored" in done.stdout, done.stdout
+
+
+# --------------------------------------------------------------------------- 5, 11: checked before anything is sent
+
+#: Every command whose -b is a broker address, with the other options it needs.
+BROKER_ADDR_COMMANDS = {
+    "updateTopic": ["-t", "T"], "brokerStatus": [], "getBrokerConfig": [], "updateBrokerConfig": ["-k", "a", "-v", "b"],
+    "updateTopicPerm": ["-t", "T", "-p", "6"], "updateSubGroup": ["-g", "G"], "deleteSubGroup": ["-g", "G"],
+    "consumerConnection": ["-g", "G"], "resetOffsetByTime": ["-g", "G", "-t", "T", "-s", "now", "-q", "0"],
+    "brokerFault": [],
+}
+
+
+def test_every_broker_address_option_is_listed_here() -> None:
+    """A command added later with a host:port -b is covered by the test below (or this fails)."""
+    found = set()
+    for name, cmd in typer.main.get_command(app).commands.items():  # type: ignore[attr-defined]
+        for param in cmd.params:
+            if "-b" in getattr(param, "opts", ()) and "host:port" in (param.help or ""):
+                found.add(name)
+    assert found == set(BROKER_ADDR_COMMANDS)
+
+
+@pytest.mark.parametrize("command", sorted(BROKER_ADDR_COMMANDS))
+def test_a_broker_address_without_port_is_a_usage_error(command: str) -> None:
+    for value, why in (("127.0.0.1", "has no port"), ("127.0.0.1:70000", "70000 is not 1-65535")):
+        line = one_line(mqadmin(command, *BROKER_ADDR_COMMANDS[command], "-b", value, "-n", "127.0.0.1:1"), 2)
+        assert line.startswith("mqadmin: Invalid value for -b:") and why in line, line
+
+
+def test_reject_code_is_checked_locally() -> None:
+    for code in ("70000", "-40000"):  # nothing listens on port 1: a remote check would fail otherwise
+        line = one_line(mqadmin("brokerFault", "-b", "127.0.0.1:1", "--reject", code), 2)
+        assert "--reject" in line
+    line = one_line(mqadmin("brokerFault", "-b", "127.0.0.1:1", "--latency", "-5"), 2)
+    assert "--latency" in line
+
+
+# --------------------------------------------------------------------------- 7: a reader that goes away
+
+
+@pytest.mark.parametrize("args", [["getNamesrvConfig"], ["topicList"], ["getNamesrvConfig", "--json"], ["help"],
+                                  ["watch", "--once"]])
+def test_output_into_a_closed_pipe_exits_0_quietly(cluster: dict[str, Any], args: list[str], tmp_path: Path) -> None:
+    env = cli_env(tmp_path / "state", NAMESRV_ADDR=cluster["namesrvAddr"])
+    command = " ".join([*(f"'{c}'" for c in CLI), *args])
+    # The reader is gone before the first write (true reads nothing), so every write meets a closed pipe.
+    done = subprocess.run(["bash", "-c", f"set -o pipefail; {{ sleep 1; exec {command}; }} | true"],
+                          capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_a_repeating_command_into_head_exits_0_quietly(cluster: dict[str, Any], tmp_path: Path) -> None:
+    env = cli_env(tmp_path / "state", NAMESRV_ADDR=cluster["namesrvAddr"])
+    command = " ".join([*(f"'{c}'" for c in CLI), "clusterList", "-i", "1"])  # never ends unless its reader goes
+    done = subprocess.run(["bash", "-c", f"set -o pipefail; {command} | head -1"], capture_output=True, text=True,
+                          timeout=60, env=env, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.startswith("#Cluster Name") and len(done.stdout.splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- 8: Ctrl-C
+
+
+def _interrupt(args: list[str], ready: str, env: dict[str, str], stream: str = "stderr",
+               timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    """Run ``mqadmin args``, send SIGINT once ``ready`` appears on ``stream``, and collect the rest."""
+    proc = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        pipe = proc.stderr if stream == "stderr" else proc.stdout
+        assert pipe is not None
+        seen = ""
+        deadline = time.monotonic() + timeout
+        while ready not in seen and time.monotonic() < deadline:
+            line = pipe.readline()
+            if not line and proc.poll() is not None:
+                break
+            seen += line
+        assert ready in seen, seen[-3000:]
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        if stream == "stderr":
+            err = seen + err
+        else:
+            out = seen + out
+        return subprocess.CompletedProcess(args, proc.returncode, out, err)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_ctrl_c_during_fanout_start_is_130_with_one_line(tmp_path: Path) -> None:
+    env = cli_env(tmp_path / "state", TMPDIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    try:
+        done = _interrupt(["fanout", "--start", "--no-spark", "--producers", "4", "--duration", "120", "--rate", "2"],
+                          "load starts in", env)
+        assert done.returncode == 130, done.stderr[-3000:]
+        errors = [line for line in done.stderr.splitlines() if not line.startswith("[fanout]")]
+        assert errors == ["mqadmin fanout: interrupted; every process the run started was stopped"], done.stderr
+        assert "Traceback" not in done.stderr
+        assert procs_mentioning(str(tmp_path)) == []
+    finally:
+        for p in procs_mentioning(str(tmp_path)):
+            p.kill()
+
+
+def test_interrupted_scenario_writes_its_report_so_far(tmp_path: Path) -> None:
+    env = cli_env(tmp_path / "state", TMPDIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    report = tmp_path / "r.json"
+    try:
+        done = _interrupt(["scenario", "run", "broker-crash", "--report", str(report)], "t=", env)
+        assert done.returncode == 130, done.stderr[-3000:]
+        last = done.stderr.splitlines()[-1]
+        assert last.startswith("mqadmin scenario: interrupted; every process the run started was stopped; "
+                               "the run so far (t="), last
+        assert f"marked interrupted) is in {report}" in last
+        doc = json.loads(report.read_text())
+        assert doc["interrupted"] == "interrupted" and doc["passed"] is False and doc["expectations"] == []
+        assert doc["end"] > 0 and doc["sends"]["total"] > 0 and doc["actions"]
+        assert procs_mentioning(str(tmp_path)) == []
+    finally:
+        for p in procs_mentioning(str(tmp_path)):
+            p.kill()
+
+
+def test_ctrl_c_in_cluster_rt_is_130(cluster: dict[str, Any]) -> None:
+    done = _interrupt(["clusterRT", "-a", "2", "-i", "0.2", "-n", cluster["namesrvAddr"]], "broker-a", cli_env(),
+                      stream="stdout", timeout=30)
+    assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr
+
+
+# --------------------------------------------------------------------------- 14: help COMMAND
+
+
+def test_help_command_is_apaches_form() -> None:
+    for words in (["updateTopic"], ["scenario", "run"], ["clusterList"]):
+        via_help = mqadmin("help", *words)
+        via_h = mqadmin(*words, "-h")
+        assert via_help.returncode == 0 and via_help.stdout == via_h.stdout and via_help.stderr == ""
+        assert via_help.stdout.startswith(f"Usage: mqadmin {' '.join(words)} ")
+    listing = mqadmin("help")
+    assert listing.returncode == 0 and listing.stdout == mqadmin().stdout and "updateTopic" in listing.stdout
+    line = one_line(mqadmin("help", "noSuchCommand"), 2)
+    assert "no such command 'noSuchCommand'" in line
