@@ -215,3 +215,81 @@ def test_help_command_is_apaches_form() -> None:
     assert listing.returncode == 0 and listing.stdout == mqadmin().stdout and "updateTopic" in listing.stdout
     line = one_line(mqadmin("help", "noSuchCommand"), 2)
     assert "no such command 'noSuchCommand'" in line
+
+
+# --------------------------------------------------------------------------- 12: accepted but odd
+
+
+def test_stop_twice_and_with_nothing_started_exits_0(tmp_path: Path) -> None:
+    env = cli_env(tmp_path / "state")
+    never = tmp_path / "never"
+    done = mqadmin("stop", "--dir", str(never), env=env)
+    assert (done.returncode, done.stderr) == (0, "") and done.stdout == f"nothing is running: no local cluster in {never}\n"
+    state = tmp_path / "c"
+    with running_cluster(state, "--namesrvs", "1", "--brokers", "0", env=env) as info:
+        assert mqadmin("killNamesrv", "--dir", str(state), env=env).returncode == 0  # died on its own
+        done = mqadmin("stop", "--dir", str(state), env=env)
+        assert done.returncode == 0 and done.stdout.startswith("nothing is running: every process"), done.stdout
+        assert not procs_mentioning(str(state)) and info["procs"]
+        assert mqadmin("stop", "--dir", str(state), env=env).stdout.startswith("nothing is running: no local cluster")
+    stop_all(state)
+
+
+def test_start_without_brokers_says_what_it_started(tmp_path: Path) -> None:
+    state = tmp_path / "c"
+    try:
+        done = mqadmin("start", "--namesrvs", "1", "--brokers", "0", "--dir", str(state), env=cli_env(tmp_path / "s"))
+        assert done.returncode == 0, done.stderr
+        first = done.stdout.splitlines()[0] if "started" in done.stdout.splitlines()[0] else next(
+            line for line in done.stdout.splitlines() if line.startswith("started"))
+        assert first.startswith("started 1 NameServer(s) and no broker (--brokers 0)") and " is up" not in done.stdout
+    finally:
+        stop_all(state)
+
+
+def test_empty_values_are_refused_before_sending() -> None:
+    for args, option in ((["sendMessage", "-t", "T", "-p", ""], "-p"),
+                         (["updateKvConfig", "-s", "", "-k", "", "-v", ""], "-s"),
+                         (["updateKvConfig", "-s", "ns", "-k", " ", "-v", "v"], "-k"),
+                         (["updateKvConfig", "-s", "ns", "-k", "k", "-v", ""], "-v"),
+                         (["deleteKvConfig", "-s", "ns", "-k", ""], "-k"),
+                         (["wipeWritePerm", "-b", ""], "-b")):
+        line = one_line(mqadmin(*args, "-n", "127.0.0.1:1"), 2)  # nothing listens there: refused before sending
+        assert line.startswith(f"mqadmin: Invalid value for {option}:"), line
+    assert "body length is zero" in mqadmin("sendMessage", "-t", "T", "-p", "", "-n", "127.0.0.1:1").stderr
+
+
+def test_wipe_write_perm_of_an_unknown_broker_warns(cluster: dict[str, Any]) -> None:
+    ns = cluster["namesrvAddr"]
+    done = mqadmin("wipeWritePerm", "-b", "nosuchbroker", "-n", ns)
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()  # Apache's lines, one per NameServer, as they are
+    assert lines == [f"wipe write perm of broker[nosuchbroker] in name server[{a}] OK, 0" for a in ns.split(";")]
+    assert one_line(done, 1) == ("mqadmin: no NameServer knows broker nosuchbroker: no topic changed "
+                                 "(clusterList shows the broker names)")
+    done = mqadmin("addWritePerm", "-b", "broker-a", "-n", ns)  # a known broker: no warning
+    counts = [int(line.rsplit("OK, ", 1)[1]) for line in done.stdout.splitlines()]
+    assert done.returncode == 0 and done.stderr == "" and len(counts) == 2 and min(counts) > 0, done.stdout
+
+
+# --------------------------------------------------------------------------- 13: per-server lines
+
+
+def test_per_server_failures_are_result_lines_on_stdout(cluster: dict[str, Any]) -> None:
+    live = cluster["namesrvAddr"].split(";")[0]
+    both = f"{live};127.0.0.1:1"
+    for args, ok in ((["updateKvConfig", "-s", "ns", "-k", "k", "-v", "v"], f"success. [{live}]"),
+                     (["deleteKvConfig", "-s", "ns", "-k", "k"], f"success. [{live}]"),
+                     (["getNamesrvConfig"], f"============{live}============"),
+                     (["updateNamesrvConfig", "-k", "enableTopicList", "-v", "true"], f"success! [{live}]"),
+                     (["addWritePerm", "-b", "broker-a"], f"name server[{live}] OK, ")):
+        done = mqadmin(*args, "-n", both, "--timeout", "2")
+        assert done.returncode == 1 and done.stderr == "", (args, done.stderr)  # a server failed: exit 1
+        lines = done.stdout.splitlines()
+        assert any(ok in line for line in lines), (args, done.stdout)
+        assert "127.0.0.1:1: cannot connect: Connection refused" in lines, (args, done.stdout)  # ADDR: what went wrong
+    # One server named by the user failing is the command's error: one mqadmin: line on stderr.
+    for args in (["brokerStatus"], ["getBrokerConfig"], ["updateTopic", "-t", "T"], ["updateSubGroup", "-g", "G"]):
+        done = mqadmin(*args, "-b", "127.0.0.1:1", "-n", live, "--timeout", "2")
+        assert one_line(done, 1) == "mqadmin: cannot connect to 127.0.0.1:1: Connection refused", args
+        assert "cannot connect" not in done.stdout

@@ -5,7 +5,6 @@ and ours, brokerFault (the broker stub's fault switchboard).
 from __future__ import annotations
 
 import ipaddress
-import sys
 from typing import Any
 
 import typer
@@ -24,7 +23,7 @@ from mqadmin.commands.options import (
     client_for,
     one_target,
 )
-from mqadmin.commands.results import error_line, print_results
+from mqadmin.commands.results import exit_if_any_failed, only, per_server, print_failure
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
 
@@ -50,11 +49,12 @@ def broker_status(
             if r.ok:
                 rows = [[k, v] for k, v in sorted(r.value.items())]
                 out.print(fit_table([Col("#Key"), Col("#Value", wrap=True)], rows, title=f"broker {r.addr}"))
-    failed = [r for r in results if not r.ok]
-    for r in failed:  # errors go where every other command's go: stderr, one line each
-        print(f"mqadmin: {error_line(r.addr, r.error or 'no answer')}", file=sys.stderr)
-    if failed:
-        raise typer.Exit(1)
+    if broker_addr is not None:
+        only(results)  # the one broker named: its failure is the command's error (stderr)
+    for r in results:
+        if not r.ok:
+            print_failure(r)  # one of a cluster's brokers: a result line like the others
+    exit_if_any_failed(results)
 
 
 async def _cluster_runtime_infos(client: AdminClient, cluster: str) -> list[PerServer]:
@@ -97,20 +97,21 @@ def get_broker_config(
         return await ba.gather(targets, one)
 
     results = run(fetch)
+    if broker_addr is not None and not as_json:
+        only(results)
     if as_json:
         print_json({"brokers": [{"addr": t[1], "master": t[2], "config": r.value, "error": r.error}
                                 for t, r in zip(targets, results)]})
     else:
         for (title, _, _), r in zip(targets, results):
-            out.print(title)
             if not r.ok:
-                out.print(r.error, style="red")
+                print_failure(r)
                 continue
+            out.print(title)
             for key, value in r.value.items():
                 out.print(f"{key:<50}=  {value}")
             out.print("")
-    if not all(r.ok for r in results):
-        raise typer.Exit(1)
+    exit_if_any_failed(results)
 
 
 def update_broker_config(
@@ -139,12 +140,9 @@ def update_broker_config(
         if not addrs:
             raise AdminError(f"cluster {cluster} has no broker to update")
     results = run(ba.update_broker_config, client, addrs, key, value)
-    if as_json:
-        print_json({"key": key, "value": value, "results": [r.to_json() for r in results]})
-    else:
-        print_results(results, "update broker config success, {addr}", "update broker config failed: {error}")
-    if not all(r.ok for r in results):
-        raise typer.Exit(1)
+    if broker_addr is not None and not as_json:
+        only(results)
+    per_server(results, "update broker config success, {addr}", as_json, extra={"key": key, "value": value})
 
 
 def broker_fault(

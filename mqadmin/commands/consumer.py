@@ -24,6 +24,7 @@ from mqadmin.commands.options import (
     client_for,
     one_target,
 )
+from mqadmin.commands.results import exit_if_any_failed, only, print_failure, print_results
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
 from remoting.admin_bodies import subscription_group_config
@@ -212,14 +213,11 @@ def update_sub_group(
     if as_json:
         print_json({"config": cfg, "brokers": [r.to_json() for r in results]})
     else:
-        for r in results:
-            if r.ok:
-                out.print(f"create subscription group to {r.addr} success.")
-            else:
-                out.print(f"create subscription group to {r.addr} failed: {r.error}", style="red")
+        if broker_addr is not None:
+            only(results)
+        print_results(results, "create subscription group to {addr} success.")
         out.print(subscription_group_text(cfg))
-    if not all(r.ok for r in results):
-        raise typer.Exit(1)
+    exit_if_any_failed(results)
 
 
 def delete_sub_group(
@@ -253,18 +251,15 @@ def delete_sub_group(
                     "topics": [{"topic": t, "brokers": [r.to_json() for r in b], "namesrvs": [r.to_json() for r in n]}
                                for t, b, n in topics]})
     else:
+        if broker_addr is not None:
+            only(results)
         where = f" in cluster [{cluster}]" if cluster is not None else ""
-        for r in results:
-            if r.ok:
-                out.print(f"delete subscription group [{group}] from broker [{r.addr}]{where} success.")
-            else:
-                out.print(f"delete subscription group [{group}] from broker [{r.addr}] failed: {r.error}", style="red")
+        print_results(results, f"delete subscription group [{group}] from broker [{{addr}}]{where} success.")
         for topic, brokers, namesrvs in topics:
             for r in brokers + namesrvs:
                 if not r.ok:
-                    out.print(f"delete topic [{topic}] failed: {r.error}", style="red")
-    if not all(r.ok for r in results):
-        raise typer.Exit(1)
+                    print_failure(r, f"delete topic [{topic}]")
+    exit_if_any_failed(results + [r for _, brokers, namesrvs in topics for r in brokers + namesrvs])
 
 
 def register(app: typer.Typer) -> None:

@@ -16,7 +16,7 @@ from mqadmin.client.errors import AdminError
 from mqadmin.commands.options import JsonOpt, bad_option, state_dir_option
 from mqadmin.commands.results import self_command
 from mqadmin.localcluster import processes
-from mqadmin.localcluster.state import ClusterError, ClusterState, Proc, default_dir, proc_state
+from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, default_dir, proc_state
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
 
@@ -89,9 +89,14 @@ def summary(state: ClusterState, directory: Path | None) -> Group:
     slaves = len(state.brokers) - masters
     topics = ", ".join(["TBW102", *state.topics]) if state.brokers else "none (no brokers)"
     dir_opt = "" if directory is None else f" --dir {state.dir}"
+    if state.brokers:
+        up = (f"cluster {state.cluster} is up: {len(state.namesrvs)} NameServer(s), {masters} master(s), "
+              f"{slaves} slave(s); topics: {topics}")
+    else:  # --brokers 0: NameServers alone route nothing; say what was started, not that a cluster "is up"
+        up = (f"started {len(state.namesrvs)} NameServer(s) and no broker (--brokers 0): nothing is routable "
+              "until brokers register with them")
     lines = [
-        Text(f"cluster {state.cluster} is up: {len(state.namesrvs)} NameServer(s), {masters} master(s), "
-             f"{slaves} slave(s); topics: {topics}", style="bold green"),
+        Text(up, style="bold green"),
         Text(f"export NAMESRV_ADDR='{state.namesrv_addr}'"),
     ]
     hint = "" if directory is None else "  (with NAMESRV_ADDR set)"
@@ -111,8 +116,18 @@ def status_cmd(directory: Path | None = DirOpt, as_json: bool = JsonOpt) -> None
 
 
 def stop_cmd(directory: Path | None = DirOpt) -> None:
-    state = ClusterState.load(_dir(directory))
+    """Idempotent: with nothing running (never started, or stopped already) it says so and exits 0,
+    so that ``make stop`` twice is not an error."""
+    where = _dir(directory)
+    if not (where / STATE_FILE).exists():
+        out.print(f"nothing is running: no local cluster in {where}")
+        return
+    state = ClusterState.load(where)
     running = [p for p in state.procs if p.alive()]
+    if not running:
+        processes.stop_cluster(state)  # forgets the cluster
+        out.print(f"nothing is running: every process of the cluster in {where} had stopped already")
+        return
     forced, left = processes.stop_cluster(state)
     if left:
         raise ClusterError(f"could not stop {', '.join(left)} (state kept in {state.dir})")

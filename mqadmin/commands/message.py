@@ -31,6 +31,8 @@ def send_message(
 ) -> None:
     if queue_id is not None and broker is None:
         raise bad_option("-i", "Broker name must be set if the queue is chosen (-b)")
+    if not body:  # Apache's client refuses it too (Validators.checkMessage: MESSAGE_ILLEGAL)
+        raise bad_option("-p", "the message body length is zero")
     client = client_for(namesrv, timeout)
 
     async def send() -> Any:
