@@ -293,3 +293,32 @@ def test_per_server_failures_are_result_lines_on_stdout(cluster: dict[str, Any])
         done = mqadmin(*args, "-b", "127.0.0.1:1", "-n", live, "--timeout", "2")
         assert one_line(done, 1) == "mqadmin: cannot connect to 127.0.0.1:1: Connection refused", args
         assert "cannot connect" not in done.stdout
+
+
+# --------------------------------------------------------------------------- 15: Apache's layout off a terminal
+
+
+def test_piped_tables_are_plain_and_ignore_columns(cluster: dict[str, Any], tmp_path: Path) -> None:
+    ns = cluster["namesrvAddr"]
+    for args in (["topicRoute", "-t", "LookTopic", "-l"], ["topicStatus", "-t", "LookTopic"],
+                 ["clusterList", "-m"], ["topicList", "-c"]):
+        narrow = mqadmin(*args, "-n", ns, env=cli_env(tmp_path, columns=30), in_process=False)
+        wide = mqadmin(*args, "-n", ns, env=cli_env(tmp_path, columns=300), in_process=False)
+        assert narrow.returncode == 0 and wide.returncode == 0, (args, narrow.stderr)
+        assert narrow.stdout == wide.stdout, args  # $COLUMNS changes nothing off a terminal
+        lines = narrow.stdout.splitlines()
+        assert lines[0].startswith("#") and "─" not in narrow.stdout and "\x1b[" not in narrow.stdout, narrow.stdout
+        assert all(line == line.rstrip() for line in lines)
+    route = mqadmin("topicRoute", "-t", "LookTopic", "-l", "-n", ns, env=cli_env(tmp_path), in_process=False)
+    header, row = route.stdout.splitlines()[:2]
+    assert header.split() == ["#ClusterName", "#BrokerName", "#BrokerAddrs", "#ReadQueue", "#WriteQueue", "#Perm"]
+    assert row.split("  ")[0] == "DefaultCluster" and "broker-a" in row  # columns two spaces apart
+
+
+def test_broker_status_piped_is_apaches_lines(cluster: dict[str, Any], tmp_path: Path) -> None:
+    broker = next(p["addr"] for p in cluster["procs"] if p["kind"] == "broker")
+    done = mqadmin("brokerStatus", "-b", broker, env=cli_env(tmp_path, columns=40), in_process=False)
+    assert done.returncode == 0, done.stderr
+    fields = dict(line.split(": ", 1) for line in done.stdout.splitlines())  # awk -F': ' works
+    assert fields[f"{'brokerVersionDesc':<32}"] == "V5_3_3"
+    assert [k.rstrip() for k in fields] == sorted(k.rstrip() for k in fields)

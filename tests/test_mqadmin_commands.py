@@ -27,7 +27,7 @@ from mqadmin.client import SyncAdminClient
 from mqadmin.client.errors import NotFound
 from remoting.codes import RequestCode
 from remoting.command import request
-from tests.mqadmin_procs import CLI, cli_env, mqadmin, mqadmin_json, running_cluster
+from tests.mqadmin_procs import CLI, cli_env, mqadmin, mqadmin_json, mqadmin_on_terminal, running_cluster
 
 APACHE_COLUMNS = ["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)", "#OutTPS(LOAD)",
                   "#Timer(Progress)", "#PCWait(ms)", "#Hour", "#SPACE", "#ACTIVATED"]
@@ -131,7 +131,7 @@ def test_cluster_list_json_and_apache_columns(live: Cluster) -> None:
 
 @pytest.mark.parametrize("columns", [80, 100])
 def test_narrow_terminal_drops_columns_never_cuts_names(live: Cluster, columns: int) -> None:
-    out = live.run("clusterList", columns=columns)
+    out = mqadmin_on_terminal("clusterList", env=live.env, columns=columns)
     assert out.returncode == 0
     lines = out.stdout.splitlines()
     assert all(len(line) <= columns for line in lines)
@@ -195,9 +195,16 @@ def test_broker_status(live: Cluster) -> None:
     assert entry["table"]["brokerVersionDesc"] == "V5_3_3" and "putTps" in entry["table"]
     assert list(entry["table"]) == sorted(entry["table"])
     text = live.run("brokerStatus", "-b", live.addr["broker-b-0"])
-    assert text.returncode == 0 and re.search(r"brokerVersionDesc\s+V5_3_3", text.stdout)
+    # Apache's "%-32s: %s" lines, sorted by key (scripts read them with awk -F': ')
+    assert text.returncode == 0 and re.search(r"^brokerVersionDesc {15}: V5_3_3$", text.stdout, re.M), text.stdout
+    assert text.stdout.splitlines() == [f"{k:<32}: {v}" for k, v in sorted(entry["table"].items())
+                                        if k not in ("runtime", "bootTimestamp")] or all(
+        line.startswith(f"{k:<32}: ") for line, k in zip(text.stdout.splitlines(), sorted(entry["table"])))
     every = live.json("brokerStatus", "-c", "DefaultCluster")
     assert sorted(b["addr"] for b in every["brokers"]) == sorted([live.addr["broker-a-0"], live.addr["broker-b-0"]])
+    cluster_text = live.run("brokerStatus", "-c", "DefaultCluster").stdout.splitlines()  # "%-24s %-32s: %s"
+    assert {line[:24].rstrip() for line in cluster_text} == {live.addr["broker-a-0"], live.addr["broker-b-0"]}
+    assert f"{live.addr['broker-b-0']:<24} {'brokerVersionDesc':<32}: V5_3_3" in cluster_text
     dead = live.run("brokerStatus", "-b", "127.0.0.1:1", "--timeout", "1")
     assert dead.returncode == 1 and dead.stdout == ""
     assert dead.stderr == "mqadmin: cannot connect to 127.0.0.1:1: Connection refused\n"  # errors go to stderr
@@ -243,8 +250,19 @@ def test_send_and_consume(live: Cluster) -> None:
 
     bounded = live.json("consumeMessage", "-t", "t1", "-c", "1")
     assert len(bounded["messages"]) == 1
-    text = live.run("consumeMessage", "-t", "t1")
-    assert text.returncode == 0 and "to-b-2" in text.stdout and "4 message(s) from" in text.stdout
+    text = live.run("consumeMessage", "-t", "t1")  # Apache's dump: "MSGID: <id> MessageExt [...] BODY: <body>"
+    dumped = [line for line in text.stdout.splitlines() if line.startswith("MSGID: ")]
+    assert text.returncode == 0 and len(dumped) == 4, text.stdout
+    line = next(line for line in dumped if line.endswith(" BODY: to-b-2"))
+    assert line.startswith(f"MSGID: {first['msgId']} MessageExt [brokerName=broker-b, queueId=2, storeSize=")
+    assert f"msgId={first['offsetMsgId']}, " in line and f"storeHost=/{live.addr['broker-b-0']}, " in line
+    assert "toString()=Message{topic='t1', flag=0, properties={" in line and "body=[116, 111, 45, 98, 45, 50]" in line
+    assert text.stdout.count("Consume ok\n") == len({(m["brokerName"], m["queueId"]) for m in everything["messages"]})
+    assert ("MessageQueue [topic=t1, brokerName=broker-b, queueId=2] print msg finished. status=NO_NEW_MSG, "
+            f"offset={second['queueOffset'] + 1}") in text.stdout.splitlines()
+    cut = live.run("consumeMessage", "-t", "t1", "-b", "broker-b", "-i", "2", "-o", str(first["queueOffset"]), "-c", "1")
+    assert cut.stdout.splitlines()[:2] == ["The oldler 1 message will be provided", "Consume ok"], cut.stdout
+    assert [line.rsplit(" BODY: ", 1)[1] for line in cut.stdout.splitlines() if line.startswith("MSGID: ")] == ["to-b-2"]
 
     # A topic without a route: sent via TBW102 like a Java producer, auto-created, then routable.
     auto = live.json("sendMessage", "-t", "fresh", "-p", "first", *SLOW_OK)

@@ -44,11 +44,11 @@ def broker_status(
     if as_json:
         print_json({"brokers": [{"addr": r.addr, "reachable": r.ok, "error": r.error,
                                  "table": dict(sorted(r.value.items())) if r.ok else None} for r in results]})
-    else:
+    else:  # Apache's lines, sorted by key (awk -F': ' reads them); with -c, each starts with its broker
         for r in results:
             if r.ok:
-                rows = [[k, v] for k, v in sorted(r.value.items())]
-                out.print(fit_table([Col("#Key"), Col("#Value", wrap=True)], rows, title=f"broker {r.addr}"))
+                for key, value in sorted(r.value.items()):
+                    out.print(f"{key:<32}: {value}" if broker_addr is not None else f"{r.addr:<24} {key:<32}: {value}")
     if broker_addr is not None:
         only(results)  # the one broker named: its failure is the command's error (stderr)
     for r in results:

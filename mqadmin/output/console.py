@@ -1,8 +1,9 @@
 """mqadmin's terminal: one console for stdout, and JSON.
 
 Colours appear only when stdout is a terminal (Rich's own detection, which
-also honours ``NO_COLOR``). Off a terminal the width is fixed (scripts get
-every column) and the padding Rich adds at line ends is dropped.
+also honours ``NO_COLOR``). Off a terminal the output does not depend on the
+terminal at all: $COLUMNS is ignored, the width is unbounded (scripts get every
+column, whole), and the padding Rich adds at line ends is dropped.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any, TextIO, cast
 
 from rich.console import Console
 
-#: Width used when stdout is not a terminal and $COLUMNS is unset: scripts get every column.
-PIPE_WIDTH = 250
+#: Width used when stdout is not a terminal, whatever $COLUMNS says: wide enough that nothing is ever
+#: wrapped or dropped, so a script sees the same columns on every machine.
+PIPE_WIDTH = 100_000
 
 
 class _TrimmedLines:
@@ -68,10 +70,8 @@ class _Console(Console):
 
 def make_console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
-    width = None
     tty = stream.isatty()
-    if not tty and not os.environ.get("COLUMNS"):
-        width = PIPE_WIDTH
+    width = None if tty else PIPE_WIDTH
     file: Any = stream if tty else _TrimmedLines(stream)
     return _Console(file=file, width=width, highlight=False, markup=False, soft_wrap=True, emoji=False)
 
