@@ -7,6 +7,7 @@ signal or the console script matters) against real NameServer and broker-stub pr
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -18,10 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 import typer
 
 from mqadmin.cli import app
+from remoting import requests as rq
+from remoting.bodies import DataVersion, TopicConfig
+from remoting.codec import FrameDecoder, encode
+from remoting.codes import ResponseCode
+from remoting.command import response_to
+from remoting.mqjson import MessageQueue, dumps
+from remoting.transport import connect
 from tests.mqadmin_procs import CLI, cli_env, mqadmin, procs_mentioning, running_cluster, stop_all
+from tests.procs import NamesrvProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -322,3 +332,46 @@ def test_broker_status_piped_is_apaches_lines(cluster: dict[str, Any], tmp_path:
     fields = dict(line.split(": ", 1) for line in done.stdout.splitlines())  # awk -F': ' works
     assert fields[f"{'brokerVersionDesc':<32}"] == "V5_3_3"
     assert [k.rstrip() for k in fields] == sorted(k.rstrip() for k in fields)
+
+
+# --------------------------------------------------------------------------- issue 23: what Java's tools print
+
+
+async def _serve_like_a_497_broker(stream: trio.SocketStream) -> None:
+    """GET_CONSUME_STATS answered as a 4.9.7 broker does: an offset table without ``pullOffset``."""
+    decoder = FrameDecoder()
+    async with stream:
+        async for data in stream:
+            for req in decoder.feed(data):
+                table = {MessageQueue("T497", "broker-497", 0): {"brokerOffset": 10, "consumerOffset": 7,
+                                                                 "lastTimestamp": 0}}
+                body = dumps({"consumeTps": 0.0, "offsetTable": table})
+                await stream.send_all(encode(response_to(req, ResponseCode.SUCCESS, body=body)))
+
+
+async def test_consumer_progress_of_a_497_broker_shows_no_negative_inflight(namesrv: NamesrvProcess) -> None:
+    async with trio.open_nursery() as nursery:
+        (listener,) = await nursery.start(functools.partial(trio.serve_tcp, _serve_like_a_497_broker, 0,
+                                                            host="127.0.0.1"))
+        broker = f"127.0.0.1:{listener.socket.getsockname()[1]}"
+        async with connect(namesrv.addr) as c:
+            resp = await c.invoke(rq.register_broker(
+                cluster="DefaultCluster", broker_name="broker-497", broker_addr=broker, broker_id=0,
+                topics=[TopicConfig("T497", 1, 1, 6), TopicConfig("%RETRY%G497", 1, 1, 6)],
+                data_version=DataVersion(1, 1)))
+            assert resp.code == 0
+            done = await trio.to_thread.run_sync(functools.partial(
+                mqadmin, "consumerProgress", "-g", "G497", "-n", namesrv.addr, "--json"))
+            doc = json.loads(done.stdout)
+            assert [(q["diff"], q["inflight"]) for q in doc["queues"]] == [(3, None)] and doc["inflightTotal"] == 0
+            done = await trio.to_thread.run_sync(functools.partial(
+                mqadmin, "consumerProgress", "-g", "G497", "-n", namesrv.addr))
+            row = next(line for line in done.stdout.splitlines() if line.startswith("T497"))
+            assert row.split()[-3:-1] == ["3", "-"], row  # #Diff 3, #Inflight unknown: not 0 - 7 = -7
+        nursery.cancel_scope.cancel()
+
+
+def test_cluster_list_hours_of_an_empty_store_are_javas(cluster: dict[str, Any]) -> None:
+    rows = json.loads(mqadmin("clusterList", "--json", "-n", cluster["namesrvAddr"]).stdout)["brokers"]
+    since_epoch = time.time() / 3600  # nothing stored yet: earliestMessageTimeStamp -1, (now + 1 ms) / 3.6e6
+    assert all(since_epoch - 0.1 < r["hours"] < since_epoch + 0.1 for r in rows), rows

@@ -111,9 +111,13 @@ def test_cluster_list_row_from_runtime_info() -> None:
     cells = [c.plain if isinstance(c, Text) else c for c in base_cells(r)]
     assert cells == ["C", "b", "0", "h:1", "V5_3_3", "12.50(4,7ms)", "3.25(0,0ms|N,Nms)", "5-6(2.5w, 1.5, 2.0)", "3",
                      "2.00", "0.2500", "true", "OK"]
-    for nothing_stored in ("0", "-1"):
-        empty = clusterlist.row("C", "b", 0, "h:1", PerServer("h:1", {"earliestMessageTimeStamp": nothing_stored}), 10**12)
-        assert empty["hours"] == 0.0 and empty["version"] is None
+    # Nothing stored (0, or -1 from a 4.9.7 or 5.3.3 broker): Java prints (now - earliest) hours all the same.
+    now = 1_795_700_000_000
+    for nothing_stored, hours in (("0", 498805.56), ("-1", 498805.56)):
+        empty = clusterlist.row("C", "b", 0, "h:1", PerServer("h:1", {"earliestMessageTimeStamp": nothing_stored}), now)
+        assert empty["hours"] == hours and empty["version"] is None
+    missing = clusterlist.row("C", "b", 0, "h:1", PerServer("h:1", {}), now)
+    assert missing["hours"] == 0.0  # no earliestMessageTimeStamp at all: Java prints 0.00 too
 
 
 def test_cluster_list_row_of_a_silent_broker() -> None:

@@ -73,10 +73,10 @@ def consumer_progress(
     for mq, w in sorted(stats.offset_table.items()):
         queues.append({"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id,
                        "brokerOffset": w.broker_offset, "consumerOffset": w.consumer_offset,
-                       "diff": w.broker_offset - w.consumer_offset, "inflight": w.pull_offset - w.consumer_offset,
+                       "diff": w.broker_offset - w.consumer_offset, "inflight": _inflight(w.pull_offset, w.consumer_offset),
                        "lastTimestamp": w.last_timestamp or None} | ({"clientIp": None} if ip else {}))
     diff_total = sum(q["diff"] for q in queues)
-    inflight_total = sum(q["inflight"] for q in queues)
+    inflight_total = sum(q["inflight"] or 0 for q in queues)
     if as_json:
         print_json({"group": group, "queues": queues, "consumeTps": stats.consume_tps, "diffTotal": diff_total,
                     "inflightTotal": inflight_total})
@@ -85,13 +85,21 @@ def consumer_progress(
             Col("#Consumer Offset", 0, "right")] + ([Col("#Client IP")] if ip else []) + [
             Col("#Diff", 0, "right"), Col("#Inflight", 0, "right"), Col("#LastTime", 1)]
     rows = [[q["topic"], q["brokerName"], str(q["queueId"]), str(q["brokerOffset"]), str(q["consumerOffset"])]
-            + ([NA] if ip else []) + [str(q["diff"]), str(q["inflight"]), _date(q["lastTimestamp"] or 0)]
+            + ([NA] if ip else []) + [str(q["diff"]), "-" if q["inflight"] is None else str(q["inflight"]),
+                                      _date(q["lastTimestamp"] or 0)]
             for q in queues]
     out.print(fit_table(cols, rows))
     out.print("")
     out.print(f"Consume TPS: {stats.consume_tps:.2f}")
     out.print(f"Consume Diff Total: {diff_total}")
     out.print(f"Consume Inflight Total: {inflight_total}")
+
+
+def _inflight(pull_offset: int, consumer_offset: int) -> int | None:
+    """Messages pulled and not yet committed, or None (``-``) when the broker does not say: a 4.9.x broker
+    sends no pullOffset (Java 4.9.7's tool has no Inflight column), and a pull offset behind the committed
+    one (not kept across a broker restart) would show a negative count."""
+    return pull_offset - consumer_offset if pull_offset >= consumer_offset else None
 
 
 async def _all_groups(client: AdminClient) -> list[dict[str, Any]]:
