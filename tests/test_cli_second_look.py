@@ -375,3 +375,52 @@ def test_cluster_list_hours_of_an_empty_store_are_javas(cluster: dict[str, Any])
     rows = json.loads(mqadmin("clusterList", "--json", "-n", cluster["namesrvAddr"]).stdout)["brokers"]
     since_epoch = time.time() / 3600  # nothing stored yet: earliestMessageTimeStamp -1, (now + 1 ms) / 3.6e6
     assert all(since_epoch - 0.1 < r["hours"] < since_epoch + 0.1 for r in rows), rows
+
+
+# --------------------------------------------------------------------------- 6, 10: scenario files
+
+SCENARIO = """\
+name: check
+duration: 30
+{extra}timeline:
+  - at: 1
+    kill_broker: broker-a
+{timeline}expect:
+  - max_failed_sends: 10
+"""
+
+
+def _scenario_error(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    line = one_line(mqadmin("scenario", "run", str(path)), 2)
+    prefix = f"mqadmin scenario: {path}:"
+    assert line.startswith(prefix), line
+    return line.removeprefix(prefix)
+
+
+def test_scenario_unknown_top_field_comes_first(tmp_path: Path) -> None:
+    no_expect = "name: check\nduration: 30\nlaod:\n  producers: 2\n"  # a typo, and no expect either
+    assert _scenario_error(tmp_path, no_expect).startswith("3: laod: unknown field (did you mean load? expected one of:")
+
+
+def test_scenario_timeout_shorter_than_duration_is_refused(tmp_path: Path) -> None:
+    line = _scenario_error(tmp_path, SCENARIO.format(extra="timeout: 3\n", timeline=""))
+    assert line.startswith("3: timeout: must be longer than duration (30 s), got 3"), line
+    assert _scenario_error(tmp_path, SCENARIO.format(extra="timeout: 30\n", timeline="")).startswith("3: timeout:")
+
+
+def test_scenario_wait_until_says_what_to_write(tmp_path: Path) -> None:
+    wrong = "  - wait_until: {route_excludes: broker-a}\n    timeout: 5\n"
+    line = _scenario_error(tmp_path, SCENARIO.format(extra="", timeline=wrong))
+    assert "condition: is required" not in line
+    assert line == ("6: timeline[2].wait_until: needs its condition: write `wait_until: route_excludes` (or "
+                    "route_includes, namesrvs_agree, namesrvs_disagree) with `broker: NAME` beside it")
+
+
+def test_scenario_number_out_of_range_says_so(tmp_path: Path) -> None:
+    for value in ("1e9", "1000000000", "1.0e+9"):  # YAML 1.1 reads 1e9 as text: it is a number all the same
+        line = _scenario_error(tmp_path, SCENARIO.format(extra="", timeline="").replace("duration: 30", f"duration: {value}"))
+        assert line == "2: duration: must be >= 1 and <= 600, got 1e+09", line
+    line = _scenario_error(tmp_path, SCENARIO.format(extra="", timeline="").replace("duration: 30", "duration: soon"))
+    assert line == "2: duration: must be a number, got 'soon'"
