@@ -317,7 +317,7 @@ def test_plot_marks_and_legends_stay_off_the_data(tmp_path: Path, monkeypatch) -
     n = 10
     zeros = [0] * n
     doc = {
-        "timeline": {"ok": [100] * n, "failed": [0] * 8 + [20, 0], "route_queries": [5] * n, "route_failures": zeros,
+        "timeline": {"ok": [100] * n, "failed": [0] * 8 + [20, 0], "routeQueries": [5] * n, "routeFailures": zeros,
                      "brokers": {"broker-a": {"attempts": [50] * 8 + [0, 0], "failed": [0] * 8 + [20, 0]},
                                  "broker-b": {"attempts": [50] * n, "failed": zeros}}},
         "load": {"producers": 100}, "engine": {"text": "Spark local[2]"}, "sends": {"total": 1000},
@@ -365,12 +365,15 @@ def test_scenario_plot_marks_and_legends_stay_off_the_data(tmp_path: Path, monke
     one = {"broker-b": ({0: "b"}, PERM_READ | PERM_WRITE)}
     ns = SimpleNamespace
     result = ns(
-        scenario=ns(name="t", description="a kill", observe_topics=["T"], cluster=ns(brokers=2)),
-        records=[ns(t=i / 20, outcome="ok" if i % 40 else "timeout") for i in range(200)], end=10.0,
+        scenario=ns(name="t", description="a kill", observe_topics=["T"], cluster=ns(brokers=2),
+                    groups=[ns(start=0.0, duration=10.0)]),
+        records=[ns(t=i / 20, outcome="ok" if i % 40 else "timeout", broker="broker-a", attempts=1) for i in range(200)],
+        end=10.0,
         observer=ns(events=[ns(namesrv=0, topic="T", t=0.1, after=both), ns(namesrv=0, topic="T", t=3.02, after=one)]),
         namesrvs=["127.0.0.1:9876"],
-        actions=[ns(effect=3.0, text="kill_broker broker-a-0", ok=True, action=ns(kind="kill_broker")),
-                 ns(effect=6.0, text="wait_until route_excludes broker-a", ok=True, action=ns(kind="wait_until"))],
+        actions=[ns(start=3.0, end=3.0, text="kill_broker broker-a-0", ok=True, action=ns(kind="kill_broker")),
+                 ns(start=3.5, end=6.0, text="wait_until route_excludes broker-a", ok=True,
+                    action=ns(kind="wait_until"))],
         consumers=None,  # no consumer groups: two panels
     )
     path = tmp_path / "s.png"
@@ -385,7 +388,9 @@ def test_scenario_plot_marks_and_legends_stay_off_the_data(tmp_path: Path, monke
         assert all(t.get_rotation() == 0 for t in ax.texts)
     assert [t.get_text() for t in top.texts] == ["1", "2"]
     listing = next(t.get_text() for t in fig.texts if "kill_broker" in t.get_text())
-    assert "t=  3.00 s  kill_broker broker-a-0" in listing and "reached: route_excludes broker-a" in listing
-    assert all(float(b.get_x()).is_integer() and b.get_width() == 1.0 for b in top.patches)  # whole seconds
+    assert "t=  3.00 s  kill_broker broker-a-0" in listing
+    assert "t=  3.50 s  wait until route_excludes broker-a: reached at t=6.00 s" in listing
+    bars = [b for container in top.containers for b in container]
+    assert bars and all(float(b.get_x()).is_integer() and b.get_width() == 1.0 for b in bars)  # whole seconds
     monkeypatch.undo()
     plt.close(fig)

@@ -44,12 +44,12 @@ def failed_check(doc: dict[str, Any]) -> str | None:
     agreement = doc["agreement"]
     if not (agreement["agree"] or agreement["explained"]):
         return f"the brokers' counts disagree with the producers': {agreement['note']}"
-    failed = [v["expectation"] for v in doc["scenario_verdicts"] if v["passed"] is False]
+    failed = [v["expectation"] for v in doc["scenarioVerdicts"] if v["passed"] is False]
     if failed:
         return f"{len(failed)} scenario expectation(s) failed: {'; '.join(failed)}"
     consumers = doc.get("consumers")
     if consumers is not None and not consumers["reconciled"]:
-        unread = [r["group"] for r in consumers["by_group"] if not r["offsets_read"]]
+        unread = [r["group"] for r in consumers["byGroup"] if not r["offsetsRead"]]
         why = (f"{consumers['total']['unexplained']:,} acknowledged message(s) unexplained" if not unread
                else f"the committed offsets of {len(unread)} group(s) could not be read")
         return f"the consumer groups do not reconcile: {why}"

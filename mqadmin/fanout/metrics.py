@@ -22,8 +22,8 @@ import msgpack
 from mqadmin.fanout.consume_metrics import ConsumeMetrics
 from simclient.load import LoadSummary
 
-#: Per-second counters of the whole run, in this order.
-TIMELINE_FIELDS = ("ok", "failed", "route_queries", "route_failures")
+#: Per-second counters of the whole run, in this order (their names are the report's JSON keys).
+TIMELINE_FIELDS = ("ok", "failed", "routeQueries", "routeFailures")
 #: Per-second counters of one broker, in this order (``routing`` is a sampled gauge: producers
 #: whose route of some topic includes the broker; it adds up across partitions).
 BROKER_TIMELINE_FIELDS = ("attempts", "failed", "routing")
@@ -171,6 +171,15 @@ class PartInfo:
             "index": self.index, "producers": self.producers, "entered": self.entered, "started": self.started,
             "ended": self.ended, "cpu_s": self.cpu_s, "max_rss_mb": self.max_rss_mb, "max_fds": self.max_fds,
             "connects": self.connects, "connect_failures": self.connect_failures, "host": self.host, "pid": self.pid,
+            "error": self.error,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The report's ``partitions`` entry (``to_obj`` is the form that travels back to the driver)."""
+        return {
+            "index": self.index, "producers": self.producers, "entered": self.entered, "started": self.started,
+            "ended": self.ended, "cpuSeconds": self.cpu_s, "maxRssMb": self.max_rss_mb, "maxFds": self.max_fds,
+            "connects": self.connects, "connectFailures": self.connect_failures, "host": self.host, "pid": self.pid,
             "error": self.error,
         }
 
