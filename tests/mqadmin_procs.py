@@ -66,11 +66,12 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def mqadmin_on_terminal(*args: str, env: dict[str, str] | None = None, columns: int = 200, rows: int = 60,
-                        timeout: float = 60) -> subprocess.CompletedProcess[str]:
+                        timeout: float = 60, raw: bool = False) -> subprocess.CompletedProcess[str]:
     """``mqadmin args`` as a subprocess whose stdout is a real terminal (a pseudo-terminal of ``columns``
-    x ``rows``); stdout comes back without its escape codes and with plain newlines. $COLUMNS is unset
-    so that the terminal's own size is what mqadmin sees."""
+    x ``rows``); stdout comes back with plain newlines and, unless ``raw``, without its escape codes.
+    $COLUMNS is unset so that the terminal's own size is what mqadmin sees."""
     env = {k: v for k, v in (env if env is not None else cli_env()).items() if k not in ("COLUMNS", "LINES")}
+    env["TERM"] = "xterm"
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     try:
@@ -98,7 +99,8 @@ def mqadmin_on_terminal(*args: str, env: dict[str, str] | None = None, columns: 
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(10)
-        text = ANSI.sub("", b"".join(chunks).decode("utf-8", "replace")).replace("\r\n", "\n")
+        text = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+        text = text if raw else ANSI.sub("", text)
         return subprocess.CompletedProcess([*CLI, *args], proc.returncode, text, err.decode("utf-8", "replace"))
     finally:
         os.close(master)

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path

@@ -9,10 +9,7 @@ the suite fast; tests that change shared state undo it.
 from __future__ import annotations
 
 import json
-import os
-import pty
 import re
-import select
 import subprocess
 import time
 from collections.abc import Iterator
@@ -27,7 +24,7 @@ from mqadmin.client import SyncAdminClient
 from mqadmin.client.errors import NotFound
 from remoting.codes import RequestCode
 from remoting.command import request
-from tests.mqadmin_procs import CLI, cli_env, mqadmin, mqadmin_json, mqadmin_on_terminal, running_cluster
+from tests.mqadmin_procs import cli_env, mqadmin, mqadmin_json, mqadmin_on_terminal, running_cluster
 
 APACHE_COLUMNS = ["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)", "#OutTPS(LOAD)",
                   "#Timer(Progress)", "#PCWait(ms)", "#Hour", "#SPACE", "#ACTIVATED"]
@@ -349,36 +346,9 @@ def test_watch_snapshot_and_live_refresh(live: Cluster) -> None:
     assert time.monotonic() - began >= 1.0  # two full intervals between three frames
 
     # On a terminal: Rich Live redraws in place, in colour.
-    text = _on_a_pty([*CLI, "watch", "--count", "2", "-t", "t1"], live.env)
-    assert "refresh 2" in text and "\x1b[" in text and "alive" in text
-
-
-def _on_a_pty(argv: list[str], env: dict[str, str], timeout: float = 20.0) -> str:
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=dict(env, TERM="xterm"))
-    os.close(slave)
-    chunks: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                try:
-                    data = os.read(master, 65536)
-                except OSError:
-                    break
-                if not data:
-                    break
-                chunks.append(data)
-            elif proc.poll() is not None:
-                break
-        assert proc.wait(timeout=5) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(master)
-    return b"".join(chunks).decode("utf-8", "replace")
+    done = mqadmin_on_terminal("watch", "--count", "2", "-t", "t1", env=live.env, raw=True, timeout=20)
+    text = done.stdout
+    assert done.returncode == 0 and "refresh 2" in text and "\x1b[" in text and "alive" in text
 
 
 def test_bad_options_are_one_line(live: Cluster) -> None:

@@ -96,7 +96,7 @@ def _write_perm_results(results: list[PerServer], broker: str, verb: str, as_jso
     changed no topic does not know the broker (a typo, or a NameServer that missed it), which Apache's
     tool leaves the operator to notice from the 0. It is a warning on stderr and exit status 1."""
     if as_json:
-        print_json({"broker": broker, "results": [r.to_json() for r in results]})
+        print_json({"results": [r.to_json() for r in results]})
     else:
         print_results(results, f"{verb} write perm of broker[{broker}] in name server[{{addr}}] OK, {{value}}")
     unknown = [r.addr for r in results if r.ok and r.value == 0]

@@ -20,6 +20,7 @@ from typing import Any
 import msgpack
 
 from mqadmin.fanout.consume_metrics import ConsumeMetrics
+from mqadmin.output.jsonkeys import camel
 from simclient.load import LoadSummary
 
 #: Per-second counters of the whole run, in this order (their names are the report's JSON keys).
@@ -175,13 +176,8 @@ class PartInfo:
         }
 
     def to_json(self) -> dict[str, Any]:
-        """The report's ``partitions`` entry (``to_obj`` is the form that travels back to the driver)."""
-        return {
-            "index": self.index, "producers": self.producers, "entered": self.entered, "started": self.started,
-            "ended": self.ended, "cpuSeconds": self.cpu_s, "maxRssMb": self.max_rss_mb, "maxFds": self.max_fds,
-            "connects": self.connects, "connectFailures": self.connect_failures, "host": self.host, "pid": self.pid,
-            "error": self.error,
-        }
+        """The report's ``partitions`` entry: ``to_obj`` (what travels back to the driver) with camelCase keys."""
+        return {"cpuSeconds" if k == "cpu_s" else camel(k): v for k, v in self.to_obj().items()}
 
     @classmethod
     def from_obj(cls, obj: dict[str, Any]) -> PartInfo:

@@ -24,6 +24,7 @@ from mqadmin.fanout.metrics import (
     FanoutMetrics,
 )
 from mqadmin.fanout.runner import FanoutResult
+from mqadmin.output.jsonkeys import camel
 from mqadmin.output.tables import Col, fit_table
 from simclient.stats import Histogram
 
@@ -46,8 +47,7 @@ def _series(timeline: dict[int, list[int]], fields: tuple[str, ...], last: int) 
 
 def _seconds_key(name: str) -> str:
     """A timing's JSON key: ``cluster_start_s`` -> ``clusterStartSeconds`` (camelCase, as every JSON key)."""
-    head, *rest = name.removesuffix("_s").split("_")
-    return head + "".join(w.capitalize() for w in rest) + "Seconds"
+    return camel(name.removesuffix("_s")) + "Seconds"
 
 
 def _words(key: str) -> str:
