@@ -14,6 +14,7 @@ from broker_stub.config import BrokerConfig, ConfigError, load_file
 from broker_stub.server import BrokerServer
 from broker_stub.subgroups import SubscriptionGroupError
 from broker_stub.topic_store import TopicStoreError
+from remoting.acl_accounts import AccountsError
 from remoting.climain import first_of, run_app
 
 log = logging.getLogger("broker_stub")
@@ -82,7 +83,7 @@ async def _serve(server: BrokerServer) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Console-script entry point: one clear line and a non-zero exit on failure."""
-    return run_app(app, "mqbroker-stub", argv, (ConfigError, StartupError, TopicStoreError, SubscriptionGroupError))
+    return run_app(app, "mqbroker-stub", argv, (ConfigError, StartupError, TopicStoreError, SubscriptionGroupError, AccountsError))
 
 
 def entry() -> None:

@@ -293,10 +293,12 @@ async def test_subscription_groups_created_deleted_and_kept_across_restart(start
     await ok(broker.addr, request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": "G2", "cleanOffset": "true"}))
     assert (await call(broker.addr, query_offset("G2", "TBW102", 0))).code == ResponseCode.QUERY_NOT_FOUND
 
-    for bad, why in ((b"{", "JSON"), (json.dumps({"groupName": "a b"}).encode(), "groupName"),
-                     (json.dumps({"groupName": "G3", "retryMaxTimes": "x"}).encode(), "retryMaxTimes")):
+    for bad, code, why in ((b"{", ResponseCode.SYSTEM_ERROR, "JSON"),
+                           (json.dumps({"groupName": "a b"}).encode(), ResponseCode.INVALID_PARAMETER, "illegal characters"),
+                           (json.dumps({"groupName": "G3", "retryMaxTimes": "x"}).encode(), ResponseCode.SYSTEM_ERROR,
+                            "retryMaxTimes")):
         resp = await call(broker.addr, request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=bad))
-        assert resp.code == ResponseCode.SYSTEM_ERROR and why in (resp.remark or ""), resp
+        assert resp.code == code and why in (resp.remark or ""), resp
 
     saved = json.loads((store / "config" / "subscriptionGroup.json").read_bytes())
     assert {"G1", "AUTO_G"} <= set(saved["subscriptionGroupTable"]) and "G2" not in saved["subscriptionGroupTable"]
