@@ -7,13 +7,29 @@ console script. The commands are listed in the help in the order they are regist
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 from typing import Any
 
-import typer
 
-from mqadmin.client.errors import AdminError
-from mqadmin.commands import (
+def _exit_130_while_loading(signum: int, frame: object) -> None:
+    os._exit(130)  # nothing has run yet: nothing to flush or stop
+
+
+# Loading the commands (Typer, Rich, trio) takes a second, several on a busy machine: a Ctrl-C meanwhile
+# is exit 130 like any other, not a KeyboardInterrupt traceback from deep inside an import. A SIGINT
+# the caller ignores (a background job) stays ignored.
+_LOADING = threading.current_thread() is threading.main_thread() \
+    and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+if _LOADING:
+    signal.signal(signal.SIGINT, _exit_130_while_loading)
+
+import typer  # noqa: E402
+
+from mqadmin.client.errors import AdminError  # noqa: E402
+from mqadmin.commands import (  # noqa: E402
     broker,
     cluster,
     connection,
@@ -29,10 +45,13 @@ from mqadmin.commands import (
     topic,
     watch,
 )
-from mqadmin.commands.options import CONTEXT_SETTINGS
-from mqadmin.commands.results import is_reader_gone, reader_gone
-from mqadmin.localcluster.state import ClusterError
-from remoting.climain import run_app
+from mqadmin.commands.options import CONTEXT_SETTINGS  # noqa: E402
+from mqadmin.commands.results import is_reader_gone, reader_gone  # noqa: E402
+from mqadmin.localcluster.state import ClusterError  # noqa: E402
+from remoting.climain import run_app  # noqa: E402
+
+if _LOADING:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 app = typer.Typer(
     add_completion=False,

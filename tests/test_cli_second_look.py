@@ -214,6 +214,20 @@ def test_ctrl_c_in_cluster_rt_is_130(cluster: dict[str, Any]) -> None:
     assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr
 
 
+def test_ctrl_c_while_the_cli_is_still_loading_is_130_quietly() -> None:
+    """The SIGINT arrives exactly when mqadmin.cli imports Typer (seconds after Enter on a busy machine)."""
+    at_import = ("import builtins, os, signal\n"
+                 "real = builtins.__import__\n"
+                 "def interrupting(name, *args, **kwargs):\n"
+                 "    if name == 'typer':\n"
+                 "        os.kill(os.getpid(), signal.SIGINT)\n"
+                 "    return real(name, *args, **kwargs)\n"
+                 "builtins.__import__ = interrupting\n")
+    done = subprocess.run([*CLI[:2], at_import + CLI[2], "clusterList"], capture_output=True, text=True,
+                          timeout=60, check=False, env=cli_env())
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "")
+
+
 # --------------------------------------------------------------------------- 14: help COMMAND
 
 
@@ -226,7 +240,16 @@ def test_help_command_is_apaches_form() -> None:
     listing = mqadmin("help")
     assert listing.returncode == 0 and listing.stdout == mqadmin().stdout and "updateTopic" in listing.stdout
     line = one_line(mqadmin("help", "noSuchCommand"), 2)
-    assert "no such command 'noSuchCommand'" in line
+    assert "no such command 'noSuchCommand'" in line and "did you mean" not in line
+    line = one_line(mqadmin("help", "clusterlist"), 2)  # the same suggestions as `mqadmin clusterlist`
+    assert "no such command 'clusterlist' in mqadmin; did you mean 'clusterList'" in line
+    assert "did you mean 'run'?" in one_line(mqadmin("help", "scenario", "rn"), 2)
+
+
+def test_a_usage_error_points_to_the_commands_own_help() -> None:
+    assert one_line(mqadmin("updateTopic", "-g", "G"), 2) == "mqadmin: No such option: -g (see mqadmin updateTopic -h)"
+    assert one_line(mqadmin("scenario", "run"), 2).endswith("(see mqadmin scenario run -h)")
+    assert one_line(mqadmin("noSuchCommand"), 2).endswith("(see mqadmin -h)")
 
 
 # --------------------------------------------------------------------------- 12: accepted but odd

@@ -112,7 +112,7 @@ def test_runner_errors_are_one_line(state_dir: Path) -> None:
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--namesrvs" in out.stderr
     out = mqadmin("start", "--brokers", "0", "--topics", "a", "--dir", str(state_dir))
     assert out.returncode == 2 and out.stderr == (  # a bad option value, refused before anything starts
-        "mqadmin: Invalid value: --topics needs at least one broker group (--brokers >= 1) (see mqadmin -h)\n")
+        "mqadmin: Invalid value: --topics needs at least one broker group (--brokers >= 1) (see mqadmin start -h)\n")
     out = mqadmin("start", "--topics", "bad topic", "--dir", str(state_dir))
     assert out.returncode == 2 and "bad topic" in out.stderr and out.stderr.count("\n") == 1
     assert not (state_dir / STATE_FILE).exists()  # nothing was started

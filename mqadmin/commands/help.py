@@ -6,6 +6,7 @@ can never differ. ``mqadmin help`` alone lists the commands, as ``mqadmin`` does
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 import typer
@@ -25,7 +26,10 @@ def help_cmd(
     for word in words or []:
         sub = command.get_command(parent, word) if hasattr(command, "get_command") else None
         if sub is None:
-            raise typer.BadParameter(f"no such command {word!r} in {' '.join(path)}", param_hint="COMMAND")
+            names = list(command.list_commands(parent)) if hasattr(command, "list_commands") else []
+            close = difflib.get_close_matches(word, names, n=3)  # as `mqadmin clusterlist` itself suggests
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise typer.BadParameter(f"no such command {word!r} in {' '.join(path)}{hint}", param_hint="COMMAND")
         parent = sub.make_context(word, [], parent=parent, resilient_parsing=True)
         command = sub
         path.append(word)
