@@ -120,8 +120,10 @@ def test_report_in_waves_per_second_within_peak(tmp: Path) -> None:
 
 def test_report_after_a_kill_says_unchecked_not_yes(tmp: Path) -> None:
     report, plot = tmp / "r.json", tmp / "p.png"
+    # The kill must land while the load runs: on a busy machine the worker processes start seconds late,
+    # so the start barrier is far enough off for them all to be waiting at it (no late start).
     done = fanout(tmp, "--start", "--no-spark", "--workers", "2", "--producers", "40", "--duration", "4",
-                  "--rate", "10", "--start-delay", "0.5", "--kill-broker", "broker-a@2", "--report", str(report),
+                  "--rate", "10", "--start-delay", "15", "--kill-broker", "broker-a@2", "--report", str(report),
                   "--plot", str(plot))
     assert done.returncode == 0, done.stderr[-2000:]
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from mqadmin.fanout.report import spans  # noqa: E402
 from mqadmin.output.plotmarks import rate_pieces, stairs_of  # noqa: E402
 from simclient import read_records  # noqa: E402
+from simclient.records import OUTCOMES  # noqa: E402
 from tests.mqadmin_procs import cli_env, mqadmin  # noqa: E402
 
 #: Load of 7.5 s (its last second is half a second), slow route polls (producers keep trying the dead
@@ -70,6 +71,22 @@ def figures(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
         plt.close(fig)
 
 
+def snake_keys(value: Any, where: str = "") -> list[str]:
+    """Every field name in a printed JSON document still in snake_case (item 16: camelCase everywhere).
+    Keys that are data are left alone: send outcomes keep simclient's names (no_route, conn_error), and
+    other data keys (Java's codes such as SEND_OK, broker names) are not lower-case words with underscores."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key not in OUTCOMES and isinstance(key, str) and re.fullmatch(r"[a-z][a-z0-9]*(_[a-z0-9]+)+", key):
+                found.append(f"{where}.{key}")
+            found += snake_keys(inner, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            found += snake_keys(inner, f"{where}[{index}]")
+    return found
+
+
 def _bars(ax: Any, label: str) -> list[tuple[float, float, float]]:
     (container,) = [c for c in ax.containers if c.get_label() == label]
     return [(round(b.get_x(), 6), round(b.get_x() + b.get_width(), 6), round(b.get_height(), 6)) for b in container]
@@ -93,6 +110,7 @@ def test_scenario_plot_shows_brokers_retries_groups_and_restart(tmp_path: Path, 
     assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr[-3000:]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     doc = json.loads(report.read_text())
+    assert snake_keys(doc) == [] and doc["consumers"] and doc["sends"]["perSecond"]
     (fig,) = figures
     top, routes, lag = fig.axes
     sends = list(read_records(records))
@@ -155,6 +173,7 @@ def test_fanout_plot_names_consumption_and_draws_partial_seconds_as_rates(tmp_pa
                    timeout=300)
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     doc = json.loads(report.read_text())
+    assert snake_keys(doc) == [] and doc["consumers"]["latencyMs"] and doc["routes"]["latencyMs"]
     (fig,) = figures
     top = fig.axes[0]
     assert "consumed" in top.get_ylabel() and "sends" in top.get_ylabel()
