@@ -8,6 +8,7 @@ signal or the console script matters) against real NameServer and broker-stub pr
 from __future__ import annotations
 
 import functools
+import io
 import json
 import signal
 import subprocess
@@ -270,6 +271,20 @@ def test_stop_twice_and_with_nothing_started_exits_0(tmp_path: Path) -> None:
     stop_all(state)
 
 
+def test_start_hint_is_safe_to_paste(cluster: dict[str, Any]) -> None:
+    """The try: line lists commands apart: pasted whole, a | or ; would run killBroker with the rest.
+    (The summary ``mqadmin start`` prints, for the cluster the fixture started with --json.)"""
+    from rich.console import Console
+
+    from mqadmin.commands.localcluster import summary
+    from mqadmin.localcluster.state import ClusterState
+
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(summary(ClusterState.load(Path(cluster["dir"])), Path(cluster["dir"])))
+    hint = next(line for line in console.export_text().splitlines() if line.startswith("try:"))
+    assert "|" not in hint and ";" not in hint and "killBroker -b broker-a --dir" in hint, hint
+
+
 def test_start_without_brokers_says_what_it_started(tmp_path: Path) -> None:
     state = tmp_path / "c"
     try:
@@ -278,6 +293,8 @@ def test_start_without_brokers_says_what_it_started(tmp_path: Path) -> None:
         first = done.stdout.splitlines()[0] if "started" in done.stdout.splitlines()[0] else next(
             line for line in done.stdout.splitlines() if line.startswith("started"))
         assert first.startswith("started 1 NameServer(s) and no broker (--brokers 0)") and " is up" not in done.stdout
+        hint = next(line for line in done.stdout.splitlines() if line.startswith("try:"))
+        assert "killBroker" not in hint and "topicRoute" not in hint and "getNamesrvConfig" in hint, hint
     finally:
         stop_all(state)
 

@@ -101,7 +101,13 @@ def summary(state: ClusterState, directory: Path | None) -> Group:
     ]
     hint = "" if directory is None else "  (with NAMESRV_ADDR set)"
     me = self_command()
-    lines.append(Text(f"try:  {me} clusterList | {me} topicRoute -t TBW102 | {me} killBroker -b broker-a{dir_opt}{hint}"))
+    # Commands apart, never joined by | or ; -- a pasted line must not run killBroker along with the rest.
+    if state.brokers:
+        first = state.brokers[0].broker_name or "broker-a"
+        lines.append(Text(f"try:  {me} clusterList,  {me} topicRoute -t TBW102,  {me} killBroker -b {first}{dir_opt}"
+                          f"{hint}"))
+    else:  # no broker to route or kill
+        lines.append(Text(f"try:  {me} clusterList,  {me} getNamesrvConfig{hint}"))
     lines.append(Text(f"stop: {me} stop{dir_opt}"))
     return Group(status_table(state), *lines)
 
