@@ -132,11 +132,16 @@ def test_fit_table_drops_low_value_columns_first_and_never_cuts() -> None:
     cols = [Col("#Name"), Col("#Addr"), Col("#Minor", 2), Col("#Detail", 1), Col("#Status", wrap=True)]
     rows = [["DefaultCluster", "127.0.0.1:10911", "x" * 20, "y" * 10, "OK"]]
 
-    def render(width: int) -> str:
-        console = Console(width=width, color_system=None)
+    def render(width: int, terminal: bool = True) -> str:
+        # Fitting is for a terminal; pytest's captured stdout is not one (Rich would say so, or not, by $TERM).
+        console = Console(width=width, color_system=None, force_terminal=terminal)
         with console.capture() as cap:
             console.print(fit_table(cols, rows, console=console))
         return cap.get()
+
+    piped = render(500, terminal=False)  # off a terminal: Apache's layout, every column, no rule line
+    assert piped.splitlines()[0].split() == ["#Name", "#Addr", "#Minor", "#Detail", "#Status"]
+    assert "─" not in piped and "x" * 20 in piped
 
     wide = render(200)
     assert "#Minor" in wide and "#Detail" in wide
