@@ -17,6 +17,7 @@ from typing import Any
 from broker_stub.delays import DEFAULT_DELAY_LEVELS, parse_levels
 from remoting import properties
 from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
+from remoting.regular_file import RefusedFile, read_regular_text
 from remoting.transport import parse_addr
 
 
@@ -205,11 +206,14 @@ def _parse(key: str, text: str, kind: Any) -> Any:
 def load_file(path: str) -> BrokerConfig:
     """Build a config from a ``-c`` properties file."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        text = read_regular_text(path)
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except RefusedFile as exc:  # a FIFO, a device, a directory or too large: nothing was read
+        raise ConfigError(f"config file {path} {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
     try:
         props = properties.loads(text)

@@ -50,7 +50,7 @@ def main(
     if config_file:
         print(f"load config properties file OK, {config_file}", flush=True)
     kv = KVConfig(config.kvConfigPath)
-    kv.load()
+    kv.load(config.kvTotalMaxBytes)
     try:
         trio.run(_serve, config, kv)
     except BaseException as exc:

@@ -22,6 +22,7 @@ from typing import Any
 from remoting import properties
 from remoting.javatypes import JavaRangeError, NotANumber, parse_int
 from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
+from remoting.regular_file import RefusedFile, read_regular_text
 
 _HOME = os.path.expanduser("~")
 
@@ -241,11 +242,14 @@ def _short(text: str, limit: int = 60) -> str:
 def load_file(path: str) -> NamesrvConfig:
     """Build a config from a ``-c`` properties file (configStorePath := path)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        text = read_regular_text(path)
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except RefusedFile as exc:  # a FIFO, a device, a directory or too large: nothing was read
+        raise ConfigError(f"config file {path} {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
     try:
         props = properties.loads(text)
