@@ -9,6 +9,10 @@ plus the snapshot write.
 
 The route snapshot is restored in the constructor, before anything listens.
 
+Heartbeat expiry never judges a broker by a silence that was ours: after
+the process was paused, the heartbeats waiting in the sockets are read
+first (see :mod:`remoting.pause`).
+
 Connection closes and heartbeat expiry change the route table, so they take
 the processor's table lock like every other change: one that happens while
 a large registration is being applied (in slices) is applied after it.
@@ -27,6 +31,7 @@ from namesrv.durable import write_atomic
 from namesrv.kvconfig import KVConfig
 from namesrv.processor import NameServerProcessor
 from namesrv.snapshot import RouteSnapshots
+from remoting.pause import paused_for
 from remoting.ratelog import CLIP_ARGS
 from remoting.reactor import Reactor
 
@@ -123,10 +128,19 @@ class NameServer:
         self._stop_event.set()
 
     async def _housekeeping(self) -> None:
-        """Expire brokers whose heartbeats stopped, every scanNotActiveBrokerInterval."""
+        """Expire brokers whose heartbeats stopped, every scanNotActiveBrokerInterval.
+
+        After a pause of the process (SIGSTOP, a frozen VM), the heartbeats
+        sent meanwhile are read and applied before anyone is expired.
+        """
         table = self.processor.table
         while True:
-            await trio.sleep(self.config.scanNotActiveBrokerInterval / 1000.0)
+            interval = self.config.scanNotActiveBrokerInterval / 1000.0
+            slept_at = trio.current_time()
+            await trio.sleep(interval)
+            pause = paused_for(slept_at, trio.current_time(), interval)
+            if pause:
+                await self._catch_up(pause)
             self.processor.warn.flush()
             async with self.processor.table_lock:
                 expired = table.scan_not_active(self.processor.now_ms())
@@ -138,3 +152,11 @@ class NameServer:
                 # Java closes the expired broker's channel too.
                 if removed.conn is not None:
                     self.reactor.close_by_id(removed.conn, "broker expired")
+
+    async def _catch_up(self, pause: float) -> None:
+        """Read what waits on every connection, and let the registrations it holds apply."""
+        log.warning(
+            "the process stood still for %.1f s (stopped or starved of CPU): reading what waits on %d connections "
+            "before expiring brokers", pause, len(self.reactor.connections),
+        )
+        await self.reactor.read_pending()

@@ -22,6 +22,11 @@ read while any of these holds, and nothing queues without bound:
 - it already had :data:`BATCH_REQUESTS` requests answered in this pass:
   until the next pass, so one pipelining peer cannot hold the loop.
 
+A task that expires peers by silence (the idle sweep here, the
+NameServer's broker expiry) first calls :meth:`Reactor.read_pending` when
+the process was paused (:mod:`remoting.pause`): the peers' messages sent
+meanwhile wait in the sockets and are read before anyone is judged silent.
+
 Nothing a peer sends leaves this module as an exception: a frame that
 cannot be decoded closes that connection, a request whose handling or
 encoding fails is answered SYSTEM_ERROR (or closes the connection if even
@@ -45,6 +50,7 @@ from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.limits import ReadBudget, water_marks
 from remoting.memtrim import Trimmer
+from remoting.pause import paused_for
 from remoting.ratelog import CLIP_ARGS, RateLimitedLog, clip
 
 log = logging.getLogger("remoting")
@@ -59,6 +65,11 @@ TURN_SECONDS = 0.002
 BATCH_REQUESTS = 512
 #: Answers are joined into one send up to this size (and never past the high water mark).
 BATCH_BYTES = 256 * 1024
+#: How often idle connections are looked for.
+SWEEP_SECONDS = 1.0
+#: Passes over the ready connections after a pause, and how long to wait for the answers they start.
+PENDING_PASSES = 4
+PENDING_ANSWER_SECONDS = 5.0
 READ = selectors.EVENT_READ
 WRITE = selectors.EVENT_WRITE
 
@@ -263,14 +274,48 @@ class Reactor:
 
     async def _sweep_idle(self) -> None:
         """Once a second: close connections with no traffic (or a stuck send) for too long,
-        emit due log summaries, give big freed buffers back to the OS."""
+        emit due log summaries, give big freed buffers back to the OS.
+
+        After a pause of the process, what waits in the sockets is read
+        first: a peer that kept sending while we were stopped is not idle."""
         while True:
-            await trio.sleep(1.0)
+            slept_at = self.clock()
+            await trio.sleep(SWEEP_SECONDS)
+            if paused_for(slept_at, self.clock(), SWEEP_SECONDS):
+                await self.read_pending()
             limit = self.clock() - self.idle_seconds()
             for conn in [c for c in self.connections.values() if c.last_active < limit and not c.busy]:
                 self.close(conn, "idle" if not conn.out else "peer stopped reading")
             self.warn.flush()
             self.trimmer.maybe_trim()
+
+    async def read_pending(self, timeout: float = PENDING_ANSWER_SECONDS) -> int:
+        """Read and answer what already waits on every connection, then wait (at most
+        ``timeout``) until the awaiting requests this started have been answered.
+
+        For a server that was paused (see :mod:`remoting.pause`): its peers'
+        messages sit unread in the socket buffers, and a task that expires
+        peers by silence must see them first. The run loop would read them
+        too, but in its own turn, which may come after that task's. Each pass
+        reads every ready connection once; a few passes finish a frame that
+        did not fit one read. Returns the number of reads.
+        """
+        reads = 0
+        for _ in range(PENDING_PASSES):
+            ready = [(key.data, events) for key, events in self.selector.select(0) if key.data is not None]
+            if not ready:
+                break
+            now = self.clock()
+            for conn, events in ready:
+                if events & WRITE and not conn.closed:
+                    self._flush(conn)
+                if events & READ and not conn.closed:
+                    self._read(conn, now)
+                    reads += 1
+        with trio.move_on_after(timeout):
+            while any(c.busy for c in self.connections.values()):
+                await trio.sleep(0.005)
+        return reads
 
     # ------------------------------------------------------------------
     # reading and answering
