@@ -17,6 +17,7 @@ from typing import Any
 from broker_stub.delays import DEFAULT_DELAY_LEVELS, parse_levels
 from remoting import properties
 from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
+from remoting.logfile import DEFAULT_MAX_INDEX, DEFAULT_MAX_SIZE, MAX_INDEX_RANGE, MAX_SIZE_RANGE
 from remoting.regular_file import RefusedFile, read_regular_text
 from remoting.transport import parse_addr
 
@@ -92,6 +93,10 @@ class BrokerConfig:
     writeBufferLowWaterMark: int = 0
     maxHeldPulls: int = 10000  # long-polling pulls held at once; beyond, answered at once
     persistMessages: bool = True  # with storePathRootDir: messages also go to per-queue files, read back on start
+    # logging: see remoting/logfile.py
+    logFile: str = ""  # "" = stderr; else this file, rotated by size
+    logFileMaxSize: int = DEFAULT_MAX_SIZE  # bytes a log file may reach before it rotates
+    logFileMaxIndex: int = DEFAULT_MAX_INDEX  # rotated files kept (logFile.1 .. logFile.N)
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -171,6 +176,9 @@ class BrokerConfig:
             water_marks(self.writeBufferHighWaterMark, self.writeBufferLowWaterMark)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        for key, (low, high) in (("logFileMaxSize", MAX_SIZE_RANGE), ("logFileMaxIndex", MAX_INDEX_RANGE)):
+            if not low <= getattr(self, key) <= high:
+                raise ConfigError(f"{key} must be between {low} and {high}, got {getattr(self, key)}")
         if not self.brokerIP1.strip() or ":" in self.brokerIP1:
             raise ConfigError(f"brokerIP1 must be an IPv4 address or host name, got {self.brokerIP1!r}")
 

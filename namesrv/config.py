@@ -22,6 +22,7 @@ from typing import Any
 from remoting import properties
 from remoting.javatypes import JavaRangeError, NotANumber, parse_int
 from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
+from remoting.logfile import DEFAULT_MAX_INDEX, DEFAULT_MAX_SIZE, MAX_INDEX_RANGE, MAX_SIZE_RANGE
 from remoting.regular_file import RefusedFile, read_regular_text
 
 _HOME = os.path.expanduser("~")
@@ -101,6 +102,10 @@ class NamesrvConfig:
     routeSnapshotPath: str = ""  # "" = routeSnapshot.msgpack beside kvConfigPath
     routeSnapshotIntervalMillis: int = 1000  # at most one write per interval, only after a change
     routeSnapshotMaxAgeMillis: int = 120000  # an older snapshot is ignored (Java's broker expiry)
+    # logging (extensions): see remoting/logfile.py
+    logFile: str = ""  # "" = stderr; else this file, rotated by size
+    logFileMaxSize: int = DEFAULT_MAX_SIZE  # bytes a log file may reach before it rotates
+    logFileMaxIndex: int = DEFAULT_MAX_INDEX  # rotated files kept (logFile.1 .. logFile.N)
 
     #: Keys from a -c file that match no field: kept and shown, like Java.
     extra: dict[str, str] = field(default_factory=dict, repr=False)
@@ -204,6 +209,8 @@ BOUNDS: dict[str, tuple[int, int]] = {
     "kvNamespaceMaxBytes": (1024, 256 * _MIB),
     "kvTotalMaxBytes": (1024, 1024 * _MIB),
     "configUpdateMaxBytes": (1024, 16 * _MIB),
+    "logFileMaxSize": MAX_SIZE_RANGE,
+    "logFileMaxIndex": MAX_INDEX_RANGE,
 }
 
 

@@ -1,0 +1,126 @@
+"""Logs rotate by size (issue 20, "Logs rotate"): real processes write lines until their log
+file passes ``logFileMaxSize``; it rotates there, ``logFileMaxIndex`` old files are kept, none
+passes the bound, and the newest lines are in the current file, in order.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+from remoting import requests as rq
+from remoting.codes import ResponseCode
+from remoting.transport import connect
+from tests.broker_wire import create_topic
+from tests.procs import BOOT_LINE, NamesrvProcess
+
+if TYPE_CHECKING:
+    from tests.broker_procs import BrokerProcess
+
+pytest_plugins = ("tests.broker_procs",)  # the start_broker fixture
+
+MAX_SIZE = 8192
+MAX_INDEX = 2
+LINES = 600  # ~50 KB of log: several rotations of 8 KiB
+
+
+def rotated_files(log: Path) -> list[Path]:
+    """The log and its rotated files, newest first, as they are on disk."""
+    return sorted(log.parent.glob(log.name + "*"), key=lambda p: int(p.suffix[1:]) if p != log else 0)
+
+
+def check_rotated(log: Path, pattern: str) -> None:
+    """The log rotated at the bound, kept MAX_INDEX old files, and holds the latest numbered lines in order."""
+    files = rotated_files(log)
+    assert [p.name for p in files] == [log.name] + [f"{log.name}.{i}" for i in range(1, MAX_INDEX + 1)]
+    for p in files:
+        assert p.stat().st_size <= MAX_SIZE, (p, p.stat().st_size)
+    numbers = [int(n) for p in reversed(files) for n in re.findall(pattern, p.read_text())]
+    assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)  # oldest file first, no gap inside
+    assert numbers == list(range(numbers[0], LINES))  # the newest lines, up to the last one sent
+    assert len(numbers) < LINES  # the oldest were rotated away: the disk holds a bounded log
+
+
+async def test_namesrv_log_rotates_at_the_bound(start_namesrv: Callable[..., NamesrvProcess]) -> None:
+    ns = start_namesrv(logFile="logs/ns.log", logFileMaxSize=MAX_SIZE, logFileMaxIndex=MAX_INDEX)
+    log = ns.workdir / "logs" / "ns.log"  # relative to the server's working directory
+    async with connect(ns.addr) as client:
+        for i in range(LINES):
+            resp = await client.invoke(rq.wipe_write_perm(f"broker-{i:05d}"))
+            assert resp.code == ResponseCode.SUCCESS
+    assert ns.terminate() == 0
+    check_rotated(log, r"wipe write perm of broker broker-(\d{5})")
+    assert "name server stopped" in log.read_text()
+    assert "wipe write perm" not in ns.log()  # stderr carries no log line when logFile is set
+
+
+async def test_broker_log_rotates_at_the_bound(start_broker: Callable[..., BrokerProcess]) -> None:
+    broker = start_broker(logFile="broker.log.d/broker.log", logFileMaxSize=MAX_SIZE, logFileMaxIndex=MAX_INDEX)
+    log = broker.workdir / "broker.log.d" / "broker.log"
+    async with connect(broker.addr) as client:
+        for i in range(LINES):
+            resp = await client.invoke(create_topic(f"T{i:05d}", queues=1))
+            assert resp.code == ResponseCode.SUCCESS, resp
+    assert broker.terminate() == 0
+    check_rotated(log, r"topic T(\d{5}) created/updated")
+
+
+@pytest.mark.parametrize(("module", "prog"), [("namesrv.cli", "mqnamesrv"), ("broker_stub.cli", "mqbroker-stub")])
+def test_a_log_file_that_is_a_fifo_is_refused_with_one_line(tmp_path: Path, module: str, prog: str) -> None:
+    fifo = tmp_path / "server.log"
+    os.mkfifo(fifo)
+    conf = tmp_path / "server.properties"
+    conf.write_text(f"listenPort=0\nlogFile={fifo}\n")
+    done = subprocess.run([sys.executable, "-m", module, "-c", str(conf)], capture_output=True, text=True,
+                          timeout=30, check=False)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [f"{prog}: logFile {fifo} is a FIFO, not a regular file"]
+
+
+@pytest.mark.parametrize(("key", "value"), [("logFileMaxSize", "100"), ("logFileMaxIndex", "0")])
+@pytest.mark.parametrize(("module", "prog"), [("namesrv.cli", "mqnamesrv"), ("broker_stub.cli", "mqbroker-stub")])
+def test_rotation_bounds_are_checked(tmp_path: Path, module: str, prog: str, key: str, value: str) -> None:
+    conf = tmp_path / "server.properties"
+    conf.write_text(f"{key}={value}\n")
+    done = subprocess.run([sys.executable, "-m", module, "-c", str(conf)], capture_output=True, text=True,
+                          timeout=30, check=False)
+    assert done.returncode == 1
+    assert f"{key} must be between" in done.stderr and done.stderr.count("\n") == 1
+
+
+async def test_stdout_and_stderr_redirected_to_the_log_follow_its_rotation(tmp_path: Path) -> None:
+    """As under ``mqadmin start``: the process's own output goes to the log file, which it rotates."""
+    log = tmp_path / "namesrv.log"
+    conf = tmp_path / "namesrv.properties"
+    conf.write_text(f"listenPort=0\nbindAddress=127.0.0.1\nkvConfigPath={tmp_path / 'kv.json'}\n"
+                    f"logFile={log}\nlogFileMaxSize={MAX_SIZE}\nlogFileMaxIndex={MAX_INDEX}\n")
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "namesrv.cli", "-c", str(conf)], stdout=out, stderr=out,
+                                stdin=subprocess.DEVNULL)
+    try:
+        with trio.fail_after(30):
+            while not (match := BOOT_LINE.search(log.read_bytes())):
+                assert proc.poll() is None, log.read_text()
+                await trio.sleep(0.05)
+        addr = f"{match.group(1).decode()}:{match.group(2).decode()}"
+        async with connect(addr) as client:
+            for i in range(LINES):
+                resp = await client.invoke(rq.wipe_write_perm(f"broker-{i:05d}"))
+                assert resp.code == ResponseCode.SUCCESS
+        # the descriptors now name the current file, not a rotated (or deleted) one
+        assert [os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in (1, 2)] == [str(log), str(log)]
+        proc.terminate()
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    check_rotated(log, r"wipe write perm of broker broker-(\d{5})")
