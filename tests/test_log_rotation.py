@@ -49,13 +49,18 @@ def check_rotated(log: Path, pattern: str) -> None:
     assert len(numbers) < LINES  # the oldest were rotated away: the disk holds a bounded log
 
 
-async def test_namesrv_log_rotates_at_the_bound(start_namesrv: Callable[..., NamesrvProcess]) -> None:
-    ns = start_namesrv(logFile="logs/ns.log", logFileMaxSize=MAX_SIZE, logFileMaxIndex=MAX_INDEX)
-    log = ns.workdir / "logs" / "ns.log"  # relative to the server's working directory
-    async with connect(ns.addr) as client:
+async def log_lines(addr: str) -> None:
+    """LINES numbered NameServer log lines (each WIPE_WRITE_PERM logs one)."""
+    async with connect(addr) as client:
         for i in range(LINES):
             resp = await client.invoke(rq.wipe_write_perm(f"broker-{i:05d}"))
             assert resp.code == ResponseCode.SUCCESS
+
+
+async def test_namesrv_log_rotates_at_the_bound(start_namesrv: Callable[..., NamesrvProcess]) -> None:
+    ns = start_namesrv(logFile="logs/ns.log", logFileMaxSize=MAX_SIZE, logFileMaxIndex=MAX_INDEX)
+    log = ns.workdir / "logs" / "ns.log"  # relative to the server's working directory
+    await log_lines(ns.addr)
     assert ns.terminate() == 0
     check_rotated(log, r"wipe write perm of broker broker-(\d{5})")
     assert "name server stopped" in log.read_text()
@@ -110,11 +115,7 @@ async def test_stdout_and_stderr_redirected_to_the_log_follow_its_rotation(tmp_p
             while not (match := BOOT_LINE.search(log.read_bytes())):
                 assert proc.poll() is None, log.read_text()
                 await trio.sleep(0.05)
-        addr = f"{match.group(1).decode()}:{match.group(2).decode()}"
-        async with connect(addr) as client:
-            for i in range(LINES):
-                resp = await client.invoke(rq.wipe_write_perm(f"broker-{i:05d}"))
-                assert resp.code == ResponseCode.SUCCESS
+        await log_lines(f"{match.group(1).decode()}:{match.group(2).decode()}")
         # the descriptors now name the current file, not a rotated (or deleted) one
         assert [os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in (1, 2)] == [str(log), str(log)]
         proc.terminate()
@@ -124,3 +125,31 @@ async def test_stdout_and_stderr_redirected_to_the_log_follow_its_rotation(tmp_p
             proc.kill()
             proc.wait(5)
     check_rotated(log, r"wipe write perm of broker broker-(\d{5})")
+
+
+def test_mqadmin_start_gives_each_process_a_rotating_log(tmp_path: Path) -> None:
+    """The local runner sets logFile to each process's log; a restart finds its boot line after a rotation."""
+    from mqadmin import cluster
+    from tests.mqadmin_procs import stop_all
+
+    directory = tmp_path / "cluster"
+    rotation = (("logFileMaxSize", str(MAX_SIZE)), ("logFileMaxIndex", str(MAX_INDEX)))
+    try:
+        state = cluster.start(directory, cluster.StartOptions(namesrvs=1, brokers=1, namesrv_props=rotation,
+                                                              broker_props=rotation))
+        ns = state.namesrvs[0]
+        log = Path(ns.log)
+        trio.run(log_lines, ns.addr)  # the runner runs trio itself: this test is synchronous
+        assert [os.readlink(f"/proc/{ns.pid}/fd/{fd}") for fd in (1, 2)] == [str(log), str(log)]
+        cluster.stop_procs([ns])
+        check_rotated(log, r"wipe write perm of broker broker-(\d{5})")
+        # nearly full: the restarted server's first log line rotates the file before its boot line
+        with open(log, "ab") as fh:
+            fh.write(b"x" * (MAX_SIZE - log.stat().st_size - 2) + b"\n")
+        cluster.restart(ns)
+        assert ns.alive() and log.stat().st_size < MAX_SIZE // 2
+        assert BOOT_LINE.search(log.read_bytes())
+        broker_log = Path(state.brokers[0].log)
+        assert broker_log.exists() and "boot success" in broker_log.read_text()
+    finally:
+        stop_all(directory)
