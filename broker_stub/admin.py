@@ -25,7 +25,12 @@ from broker_stub.admin_groups import GroupAdmin
 from broker_stub.clients import Subscription
 from broker_stub.common import Reject
 from broker_stub.config import BrokerConfig
+from broker_stub.consume_stats import BrokerConsumeStats
+from broker_stub.consumer_relay import ConsumerRelay
 from broker_stub.consuming import Consuming
+from broker_stub.message_query import MessageQuery
+from broker_stub.producer_table import producer_table_body
+from broker_stub.query_index import KeyIndex
 from broker_stub.stats import GROUP_GET_NUMS, TOPIC_PUT_NUMS, BrokerStats
 from broker_stub.store import MessageStore
 from broker_stub.subgroups import SubscriptionGroups
@@ -41,6 +46,7 @@ from remoting.admin_bodies import (
 )
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
+from remoting.javahash import java_string_hash
 from remoting.mqjson import MessageQueue, dumps
 
 log = logging.getLogger("broker_stub")
@@ -50,15 +56,6 @@ STORE_TIMESTAMP_AT = 56  # byte offset of storeTimestamp in a stored record (Mes
 MAX_TOPIC_LIST = 1000  # topics one GET_CONSUME_STATS may name in ``topicList``
 
 Handler = Callable[[RemotingCommand, Hashable], RemotingCommand | None]
-
-
-def java_string_hash(text: str) -> int:
-    """String.hashCode (UTF-16 code units, 32-bit signed): SubscriptionData's codeSet."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def subscription_data(sub: Subscription) -> dict[str, object]:
@@ -94,8 +91,16 @@ class BrokerAdmin:
         self.consuming = consuming
         self.peer_of = peer_of
         self.clock = clock
-        self.stats = BrokerStats(config.brokerClusterName, self._now())
+        self.stats = BrokerStats(config.brokerClusterName, self._now(), clock=self._now)
         self.groups = GroupAdmin(config, topics, store, consuming, subgroups, stats=self.stats, write_to=write_to)
+        self.keys = KeyIndex(store, config.maxKeyIndexEntries,
+                             enabled=lambda: config.java_settings.get("messageIndexEnable") != "false")
+        self.queries = MessageQuery(self.keys, lambda key, default: int(config.java_settings.get(key, default)))
+        self.broker_consume_stats = BrokerConsumeStats(
+            config, topics, store, consuming, subgroups, self.stats,
+            broker_addr=lambda: f"{config.brokerIP1}:{config.listenPort}", store_timestamp=self.store_timestamp,
+            write_to=write_to, now=self._now)
+        self.relay = ConsumerRelay(consuming.clients, write_to=write_to, peer_of=peer_of, clock=clock)
         consuming.on_pulled = self._pulled
 
     def _now(self) -> int:
@@ -109,21 +114,32 @@ class BrokerAdmin:
             RequestCode.GET_CONSUME_STATS: self.consume_stats,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
+            RequestCode.GET_ALL_PRODUCER_INFO: self.all_producers,
             **self.groups.handlers(),
+            **self.queries.handlers(),
+            **self.broker_consume_stats.handlers(),
+            **self.relay.handlers(),
         }
 
     # ------------------------------------------------------------------
     # hooks
 
+    def stored(self, topic: str, size: int) -> None:
+        """A message was put (the put path's hook): its statistics, and its keys to index."""
+        self.stats.put(topic, size)
+        self.keys.touch(topic)
+
     def tick(self) -> None:
         """Once a second: fold the second's sends and pulls into the stats items."""
         self.stats.flush(self._now())
+        self.relay.expire()
 
     def _pulled(self, group: str, topic: str, records: list[bytes]) -> None:
         self.stats.got(group, topic, len(records), sum(map(len, records)))
 
     def topic_deleted(self, topic: str) -> None:
         self.stats.topic_deleted(topic)
+        self.keys.forget_topic(topic)
 
     def store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
         """getMessageStoreTimeStamp: when the message at ``offset`` was stored (-1 if it is not held)."""
@@ -238,3 +254,7 @@ class BrokerAdmin:
         if not members:
             raise Reject(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
         return response_to(req, ResponseCode.SUCCESS, body=encode_producer_connection(self._connections(members)))
+
+    def all_producers(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        """GET_ALL_PRODUCER_INFO: every live producer, by group (:mod:`broker_stub.producer_table`)."""
+        return response_to(req, ResponseCode.SUCCESS, body=producer_table_body(self.consuming.clients, self.peer_of))

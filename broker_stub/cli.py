@@ -9,6 +9,7 @@ import sys
 import trio
 import typer
 
+from broker_stub.broker_config_admin import render_config
 from broker_stub.config import BrokerConfig, ConfigError, load_file
 from broker_stub.server import BrokerServer
 from broker_stub.subgroups import SubscriptionGroupError
@@ -46,9 +47,8 @@ def main(
     if namesrv_addr is not None:
         config.namesrvAddr = namesrv_addr
         config.validate()
-    if print_config:
-        for key, value in config.as_properties().items():
-            print(f"{key}={value}")
+    if print_config:  # every key a Java 5.3.3 broker prints, with the stub's values
+        print(render_config(config), end="")
         return
     try:
         logfile.configure(config.logFile, config.logFileMaxSize, config.logFileMaxIndex)

@@ -79,6 +79,7 @@ class Client:
     consumer_groups: set[str] = field(default_factory=set)
     language: str = "JAVA"  # of its latest heartbeat's header: what connection lists report
     version: int = 0
+    last_update: int = 0  # ms, its latest heartbeat (the producer table's lastUpdateTimestamp)
 
 
 class ClientTable:
@@ -102,6 +103,7 @@ class ClientTable:
         client = self.clients.pop(client_id, None) or Client(conn)
         client.conn = conn  # a reconnected client: only its newest connection counts
         client.language, client.version = language, version
+        client.last_update = self.clock_ms()
         client.producer_groups = {
             str(p["groupName"]) for p in _list(data.get("producerDataSet")) if isinstance(p, dict) and p.get("groupName")
         }

@@ -1,9 +1,11 @@
 """Broker stub configuration with RocketMQ's broker keys, defaults and file format.
 
 Field names are RocketMQ's ``broker.properties`` keys (camelCase) so a file
-written for a Java broker works unchanged, and GET_BROKER_CONFIG answers
-with the same text a Java broker would. Keys marked "extension" do not exist
-in Java; they bound memory or make timing testable.
+written for a Java broker works unchanged. The other Java keys of such a file
+(``flushDiskType``, ...) are kept as Java would take them (``java_settings``)
+and shown by GET_BROKER_CONFIG with every other key of a Java 5.3.3 broker
+(:mod:`broker_stub.broker_config_admin`). Keys marked "extension" do not
+exist in Java; they bound memory or make timing testable.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker_stub.delays import DEFAULT_DELAY_LEVELS, parse_levels
+from broker_stub.java_broker_config import java_settings
 from remoting import properties
 from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
 from remoting.logfile import DEFAULT_MAX_INDEX, DEFAULT_MAX_SIZE, MAX_INDEX_RANGE, MAX_SIZE_RANGE
@@ -93,14 +96,18 @@ class BrokerConfig:
     writeBufferLowWaterMark: int = 0
     maxHeldPulls: int = 10000  # long-polling pulls held at once; beyond, answered at once
     persistMessages: bool = True  # with storePathRootDir: messages also go to per-queue files, read back on start
+    maxKeyIndexEntries: int = 1_000_000  # keys QUERY_MESSAGE finds (UNIQ_KEY and KEYS words), newest; 24 bytes each
     # logging: see remoting/logfile.py
     logFile: str = ""  # "" = stderr; else this file, rotated by size
     logFileMaxSize: int = DEFAULT_MAX_SIZE  # bytes a log file may reach before it rotates
     logFileMaxIndex: int = DEFAULT_MAX_INDEX  # rotated files kept (logFile.1 .. logFile.N)
+    #: Java broker keys the stub keeps and shows but does not act on (flushDiskType, ...), from the file or
+    #: UPDATE_BROKER_CONFIG, as Java takes them (broker_stub.java_broker_config); not a key itself.
+    java_settings: dict[str, str] = field(default_factory=dict, metadata={"internal": True})
 
     @classmethod
     def keys(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls)]
+        return [f.name for f in dataclasses.fields(cls) if not f.metadata.get("internal")]
 
     @property
     def is_master(self) -> bool:
@@ -118,12 +125,9 @@ class BrokerConfig:
     def as_properties(self) -> dict[str, str]:
         return {key: _render(getattr(self, key)) for key in self.keys()}
 
-    def render(self) -> str:
-        return properties.dumps(self.as_properties())
-
     def parse_values(self, props: Mapping[str, str]) -> dict[str, Any]:
         """Typed values for known keys in ``props`` (unknown keys are ignored, as Java does)."""
-        types = {f.name: f.type for f in dataclasses.fields(self)}
+        types = {f.name: f.type for f in dataclasses.fields(self) if not f.metadata.get("internal")}
         return {k: _parse(k, v, types[k]) for k, v in props.items() if k in types}
 
     def validate(self) -> None:
@@ -152,6 +156,7 @@ class BrokerConfig:
             "shortPollingTimeMills",
             "maxHeldPulls",
             "flushConsumerOffsetInterval",
+            "maxKeyIndexEntries",
         ):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key} must be positive, got {getattr(self, key)}")
@@ -232,6 +237,7 @@ def load_file(path: str) -> BrokerConfig:
         for key, value in config.parse_values(props).items():
             setattr(config, key, value)
         config.validate()
+        config.java_settings = java_settings(props, config.keys())
     except ConfigError as exc:
         raise ConfigError(f"config file {path}: {exc}") from None
     return config

@@ -31,6 +31,7 @@ Field = tuple[str, tuple[int, int]]
 
 #: Request code -> its numeric header fields with their Java types (the *RequestHeader classes of 5.3.3).
 NUMERIC_FIELDS: dict[int, tuple[Field, ...]] = {
+    RequestCode.QUERY_MESSAGE: (("maxNum", INT), ("beginTimestamp", LONG), ("endTimestamp", LONG)),
     RequestCode.PULL_MESSAGE: (
         ("queueId", INT), ("queueOffset", LONG), ("maxMsgNums", INT), ("sysFlag", INT), ("commitOffset", LONG),
         ("suspendTimeoutMillis", LONG), ("subVersion", LONG), ("maxMsgBytes", INT), ("requestSource", INT),

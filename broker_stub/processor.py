@@ -26,7 +26,8 @@ import trio
 
 from broker_stub.admin import BrokerAdmin
 from broker_stub.common import Reject, ext_bool, ext_int
-from broker_stub.config import RUNTIME_KEYS, BrokerConfig, ConfigError
+from broker_stub.broker_config_admin import BrokerConfigAdmin
+from broker_stub.config import BrokerConfig
 from broker_stub.consuming import Consuming
 from broker_stub.faults import FAULT_CODE, FaultError, Faults
 from broker_stub.headers import NUMERIC_FIELDS, check_fields
@@ -35,8 +36,7 @@ from broker_stub.sending import SEND_CODES, Sender, check_topic_name, send_ok_fr
 from broker_stub.store import MessageStore
 from broker_stub.subgroups import SubscriptionGroups
 from broker_stub.topics import MAX_QUEUE_NUMS, TopicTable
-from remoting import properties
-from remoting.bodies import DataVersion, TopicConfig, encode_kv_table
+from remoting.bodies import TopicConfig, encode_kv_table
 from remoting.codec import encode
 from remoting.codes import DEFAULT_TOPIC, PERM_READ, PERM_WRITE, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
@@ -89,7 +89,6 @@ class BrokerProcessor:
         self.kick = kick
         self.registration_info = registration_info
         self.boot_ms = int(time.time() * 1000)
-        self.config_version = DataVersion(0, self.boot_ms, 0)
         self.rates = Rates()
         self.days = DayTotals()
         self.clock = clock
@@ -106,7 +105,8 @@ class BrokerProcessor:
         self.sending.consuming = self.consuming
         self.admin = BrokerAdmin(config, topics, store, self.consuming, subgroups or SubscriptionGroups(),
                                  peer_of=peer_of, write_to=write_to, clock=clock)
-        self.sending.on_put = self.admin.stats.put
+        self.sending.on_put = self.admin.stored
+        self.broker_config = BrokerConfigAdmin(config, topics, kick=kick)
         self._handlers: dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]] = {
             RequestCode.SEND_MESSAGE: self.send_message,
             RequestCode.SEND_MESSAGE_V2: self.send_message,
@@ -122,8 +122,7 @@ class BrokerProcessor:
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset,
             RequestCode.GET_EARLIEST_MSG_STORETIME: self.earliest_store_time,
             RequestCode.VIEW_MESSAGE_BY_ID: self.view_message,
-            RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
-            RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
+            **self.broker_config.handlers(),
             FAULT_CODE: self.fault,
         }
 
@@ -284,40 +283,6 @@ class BrokerProcessor:
             store_root=self.config.storePathRootDir or ".",
             minute_puts=self.admin.stats.minute_puts(int(self.clock() * 1000)),
             master_addr=self.registration_info().get("masterAddr"),
-        )
-
-    def update_broker_config(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
-        try:
-            props = properties.loads(req.body.decode("utf-8")) if req.body else {}
-        except (UnicodeDecodeError, properties.PropertiesError) as exc:
-            raise Reject(ResponseCode.SYSTEM_ERROR, f"bad properties body: {exc}") from None
-        refused = sorted(k for k in props if k not in RUNTIME_KEYS)
-        if refused:
-            raise Reject(
-                ResponseCode.NO_PERMISSION,
-                f"Can not update config: {', '.join(refused)} (updatable at runtime: {', '.join(sorted(RUNTIME_KEYS))})",
-            )
-        try:
-            values = self.config.parse_values(props)
-            self.config.validate_runtime(values)
-        except ConfigError as exc:
-            raise Reject(ResponseCode.SYSTEM_ERROR, str(exc)) from None
-        changed = {k: v for k, v in values.items() if getattr(self.config, k) != v}
-        for key, value in changed.items():
-            setattr(self.config, key, value)
-        if changed:
-            self.config_version = self.config_version.next(int(time.time() * 1000))
-            log.info("broker config updated: %s", changed)
-        if "brokerPermission" in changed:
-            self.topics.changed()  # re-register at once with masked perms
-        elif changed:
-            self.kick()  # a new period or timeout takes effect now
-        return response_to(req, ResponseCode.SUCCESS)
-
-    def get_broker_config(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
-        body = self.config.render().encode()
-        return response_to(
-            req, ResponseCode.SUCCESS, ext_fields={"version": self.config_version.encode().decode()}, body=body
         )
 
     def fault(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:

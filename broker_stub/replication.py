@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 from collections.abc import Callable, Hashable
 
 import trio
 
 from broker_stub.common import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, Reject
+from broker_stub.ha_status import ByteRate
 from broker_stub.store import MessageStore, StoreFullError, parse_record
 from remoting import fastjson
 from remoting.bodies import BodyError
@@ -50,18 +52,28 @@ MASTER_ALIVE_WINDOW = 3.0  # s: no exchange for that long and the master counts 
 _I32 = struct.Struct(">i")
 
 
-def replicate_request(have: list[tuple[str, int, int]]) -> RemotingCommand:
-    """The slave's request: its queues and the next offset each one needs."""
-    return request(REPLICATE_CODE, {}, fastjson.dumps_fast({"offsets": [list(h) for h in have]}))
+def replicate_request(have: list[tuple[str, int, int]], commit_offset: int = 0) -> RemotingCommand:
+    """The slave's request: its queues and the next offset each one needs, and its end offset
+    (``commitOffset``, what a Java slave acknowledges; :mod:`broker_stub.ha_status` shows it)."""
+    body = {"offsets": [list(h) for h in have], "commitOffset": commit_offset}
+    return request(REPLICATE_CODE, {}, fastjson.dumps_fast(body))
 
 
-def serve_replicate(store: MessageStore, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+#: Called by the master after each answer: (connection, the slave's end offset, bytes sent).
+OnServed = Callable[[Hashable, int, int], None]
+
+
+def serve_replicate(store: MessageStore, req: RemotingCommand, conn: Hashable,
+                    on_served: OnServed | None = None) -> RemotingCommand:
     """The master's answer: records after the slave's offsets, bounded in bytes and count."""
     try:
         doc = fastjson.loads(req.body) if req.body else {}
         have = {(str(t), int(q)): int(n) for t, q, n in (doc.get("offsets") or [])}
+        slave_end = int(doc.get("commitOffset") or 0)
     except (BodyError, ValueError, TypeError, AttributeError) as exc:
         raise Reject(ResponseCode.INVALID_PARAMETER, f"bad replication request: {exc}") from None
+    if not INT64_MIN <= slave_end <= INT64_MAX:
+        raise Reject(ResponseCode.INVALID_PARAMETER, f"bad replication request: commitOffset {slave_end} is out of range")
     for (topic, queue_id), offset in have.items():  # a queue id is a Java int, an offset a long
         if not (INT32_MIN <= queue_id <= INT32_MAX and INT64_MIN <= offset <= INT64_MAX):
             raise Reject(ResponseCode.INVALID_PARAMETER,
@@ -84,7 +96,10 @@ def serve_replicate(store: MessageStore, req: RemotingCommand, conn: Hashable) -
         count += len(records)
         size += sum(map(len, records))
         more = more or nxt < hi
-    return response_to(req, ResponseCode.SUCCESS, ext_fields={"more": more}, body=b"".join(parts))
+    body = b"".join(parts)
+    if on_served is not None:
+        on_served(conn, slave_end, len(body))
+    return response_to(req, ResponseCode.SUCCESS, ext_fields={"more": more}, body=body)
 
 
 def split_records(body: bytes) -> list[bytes]:
@@ -114,6 +129,7 @@ class Replicator:
         on_unknown_topic: Callable[[str], None],
         known_topic: Callable[[str], bool],
         clock: Callable[[], float] = trio.current_time,
+        wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self.store = store
         self.master_addr = master_addr
@@ -124,6 +140,10 @@ class Replicator:
         self.last_ok = -float("inf")
         self.copied = 0
         self.failures = 0
+        self.wall_ms = wall_ms
+        self.last_write_ms = 0  # when the last request went to the master (haStatus' LastWriteTime)
+        self.last_read_ms = 0  # when the last answer came back (LastReadTime)
+        self.received = ByteRate()  # record bytes from the master (TransferSpeed)
 
     @property
     def master_alive(self) -> bool:
@@ -155,6 +175,7 @@ class Replicator:
         for topic, queue_id in touched:
             self.on_stored(topic, queue_id)
         self.copied += kept
+        self.store.put_total += kept  # a Java 4.9 slave counts replicated messages as puts (msgPutTotalTodayNow)
         return kept
 
     async def run(self) -> None:
@@ -166,7 +187,11 @@ class Replicator:
             try:
                 async with connect(addr, connect_timeout=REQUEST_TIMEOUT) as client:
                     while self.master_addr() == addr and not client.closed:
-                        resp = await client.invoke(replicate_request(self._have()), REQUEST_TIMEOUT)
+                        self.last_write_ms = self.wall_ms()
+                        req = replicate_request(self._have(), self.store.commit_offset)
+                        resp = await client.invoke(req, REQUEST_TIMEOUT)
+                        self.last_read_ms = self.wall_ms()
+                        self.received.add(self.clock(), len(resp.body))
                         if resp.code != ResponseCode.SUCCESS:
                             raise RemotingError(f"{addr}: replication refused: code {resp.code} {resp.remark}")
                         try:

@@ -84,14 +84,17 @@ def _existing(path: str) -> str:
 
 
 def disk_used_ratio(path: str = ".") -> float:
-    """UtilAll.getDiskPartitionSpaceUsedPercent of ``path``'s partition (-1 if unknown)."""
+    """UtilAll.getDiskPartitionSpaceUsedPercent of ``path``'s partition (-1 if unknown): the used
+    share rounded up to a whole percent (``0.21``), as 4.9.x and 5.x compute it."""
     try:
         st = os.statvfs(_existing(path))
     except OSError:
         return -1.0
     used = (st.f_blocks - st.f_bfree) * st.f_frsize
     entire = used + st.f_bavail * st.f_frsize
-    return used / entire if entire > 0 else -1.0
+    if entire <= 0:
+        return -1.0
+    return -(-used * 100 // entire) / 100.0  # integer ceiling, then hundredths
 
 
 def human_bytes(count: int) -> str:

@@ -30,6 +30,7 @@ from broker_stub.store import MessageStore
 from broker_stub.subgroups import SubscriptionGroups, groups_path
 from broker_stub.topics import TopicTable, default_topics
 from remoting.bodies import DataVersion, TopicConfig
+from remoting.command import RemotingCommand
 from remoting.ratelog import CLIP_ARGS, clip
 from remoting.reactor import Reactor
 
@@ -92,6 +93,7 @@ class BrokerServer:
         reactor = Reactor(
             None,  # type: ignore[arg-type]  # set below: the processor needs the bound port
             on_close=self._connection_closed,
+            on_response=self._client_response,
             max_frame=config.frameMaxLength,
             max_connections=lambda: config.serverMaxConnections,
             idle_seconds=lambda: float(config.serverChannelMaxIdleTimeSeconds),
@@ -135,12 +137,13 @@ class BrokerServer:
                 self.processor.sending.hold_answer = persistence.hold_answer
         registrar = self.registrar
         ha = HighAvailability(self.processor, store, topics, is_master=config.is_master,
-                              master_addr=lambda: registrar.master_addr)
+                              master_addr=lambda: registrar.master_addr, ha_server_addr=lambda: registrar.ha_server_addr)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(reactor.run)
             nursery.start_soon(self._tick)
             nursery.start_soon(self._timers)
             nursery.start_soon(ha.run)
+            nursery.start_soon(self.processor.admin.keys.run)
             if persistence is not None:
                 nursery.start_soon(persistence.run)
             if self.saver is not None:
@@ -196,6 +199,11 @@ class BrokerServer:
     def _peer_of(self, conn_id: object) -> str | None:
         conn = self.reactor.connections.get(conn_id) if isinstance(conn_id, int) else None
         return conn.peer if conn is not None else None
+
+    def _client_response(self, conn_id: int, resp: RemotingCommand) -> None:
+        """A client answered a request the broker sent it (GET_CONSUMER_RUNNING_INFO, relayed)."""
+        if self.processor is not None:
+            self.processor.admin.relay.response(conn_id, resp)
 
     def _connection_closed(self, conn_id: int, peer: str, reason: str) -> None:
         if self.processor is not None:

@@ -18,7 +18,9 @@ answers are the ones Java's timer would give.
 
 Increments on the hot paths (sends, pulls) go into plain per-second
 accumulators (:meth:`BrokerStats.put`, :meth:`BrokerStats.got`), folded
-into the items once a second by :meth:`BrokerStats.flush`. Memory is
+into the items once a second by :meth:`BrokerStats.flush`; an item is
+created at its key's first increment, as Java creates it, so
+VIEW_BROKER_STATS_DATA finds it right after a topic's first put. Memory is
 bounded: each set holds at most ``MAX_ITEMS_PER_SET`` keys, the least
 recently updated ones are dropped first (Java drops idle items too).
 Pure state: the clock is passed in (milliseconds).
@@ -27,6 +29,7 @@ Pure state: the clock is passed in (milliseconds).
 from __future__ import annotations
 
 from collections import OrderedDict, defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from remoting.admin_bodies import BrokerStatsData, StatsWindow
@@ -152,33 +155,54 @@ class StatsItemSet:
 class BrokerStats:
     """The stats sets mqadmin reads through VIEW_BROKER_STATS_DATA, fed by sends and pulls."""
 
-    def __init__(self, cluster_name: str, now: int) -> None:
+    def __init__(self, cluster_name: str, now: int, clock: Callable[[], int] | None = None) -> None:
         self.cluster_name = cluster_name
+        self.clock = clock or (lambda: now)  # ms; when an item is created between two flushes
         self.sets = {name: StatsItemSet(now) for name in STATS_NAMES}
         # per-second accumulators: topic -> [messages, bytes]; (topic, group) -> [messages, bytes, pulls]
-        self._puts: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])
-        self._gets: defaultdict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+        self._puts: dict[str, list[int]] = {}
+        self._gets: dict[tuple[str, str], list[int]] = {}
         self._send_backs: defaultdict[tuple[str, str], int] = defaultdict(int)
 
-    # hot paths: O(1), no item work
+    # hot paths: O(1), no item work except creating the items of a key seen for the first time this second
     def put(self, topic: str, size: int) -> None:
-        acc = self._puts[topic]
+        acc = self._puts.get(topic)
+        if acc is None:
+            acc = self._puts[topic] = [0, 0]
+            self._create((TOPIC_PUT_NUMS, topic), (TOPIC_PUT_SIZE, topic), (BROKER_PUT_NUMS, self.cluster_name))
         acc[0] += 1
         acc[1] += size
 
     def got(self, group: str, topic: str, messages: int, size: int) -> None:
-        acc = self._gets[(topic, group)]
+        acc = self._gets.get((topic, group))
+        if acc is None:
+            acc = self._gets[(topic, group)] = [0, 0, 0]
+            key = f"{topic}@{group}"
+            self._create((GROUP_GET_NUMS, key), (GROUP_GET_SIZE, key), (BROKER_GET_NUMS, self.cluster_name))
         acc[0] += messages
         acc[1] += size
         acc[2] += 1
 
     def sent_back(self, group: str, topic: str) -> None:
+        if (topic, group) not in self._send_backs:
+            self._create((SNDBCK_PUT_NUMS, f"{topic}@{group}"))
         self._send_backs[(topic, group)] += 1
+
+    def _create(self, *items: tuple[str, str]) -> None:
+        """Java creates a stats item at the first increment (getAndCreateStatsItem), so
+        VIEW_BROKER_STATS_DATA finds it at once; its counts follow with the next flush."""
+        now = -1
+        for name, key in items:
+            stats_set = self.sets[name]
+            if key not in stats_set.items:
+                if now < 0:
+                    now = self.clock()
+                stats_set.add(key, now, 0, 0)
 
     def flush(self, now: int) -> None:
         """Fold the accumulated increments into the items (once a second; bounded by what happened in it)."""
-        puts, self._puts = self._puts, defaultdict(lambda: [0, 0])
-        gets, self._gets = self._gets, defaultdict(lambda: [0, 0, 0])
+        puts, self._puts = self._puts, {}
+        gets, self._gets = self._gets, {}
         backs, self._send_backs = self._send_backs, defaultdict(int)
         sets = self.sets
         put_total = get_total = 0

@@ -14,6 +14,7 @@ class RequestCode(enum.IntEnum):
 
     SEND_MESSAGE = 10
     PULL_MESSAGE = 11
+    QUERY_MESSAGE = 12
     QUERY_CONSUMER_OFFSET = 14
     UPDATE_CONSUMER_OFFSET = 15
     UPDATE_AND_CREATE_TOPIC = 17
@@ -59,20 +60,24 @@ class RequestCode(enum.IntEnum):
     INVOKE_BROKER_TO_RESET_OFFSET = 222
     GET_TOPICS_BY_CLUSTER = 224
     QUERY_TOPIC_CONSUME_BY_WHO = 300
+    GET_CONSUMER_RUNNING_INFO = 307
     GET_SYSTEM_TOPIC_LIST_FROM_NS = 304
     SEND_MESSAGE_V2 = 310
     GET_UNIT_TOPIC_LIST = 311
     GET_HAS_UNIT_SUB_TOPIC_LIST = 312
     GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST = 313
     VIEW_BROKER_STATS_DATA = 315
+    GET_BROKER_CONSUME_STATS = 317
     UPDATE_NAMESRV_CONFIG = 318
     GET_NAMESRV_CONFIG = 319
     SEND_BATCH_MESSAGE = 320
     QUERY_DATA_VERSION = 322
     ADD_WRITE_PERM_OF_BROKER = 327
+    GET_ALL_PRODUCER_INFO = 328
     GET_TOPIC_CONFIG = 351
     GET_BROKER_MEMBER_GROUP = 901
     BROKER_HEARTBEAT = 904
+    GET_BROKER_HA_STATUS = 907
 
 
 class ResponseCode(enum.IntEnum):
@@ -101,6 +106,7 @@ class ResponseCode(enum.IntEnum):
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
     INVALID_PARAMETER = 29
     CONSUMER_NOT_ONLINE = 206
+    CONSUME_MSG_TIMEOUT = 207
     FLOW_CONTROL = 215
 
 
@@ -137,6 +143,7 @@ class Version(enum.IntEnum):
     """Ordinals of Java's MQVersion.Version that change behaviour on the wire."""
 
     V3_0_11 = 37
+    V3_1_8_SNAPSHOT = 62  # below it a broker will not call a consumer (AdminBrokerProcessor.callConsumer)
     V4_6_0 = 333
     V4_9_4 = 401
     V4_9_7 = 407

@@ -89,6 +89,8 @@ class Processor(Protocol):
 
 #: Called with (connection id, peer, reason) after a connection closed.
 OnClose = Callable[[int, str, str], None]
+#: Called with (connection id, response) for a response a peer sent (to a request the server made).
+OnResponse = Callable[[int, RemotingCommand], None]
 
 
 class Connection:
@@ -137,9 +139,11 @@ class Reactor:
         read_budget: int | None = None,
         high_water_mark: int = 0,
         low_water_mark: int = 0,
+        on_response: OnResponse | None = None,
     ) -> None:
         self.processor = processor
         self.on_close = on_close
+        self.on_response = on_response  # None: responses are dropped (a server that sends no requests)
         self.max_frame = max_frame
         self.idle_seconds = idle_seconds
         self.clock = clock
@@ -369,8 +373,14 @@ class Reactor:
             if req is None:
                 break
             count += 1
-            if req.flag & 1:
-                continue  # a response: this server sends no requests
+            if req.flag & 1:  # a response to a request this server sent (a broker asking a consumer)
+                if self.on_response is not None:
+                    try:
+                        self.on_response(conn.id, req)
+                    except Exception as exc:  # a bug in the hook must not take the connection down
+                        self.warn.warning("response", "{count} more responses failed in the last {seconds} s",
+                                          "response from %s failed: %s: %s", conn.peer, type(exc).__name__, clip(exc))
+                continue
             if req.code in async_codes:
                 conn.busy = True
                 assert self._nursery is not None

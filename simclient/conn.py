@@ -177,6 +177,13 @@ class PipelinedConnection:
             raise RemotingError(f"{self.addr}: {self._closed}")
         return response  # type: ignore[no-any-return]
 
+    def send_response(self, cmd: RemotingCommand) -> None:
+        """Queue the answer to a request the server sent us (its opaque already set)."""
+        if self._closed is not None:
+            raise RemotingError(f"{self.addr}: {self._closed}")
+        self._out.append(encode(cmd))
+        self._wake.set()
+
     def send_oneway(self, cmd: RemotingCommand) -> None:
         """Queue a oneway request (no answer expected)."""
         if self._closed is not None:

@@ -66,7 +66,7 @@ import trio
 
 from remoting.bodies import BodyError
 from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
+from remoting.command import RemotingCommand, response_to
 from simclient import consumer_wire as cw
 from simclient.consume_records import ConsumeRecord
 from simclient.consume_stats import ConsumeStats
@@ -78,6 +78,7 @@ from simclient.pool import ClientPool, RemotingError
 from simclient.process_queue import ProcessQueue
 from simclient.producer import RouteUnavailable
 from simclient.rebalance import MessageQueue, allocate_averagely, sort_queues
+from simclient.running_info import running_info_response
 from simclient.ticker import sleep_until
 
 log = logging.getLogger("simclient.consumer")
@@ -92,6 +93,7 @@ class _Hub:
     def __init__(self, pool: ClientPool) -> None:
         self.groups: dict[str, set[SimConsumer]] = {}
         self.members: set[SimConsumer] = set()
+        self.pool = weakref.ref(pool)  # weak: the pool is the key of the hubs' weak table
         pool.request_listeners.append(self.on_request)
         pool.connect_listeners.append(self.on_connect)
 
@@ -111,6 +113,22 @@ class _Hub:
         if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             for c in list(self.groups.get(cmd.ext("consumerGroup") or "", ())):
                 c.rebalance_now()
+        elif cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+            self._running_info(addr, cmd)
+
+    def _running_info(self, addr: str, cmd: RemotingCommand) -> None:
+        """A broker relays ``consumerStatus``: the named consumer answers with its ConsumerRunningInfo."""
+        group, client_id = cmd.ext("consumerGroup") or "", cmd.ext("clientId") or ""
+        pool = self.pool()
+        conn = pool.connection_of(addr) if pool is not None else None
+        if conn is None or cmd.flag & 2:
+            return
+        for c in list(self.groups.get(group, ())):
+            if c.client_id == client_id:
+                conn.send_response(running_info_response(c, cmd))
+                return
+        # ClientRemotingProcessor's answer when the client has no consumer of that group
+        conn.send_response(response_to(cmd, ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{group}> not exist in this consumer"))
 
     def on_connect(self, addr: str) -> None:
         for c in list(self.members):

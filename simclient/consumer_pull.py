@@ -95,6 +95,7 @@ class PullMixin:
         )
         self.stats.pulls += 1
         self.stats.pulls_from_slave += is_slave
+        pq.last_pull_ms = int(time.time() * 1000)
         try:
             resp = await self.pool.invoke(addr, cmd, opts.consumer_timeout_when_suspend)
         except RemotingError:

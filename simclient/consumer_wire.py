@@ -15,21 +15,13 @@ from dataclasses import dataclass
 from remoting import fastjson
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand, request
+from remoting.javahash import java_string_hash
 
 PULL_FLAG_COMMIT_OFFSET = 0x1
 PULL_FLAG_SUSPEND = 0x2
 PULL_FLAG_SUBSCRIPTION = 0x4
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 SUB_ALL = "*"
-
-
-def java_string_hash(text: str) -> int:
-    """``String.hashCode`` (the tag codes a subscription carries in ``codeSet``)."""
-    h = 0
-    units = text.encode("utf-16-be")
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 @dataclass(frozen=True, slots=True)

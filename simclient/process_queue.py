@@ -12,17 +12,21 @@ duplicates) after a rebalance.
 
 from __future__ import annotations
 
+import time
+
 from simclient.decode import Pulled
 from simclient.rebalance import MessageQueue
 
 
 class ProcessQueue:
-    __slots__ = ("dropped", "max_offset", "mq", "msgs", "next_offset")
+    __slots__ = ("created_ms", "dropped", "last_consume_ms", "last_pull_ms", "max_offset", "mq", "msgs", "next_offset")
 
     def __init__(self, mq: MessageQueue, next_offset: int) -> None:
         self.mq = mq
         self.next_offset = next_offset  # where the next pull starts
         self.dropped = False
+        # epoch ms, as Java's ProcessQueue keeps them (GET_CONSUMER_RUNNING_INFO reports them)
+        self.created_ms = self.last_pull_ms = self.last_consume_ms = int(time.time() * 1000)
         # offset -> message, inserted in ascending offset order (pulls of one queue come in order),
         # so the first key is the smallest still waiting
         self.msgs: dict[int, Pulled] = {}
@@ -50,6 +54,7 @@ class ProcessQueue:
         """Forget consumed messages; the offset to commit now (-1 when nothing was waiting)."""
         if not self.msgs:
             return -1
+        self.last_consume_ms = int(time.time() * 1000)
         for off in offsets:
             self.msgs.pop(off, None)
         if self.msgs:

@@ -72,10 +72,10 @@ def test_malformed_is_one_error(bad: bytes) -> None:
 
 def test_a_long_hostile_string_is_refused_in_linear_time() -> None:
     hostile = b'{"x":' + b'"' + b'\\"' * 200_000
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: the machine may be busy with other work
     with pytest.raises(MqJsonError):
         loads(hostile)
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
 
 
 mqs = st.builds(MessageQueue, st.text(max_size=8), st.text(max_size=8), st.integers(-(2**31), 2**31 - 1))

@@ -49,13 +49,13 @@ async def test_route_and_topic_list(namesrv: NamesrvProcess) -> None:
 async def test_cluster_list_shows_unreachable_broker(namesrv: NamesrvProcess) -> None:
     async with connect(namesrv.addr) as c:
         await fake_broker(c, "broker-a", "127.0.0.1:1")  # nothing listens there
-        rc, stdout, stderr = await mqadmin("clusterList", "--json", "--timeout", "1", "-n", namesrv.addr)
+        rc, stdout, stderr = await mqadmin("clusterList", "--json", "--timeout", "5", "-n", namesrv.addr)
         assert rc == 0, stderr
         (row,) = json.loads(stdout)["brokers"]
         assert row["cluster"] == "DefaultCluster" and row["brokerName"] == "broker-a" and row["brokerId"] == 0
         assert row["reachable"] is False and row["error"] == "Connection refused"
         assert row["version"] is None and row["inTps"] is None and row["activated"] is None
-        rc, stdout, stderr = await mqadmin("clusterList", "-n", namesrv.addr, "--timeout", "1")
+        rc, stdout, stderr = await mqadmin("clusterList", "-n", namesrv.addr, "--timeout", "5")
         assert rc == 0 and stderr == ""  # a silent broker is a row, not a stack trace
         line = next(line for line in stdout.splitlines() if "broker-a" in line)
         assert "127.0.0.1:1" in line and line.rstrip().endswith("no answer: Connection refused")
@@ -79,7 +79,7 @@ async def test_perm_commands_report_each_namesrv(start_namesrv) -> None:  # type
     a = start_namesrv("a")
     async with connect(a.addr) as c:
         await fake_broker(c, "broker-a", "127.0.0.1:10911")
-        rc, stdout, _ = await mqadmin("wipeWritePerm", "-b", "broker-a", "-n", f"{a.addr};127.0.0.1:1", "--timeout", "1")
+        rc, stdout, _ = await mqadmin("wipeWritePerm", "-b", "broker-a", "-n", f"{a.addr};127.0.0.1:1", "--timeout", "5")
         assert rc == 1  # one NameServer failed
         assert f"wipe write perm of broker[broker-a] in name server[{a.addr}] OK, 2" in stdout
         assert "name server[127.0.0.1:1] Failed" in stdout
@@ -133,6 +133,6 @@ async def test_watch_shows_where_namesrvs_disagree(start_namesrv) -> None:  # ty
         assert rc == 0 and "absent" in stdout and "alive" in stdout
     # One NameServer down: it shows as an error, the other still answers.
     b.kill()
-    rc, stdout, stderr = await mqadmin("watch", "--once", "--json", "--timeout", "1", "-n", f"{a.addr};{b.addr}")
+    rc, stdout, stderr = await mqadmin("watch", "--once", "--json", "--timeout", "5", "-n", f"{a.addr};{b.addr}")
     assert rc == 1 and b.addr in json.loads(stdout)["errors"]  # a health check: a silent NameServer fails it
     assert stderr.count("\n") == 1 and b.addr in stderr

@@ -53,7 +53,7 @@ class Cluster:
             ok = True
             for ns in self.namesrvs:
                 try:
-                    route = SyncAdminClient([ns], timeout=1).topic_route(topic)
+                    route = SyncAdminClient([ns], timeout=5).topic_route(topic)
                 except NotFound:
                     route = None
                 ok = ok and check(route)

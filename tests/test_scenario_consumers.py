@@ -250,9 +250,9 @@ expect:
     include_broker_loss: false
   - max_consume_lag: 1           # 3: fails: nothing consumed until t=4
   - max_consume_lag: 1000        # 4
-  - rebalance_within: 3          # 5
+  - rebalance_within: 10         # 5
     after: join
-  - rebalance_within: 3          # 6
+  - rebalance_within: 10         # 6
     after: leave
   - min_consumed_from: broker-b  # 7
     min: 1

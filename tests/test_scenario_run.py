@@ -299,7 +299,7 @@ def test_timeout_exits_1_and_stops_everything(base: Path) -> None:
     rc, _, err = finish(start_cli("scenario", "run", str(path), base=base))
     assert rc == 1  # a runtime failure, like any other (README: exit status)
     assert "ran longer than its timeout of 3 s" in err and "Traceback" not in err
-    assert time.monotonic() - begin < 20
+    assert time.monotonic() - begin < 28  # before its 30 s duration: the timeout stopped it
     assert cluster_procs(base) == []
 
 

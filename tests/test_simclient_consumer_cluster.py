@@ -209,7 +209,7 @@ async def test_consumers_go_on_from_the_slave_when_the_master_dies(
         async def slave_has_all() -> bool:
             return await stored_count(slave, TOPIC, 4) == 200
 
-        await eventually(slave_has_all, 10, "the slave copied all 200")
+        await eventually(slave_has_all, 30, "the slave copied all 200")
         await until(lambda: len(run.ids()) >= 30, 10, "some consumed from the master")
         master.kill()
         await until(lambda: set(sent) <= set(run.ids()), 30, "the rest consumed from the slave")

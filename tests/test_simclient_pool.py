@@ -30,11 +30,9 @@ async def test_refused_connection_fails_fast_and_is_retried_on_next_use(
 ) -> None:
     port = free_port()
     addr = f"127.0.0.1:{port}"
-    async with ClientPool(connect_timeout=2.0) as pool:
-        start = trio.current_time()
-        with pytest.raises(ConnectError, match="refused"):
-            await pool.invoke(addr, rq.get_route("T"), 2.0)
-        assert trio.current_time() - start < 1.0  # refused at once, not after the 2 s timeout
+    async with ClientPool(connect_timeout=60.0) as pool:
+        with trio.fail_after(30), pytest.raises(ConnectError, match="refused"):  # at once, not after 60 s
+            await pool.invoke(addr, rq.get_route("T"), 60.0)
         assert pool.addresses == []  # nothing cached for a failed address
         ns = start_namesrv("late", listenPort=port)
         resp = await pool.invoke(addr, rq.get_route("T"), 2.0)
@@ -97,7 +95,7 @@ async def test_requests_beyond_the_in_flight_bound_wait_within_their_timeout() -
             except TimeoutError:
                 pass
     assert outcomes == ["timeout"] * 4
-    assert 0.35 < took < 2.0
+    assert took > 0.35  # the three held their slots for their whole 0.4 s
     assert len(FrameDecoder().feed(received)) == 3  # the fourth never went out
 
 
@@ -113,6 +111,7 @@ async def test_a_shorter_deadline_behind_a_longer_one_still_fires_on_time() -> N
         listener.listen(8)
         addr = f"127.0.0.1:{listener.getsockname()[1]}"
         took: dict[str, float] = {}
+        finished: list[str] = []
         async with ClientPool() as pool:
 
             async def one(name: str, timeout: float) -> None:
@@ -120,10 +119,11 @@ async def test_a_shorter_deadline_behind_a_longer_one_still_fires_on_time() -> N
                 with pytest.raises(RemotingTimeout):
                     await pool.invoke(addr, rq.get_route("T"), timeout)
                 took[name] = trio.current_time() - start
+                finished.append(name)
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(one, "long", 1.5)
                 await trio.sleep(0.05)
                 nursery.start_soon(one, "short", 0.2)
-    assert 0.2 <= took["short"] < 1.2  # not held up behind the 1.5 s deadline
-    assert 1.5 <= took["long"] < 3.5
+    assert finished == ["short", "long"]  # not held up behind the 1.5 s deadline
+    assert took["short"] >= 0.2 and took["long"] >= 1.5  # neither before its own deadline
