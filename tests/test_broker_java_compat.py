@@ -35,7 +35,7 @@ pytest_plugins = ("tests.broker_procs",)  # the start_broker fixture
 
 STUB_EXTENSIONS = {"maxMessagesPerQueue", "maxStoreBytes", "maxAutoCreatedTopics", "frameMaxLength",
                    "serverMaxConnections", "serverTotalReadBufferBytes", "maxHeldPulls", "persistMessages",
-                   "maxKeyIndexEntries"}
+                   "maxKeyIndexEntries", "logFile", "logFileMaxSize", "logFileMaxIndex"}
 
 
 async def get_config(addr: str) -> tuple[dict[str, str], list[str], dict[str, object]]:
