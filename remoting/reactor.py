@@ -304,7 +304,7 @@ class Reactor:
         reads every ready connection once; a few passes finish a frame that
         did not fit one read. Returns the number of reads.
         """
-        reads = 0
+        read: list[Connection] = []
         for _ in range(PENDING_PASSES):
             ready = [(key.data, events) for key, events in self.selector.select(0) if key.data is not None]
             if not ready:
@@ -315,11 +315,12 @@ class Reactor:
                     self._flush(conn)
                 if events & READ and not conn.closed:
                     self._read(conn, now)
-                    reads += 1
+                    read.append(conn)
+        waiting = [conn for conn in read if conn.busy]
         with trio.move_on_after(timeout):
-            while any(c.busy for c in self.connections.values()):
+            while any(conn.busy for conn in waiting):
                 await trio.sleep(0.005)
-        return reads
+        return len(read)
 
     # ------------------------------------------------------------------
     # reading and answering
