@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run stop test bench fuzz clean
+.PHONY: run stop test interop bench fuzz clean
 
 # Core install (trio, typer, rich, ...): enough to run a cluster.
 $(VENV)/.installed: pyproject.toml
@@ -25,7 +25,13 @@ run: $(VENV)/.installed
 stop: $(VENV)/.installed
 	$(VENV)/bin/mqadmin stop
 
-test: $(VENV)/.installed-test
+# The interop suite's own programs (tests/interop/harness_build.py): the Java harness against
+# RocketMQ 4.9.7 and 5.3.3 (Maven, jars cached in ~/.m2), the Go client program (Go module cache)
+# and the loopback bind shim. Needs a JDK 17, Maven, Go and a C compiler; says which one is missing.
+interop: $(VENV)/.installed-test
+	$(PY) -m tests.interop.harness_build
+
+test: $(VENV)/.installed-test interop
 	$(PY) -m pytest
 
 bench: $(VENV)/.installed-test

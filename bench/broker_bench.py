@@ -12,6 +12,9 @@ way a multi-threaded Java producer shares its one connection to a broker).
 Each phase is bounded in time (``--duration``) and in count
 (``--max-sends``). Afterwards the broker's max offsets must add up to the
 number of sends answered SUCCESS, so every counted send was really stored.
+With ``--store`` the broker keeps messages on disk (``storePathRootDir`` in
+the temporary directory): each answer then waits until the writer thread
+has written its message, which is what this measures against memory only.
 
 The broker's own CPU time is measured too: on a shared machine it may get
 less than its core, and sends per second of broker CPU is then the figure
@@ -74,9 +77,10 @@ def load_average() -> str:
         return " ".join(fh.read().split()[:3])
 
 
-def start_broker(workdir: Path, max_per_queue: int) -> tuple[subprocess.Popen[bytes], str]:
+def start_broker(workdir: Path, max_per_queue: int, store_dir: Path | None) -> tuple[subprocess.Popen[bytes], str]:
     cfg = workdir / "broker.properties"
-    cfg.write_text(f"listenPort=0\nbrokerIP1=127.0.0.1\nnamesrvAddr=\nmaxMessagesPerQueue={max_per_queue}\n")
+    store = f"storePathRootDir={store_dir}\n" if store_dir is not None else ""
+    cfg.write_text(f"listenPort=0\nbrokerIP1=127.0.0.1\nnamesrvAddr=\nmaxMessagesPerQueue={max_per_queue}\n{store}")
     with open(workdir / "broker.log", "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "broker_stub.cli", "-c", str(cfg)],
@@ -143,6 +147,9 @@ def main() -> None:
     ap.add_argument("--phases", default="1x1,16x1,16x8", help="CONNECTIONSxIN_FLIGHT, comma-separated")
     ap.add_argument("--body", type=int, default=1024, help="message body bytes")
     ap.add_argument("--max-per-queue", type=int, default=5000, help="broker's in-memory bound per queue")
+    ap.add_argument("--store", action="store_true",
+                    help="keep messages on disk (storePathRootDir in a fresh temporary directory): every answer then "
+                         "waits until its message is written")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "broker.json"))
     args = ap.parse_args()
     if not 0 < args.duration <= 600 or args.max_sends < 1:
@@ -152,7 +159,8 @@ def main() -> None:
     results: dict[str, object] = {
         "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-        "shape": f"SEND_MESSAGE_V2, {args.body} B bodies, topic with {QUEUES} queues",
+        "shape": f"SEND_MESSAGE_V2, {args.body} B bodies, topic with {QUEUES} queues"
+                 + (", messages on disk (storePathRootDir)" if args.store else ", messages in memory only"),
         "load_average_before": load_average(),
     }
     with tempfile.TemporaryDirectory(prefix="broker-bench-") as tmp:
@@ -160,7 +168,7 @@ def main() -> None:
         loadgen = build_loadgen(work)
         frames_file = work / "sends.bin"
         frames_file.write_bytes(send_frames(64, args.body))
-        proc, addr = start_broker(work, args.max_per_queue)
+        proc, addr = start_broker(work, args.max_per_queue, work / "store" if args.store else None)
         try:
             resp = call(addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
                 "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": QUEUES, "writeQueueNums": QUEUES, "perm": 6,

@@ -40,10 +40,11 @@ sys.path.insert(0, str(ROOT))
 
 import psutil
 
-from mqadmin import cluster
 from mqadmin.fanout import spark
 from mqadmin.fanout.report import to_json
 from mqadmin.fanout.runner import FanoutOptions, run
+from mqadmin.localcluster import processes
+from mqadmin.localcluster.state import ClusterState
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def configs(quick: bool) -> list[Config]:
 class CpuSampler(threading.Thread):
     """Cumulative CPU seconds and RSS of each process group, every ``every`` s, with timestamps."""
 
-    def __init__(self, state: cluster.ClusterState, engine: str, every: float = 0.5) -> None:
+    def __init__(self, state: ClusterState, engine: str, every: float = 0.5) -> None:
         super().__init__(daemon=True)
         self.engine = engine
         self.every = every
@@ -166,9 +167,9 @@ class CpuSampler(threading.Thread):
 
 
 def one_run(cfg: Config, duration: float, session: Any, workdir: Path) -> dict[str, Any]:
-    state = cluster.start(workdir / cfg.label.replace(" ", "-").replace("[", "").replace("]", ""),
-                          cluster.StartOptions(namesrvs=2, brokers=2, topics=tuple(f"FanoutTopic{i}" for i in range(cfg.topics)),
-                                               topic_queues=8))
+    state = processes.start(workdir / cfg.label.replace(" ", "-").replace("[", "").replace("]", ""),
+                            processes.StartOptions(namesrvs=2, brokers=2, topics=tuple(f"FanoutTopic{i}" for i in range(cfg.topics)),
+                                                   topic_queues=8))
     sampler = CpuSampler(state, cfg.engine)
     load_before = os.getloadavg()
     try:
@@ -180,7 +181,7 @@ def one_run(cfg: Config, duration: float, session: Any, workdir: Path) -> dict[s
     finally:
         sampler.stop.set()
         sampler.join(5)
-        cluster.stop_procs(state.procs)
+        processes.stop_procs(state.procs)
     doc = to_json(result)
     begin = result.plan.start_wall
     usage = sampler.window(begin, begin + duration)

@@ -25,6 +25,14 @@ Phases (``--phases``, comma-separated; the 32 brokers always register first):
 * ``big``: a 100,000-topic broker registering (compressed, then JSON; first
   registration and a new data version) while 16 connections query routes.
 
+``--auth`` runs the same phases against a NameServer with accounts
+(``aclEnable``, a generated plain_acl.yml): the brokers sign their
+registrations with an admin account; route queries go ``unsigned`` (the
+default aclUnsignedClasses lets them through with one set lookup) or
+``signed`` by a plain account, and then every one is verified (HMAC-SHA1
+over its fields). A signature does not cover the opaque, so the load
+generator's pre-encoded frames stay valid, as a replayed request would.
+
 Prints the figures and writes them as JSON (``--out``).
 """
 
@@ -49,6 +57,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from remoting import acl
 from remoting import requests as rq
 from remoting.bodies import DataVersion, TopicConfig, encode_register_body
 from remoting.codec import FrameDecoder, encode
@@ -64,6 +73,18 @@ CHURN_MODES = ("none", "same", "version", "one-topic")
 COUNTER_BASE = 10**12
 #: Topics per broker whose readQueueNums the one-topic mode toggles in turn.
 TOGGLED_TOPICS = 512
+AUTH_MODES = ("off", "unsigned", "signed")
+#: The accounts of --auth runs: the brokers' admin account and the clients' plain one.
+BROKER_KEYS = acl.Credentials("benchBroker", "benchBrokerSecret")
+CLIENT_KEYS = acl.Credentials("benchClient", "benchClientSecret")
+
+
+def accounts_yaml() -> str:
+    return (
+        "accounts:\n"
+        f"  - accessKey: {BROKER_KEYS.access_key}\n    secretKey: {BROKER_KEYS.secret_key}\n    admin: true\n"
+        f"  - accessKey: {CLIENT_KEYS.access_key}\n    secretKey: {CLIENT_KEYS.secret_key}\n    admin: false\n"
+    )
 
 
 def pin(cpu: int) -> None:
@@ -71,17 +92,23 @@ def pin(cpu: int) -> None:
         os.sched_setaffinity(0, {cpu})
 
 
-def start_server(workdir: Path, frame_max: int) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(
+    workdir: Path, frame_max: int, auth: bool = False, server_root: Path = ROOT
+) -> tuple[subprocess.Popen[bytes], str]:
     cfg = workdir / "namesrv.properties"
+    extra = ""
+    if auth:
+        (workdir / "plain_acl.yml").write_text(accounts_yaml())
+        extra = f"aclEnable=true\naclConfigPath={workdir}/plain_acl.yml\n"
     cfg.write_text(
         "listenPort=0\nbindAddress=127.0.0.1\n"
-        f"kvConfigPath={workdir}/kvConfig.json\nframeMaxLength={frame_max}\n"
+        f"kvConfigPath={workdir}/kvConfig.json\nframeMaxLength={frame_max}\n" + extra
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "namesrv.cli", "-c", str(cfg)],
         stdout=subprocess.PIPE,
         stderr=open(workdir / "namesrv.log", "wb"),
-        cwd=ROOT,
+        cwd=server_root,  # python -m imports the server from here: another checkout can be measured
         preexec_fn=lambda: pin(SERVER_CPU),
     )
     assert proc.stdout is not None
@@ -151,8 +178,11 @@ class BrokerBody:
     between 8 and 9, a different topic each time.
     """
 
-    def __init__(self, cluster: int, broker: int, configs: list[TopicConfig]) -> None:
+    def __init__(
+        self, cluster: int, broker: int, configs: list[TopicConfig], keys: acl.Credentials | None = None
+    ) -> None:
         self.cluster, self.broker = cluster, broker
+        self.keys = keys
         self.counter = COUNTER_BASE
         self.body = bytearray(encode_register_body(configs, DataVersion(self.counter, 1_700_000_000_000)))
         self.counter_at = self.body.index(b'"counter":%d' % self.counter) + len(b'"counter":')
@@ -176,7 +206,8 @@ class BrokerBody:
             "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF,
             "enableActingMaster": False,
         }
-        return encode(request(RequestCode.REGISTER_BROKER, ext, body))
+        cmd = request(RequestCode.REGISTER_BROKER, ext, body)
+        return encode(acl.sign(cmd, self.keys) if self.keys is not None else cmd)
 
     def frame(self, change: bool) -> bytes:
         self.counter += 1
@@ -290,12 +321,20 @@ def main() -> None:
     ap.add_argument("--churn-period", type=float, default=1.0, help="churn: seconds between a broker's re-registrations")
     ap.add_argument("--churn-modes", default=",".join(CHURN_MODES), help=f"comma-separated, of: {', '.join(CHURN_MODES)}")
     ap.add_argument("--big-topics", type=int, default=100_000)
+    ap.add_argument("--server-root", type=Path, default=ROOT,
+                    help="run the NameServer of another checkout (e.g. an export of main), for A/B comparisons")
+    ap.add_argument("--warmup", type=float, default=0.0,
+                    help="seconds of untimed route queries (16 connections) before the query phases")
+    ap.add_argument("--auth", choices=AUTH_MODES, default="off",
+                    help="accounts on the server; route queries unsigned or signed (see the docstring)")
     ap.add_argument("--out", help="JSON results (default bench/results/namesrv.json, or namesrv-PHASES.json for a subset)")
     args = ap.parse_args()
     phases = [p for p in args.phases.split(",") if p]
     modes = [m for m in args.churn_modes.split(",") if m]
     bad = [p for p in phases if p not in PHASES] + [m for m in modes if m not in CHURN_MODES]
-    if bad or not (0 < args.duration <= 600) or args.churn_period <= 0 or args.rereg_period <= 0:
+    if bad or not (0 < args.duration <= 600) or args.churn_period <= 0 or args.rereg_period <= 0 or not (
+        0 <= args.warmup <= 600
+    ):
         ap.error(f"bad phase, mode or duration: {', '.join(bad) or args.duration}")
     out_path = Path(args.out) if args.out else ROOT / "bench" / "results" / (
         "namesrv.json" if set(phases) == set(PHASES) else f"namesrv-{'-'.join(phases)}.json")
@@ -305,6 +344,9 @@ def main() -> None:
         "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
         "shape": f"{args.clusters} clusters x {args.brokers} brokers, {args.topics} topics per cluster",
+        "auth": args.auth,
+        "server_root": str(args.server_root.resolve()),
+        "warmup_s": args.warmup,
         "load_average_before": os.getloadavg()[0],
     }
     if "inproc" in phases:
@@ -318,7 +360,8 @@ def main() -> None:
             return
     with tempfile.TemporaryDirectory(prefix="namesrv-bench-") as tmp:
         loadgen = build_loadgen(Path(tmp))
-        proc, addr = start_server(Path(tmp), frame_max=64 * 1024 * 1024)
+        proc, addr = start_server(Path(tmp), frame_max=64 * 1024 * 1024, auth=args.auth != "off",
+                                  server_root=args.server_root.resolve())
         try:
             results.update(run(args, phases, modes, proc.pid, addr, loadgen, Path(tmp)))
         finally:
@@ -344,9 +387,14 @@ def run(
     configs = [topic_configs(c, args.topics) for c in range(args.clusters)]
     all_topics = [tc.topic_name for cs in configs for tc in cs]
     frames_file = workdir / "route-requests.bin"
-    frames_file.write_bytes(
-        b"".join(encode(request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": t}, opaque=1)) for t in all_topics)
-    )
+    broker_keys = BROKER_KEYS if args.auth != "off" else None
+    client_keys = CLIENT_KEYS if args.auth == "signed" else None
+
+    def route_frame(topic: str) -> bytes:
+        cmd = request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, opaque=1)
+        return encode(acl.sign(cmd, client_keys) if client_keys is not None else cmd)
+
+    frames_file.write_bytes(b"".join(route_frame(t) for t in all_topics))
 
     # -- registration of the 32 brokers, then one of each kind per broker --
     conns: list[BlockingConn] = []
@@ -355,7 +403,7 @@ def run(
     for c in range(args.clusters):
         for b in range(args.brokers):
             conn = BlockingConn(addr)
-            broker = BrokerBody(c, b, configs[c])
+            broker = BrokerBody(c, b, configs[c], broker_keys)
             took, code = conn.call(broker.current)
             assert code == 0, code
             first.append(took * 1000)
@@ -388,6 +436,9 @@ def run(
 
     def load(n: int) -> Callable[[], dict[str, float]]:
         return lambda: query_load(loadgen, frames_file, addr, n, args.duration)
+
+    if args.warmup > 0:  # every topic asked about (and, with --auth signed, verified) before measuring
+        query_load(loadgen, frames_file, addr, 16, args.warmup)
 
     if "queries" in phases:
         queries = []
@@ -446,12 +497,11 @@ def big_phase(
         conn = BlockingConn(addr)
         conns.append(conn)
         for step, counter in (("first", 1), ("new_version", 2)):
-            frame = encode(
-                rq.register_broker(
-                    cluster="cluster-big", broker_name=f"broker-big-{label}", broker_addr=f"127.0.1.1:{10911 + n}",
-                    broker_id=0, topics=big, data_version=DataVersion(counter, 1), **kw,  # type: ignore[arg-type]
-                )
+            cmd = rq.register_broker(
+                cluster="cluster-big", broker_name=f"broker-big-{label}", broker_addr=f"127.0.1.1:{10911 + n}",
+                broker_id=0, topics=big, data_version=DataVersion(counter, 1), **kw,  # type: ignore[arg-type]
             )
+            frame = encode(acl.sign(cmd, BROKER_KEYS) if args.auth != "off" else cmd)
             gen = subprocess.Popen(
                 loadgen_cmd(loadgen, frames_file, addr, 16, window),
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: pin(CLIENT_CPU),

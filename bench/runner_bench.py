@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mqadmin import cluster
 from mqadmin.client import SyncAdminClient
+from mqadmin.localcluster import processes
 
 REGISTER_MS, EXPIRE_MS, SCAN_MS = 300, 3000, 100
 WAIT_LIMIT = 15.0
@@ -61,26 +61,26 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "cluster"
         began = time.monotonic()
-        state = cluster.start(directory, cluster.StartOptions(
+        state = processes.start(directory, processes.StartOptions(
             register_period_ms=REGISTER_MS, broker_expired_ms=EXPIRE_MS, scan_interval_ms=SCAN_MS))
         starts.append(time.monotonic() - began)
         try:
             clients = [SyncAdminClient([ns.addr], timeout=1.0) for ns in state.namesrvs]
             for _ in range(args.rounds):
                 a = state.find_broker("broker-a", 0)[0]
-                cluster.signal_proc(a, signal.SIGKILL)
+                processes.signal_proc(a, signal.SIGKILL)
                 kill.append(until(clients, only_b))
-                cluster.restart(a)
+                processes.restart(a)
                 until(clients, both)
                 stopped = time.monotonic()
-                cluster.signal_proc(a, signal.SIGSTOP)
+                processes.signal_proc(a, signal.SIGSTOP)
                 until(clients, only_b)
                 stop_gone.append(time.monotonic() - stopped)
-                cluster.signal_proc(a, signal.SIGCONT)
+                processes.signal_proc(a, signal.SIGCONT)
                 cont_back.append(until(clients, both))
         finally:
             began = time.monotonic()
-            cluster.stop_procs(state.procs)
+            processes.stop_procs(state.procs)
             stops.append(time.monotonic() - began)
     result = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},

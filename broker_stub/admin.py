@@ -102,6 +102,7 @@ class BrokerAdmin:
             write_to=write_to, now=self._now)
         self.relay = ConsumerRelay(consuming.clients, write_to=write_to, peer_of=peer_of, clock=clock)
         consuming.on_pulled = self._pulled
+        consuming.on_sent_back = self.stats.sent_back
 
     def _now(self) -> int:
         return int(self.clock() * 1000)

@@ -35,6 +35,7 @@ from remoting.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, request, response_to
 from remoting.fastjson import SMALL_BODY_ITEMS
 from remoting.mqjson import SERVER_NORMALIZE_MAX_BYTES, MessageQueue, MqJsonError, dumps, loads
+from remoting.names import group_problem
 
 log = logging.getLogger("broker_stub")
 
@@ -86,7 +87,11 @@ class GroupAdmin:
 
     def update_group(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         try:
-            cfg = subscription_group_config(_server_loads(req.body) if req.body else None)
+            obj = _server_loads(req.body) if req.body else None
+            name = obj.get("groupName") if isinstance(obj, dict) else None
+            if isinstance(name, str) and group_problem(name) is not None:  # 5.3.3 takes any name; we refuse it
+                raise Reject(ResponseCode.INVALID_PARAMETER, str(group_problem(name)))
+            cfg = subscription_group_config(obj)
         except MqJsonError as exc:
             raise Reject(ResponseCode.SYSTEM_ERROR, f"bad SubscriptionGroupConfig: {exc}") from None
         try:
@@ -101,6 +106,9 @@ class GroupAdmin:
 
     def delete_group(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         group = req.ext("groupName") or ""
+        problem = group_problem(group)
+        if problem is not None:
+            raise Reject(ResponseCode.INVALID_PARAMETER, problem)
         try:
             deleted = self.subgroups.delete(group)
         except SubscriptionGroupError as exc:

@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Hashable
 
 from broker_stub.common import Reject
-from broker_stub.config import RUNTIME_KEYS, BrokerConfig, ConfigError
+from broker_stub.config import RUNTIME_KEYS, SECRET_KEYS, BrokerConfig, ConfigError
 from broker_stub.java_broker_config import DERIVED, JAVA_KEYS, java_settings
 from broker_stub.topics import TopicTable
 from remoting import properties
@@ -87,11 +87,15 @@ def machine_values(config: BrokerConfig, cpus: int) -> dict[str, str]:
 
 
 def render_config(config: BrokerConfig, cpus: int | None = None) -> str:
-    """The GET_BROKER_CONFIG body: every Java 5.3.3 key and the stub's own, sorted, ``key=value`` lines."""
+    """The GET_BROKER_CONFIG body: every Java 5.3.3 key and the stub's own, sorted, ``key=value`` lines,
+    with the broker's own secret keys masked (anyone who may read the config may not sign as the broker)."""
     values = {key: default for key, (_kind, default) in JAVA_KEYS.items()}
     values.update(machine_values(config, processor_count() if cpus is None else cpus))
     values.update(config.java_settings)
     values.update(config.as_properties())
+    for key in SECRET_KEYS:
+        if values.get(key):
+            values[key] = "******"
     if not config.namesrvAddr:
         del values["namesrvAddr"]
     return "".join(f"{key}={values[key]}\n" for key in sorted(values))

@@ -15,6 +15,7 @@ from broker_stub.server import BrokerServer
 from broker_stub.subgroups import SubscriptionGroupError
 from broker_stub.topic_store import TopicStoreError
 from remoting import logfile
+from remoting.acl_accounts import AccountsError
 from remoting.climain import first_of, run_app
 from remoting.regular_file import RefusedFile
 
@@ -86,7 +87,7 @@ async def _serve(server: BrokerServer) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Console-script entry point: one clear line and a non-zero exit on failure."""
-    return run_app(app, "mqbroker-stub", argv, (ConfigError, StartupError, TopicStoreError, SubscriptionGroupError))
+    return run_app(app, "mqbroker-stub", argv, (ConfigError, StartupError, TopicStoreError, SubscriptionGroupError, AccountsError))
 
 
 def entry() -> None:

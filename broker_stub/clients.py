@@ -17,6 +17,8 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from remoting.names import is_legal_group
+
 MAX_CLIENTS = 10_000
 MAX_GROUPS = 10_000  # consumer groups known at once; a heartbeat naming more new ones is cut short
 MAX_LOCKS = 100_000
@@ -104,8 +106,9 @@ class ClientTable:
         client.conn = conn  # a reconnected client: only its newest connection counts
         client.language, client.version = language, version
         client.last_update = self.clock_ms()
-        client.producer_groups = {
-            str(p["groupName"]) for p in _list(data.get("producerDataSet")) if isinstance(p, dict) and p.get("groupName")
+        client.producer_groups = {  # a name that is no legal group name is not registered (Validators.checkGroup)
+            str(p["groupName"]) for p in _list(data.get("producerDataSet"))
+            if isinstance(p, dict) and is_legal_group(p.get("groupName"))
         }
         fingerprint = _int(data.get("heartbeatFingerprint"))
         without_sub = data.get("withoutSub") is True
@@ -113,8 +116,8 @@ class ClientTable:
         changed: set[str] = set()
         sub_changed = False
         for item in _list(data.get("consumerDataSet")):
-            if not isinstance(item, dict) or not item.get("groupName"):
-                continue
+            if not isinstance(item, dict) or not is_legal_group(item.get("groupName")):
+                continue  # as 5.3.3: no subscription group for an illegal name, so the consumer is skipped
             name = str(item["groupName"])
             if name not in self.groups and len(self.groups) >= MAX_GROUPS:
                 continue

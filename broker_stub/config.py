@@ -11,6 +11,7 @@ exist in Java; they bound memory or make timing testable.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,9 @@ from typing import Any
 from broker_stub.delays import DEFAULT_DELAY_LEVELS, parse_levels
 from broker_stub.java_broker_config import java_settings
 from remoting import properties
+from remoting.access import ConfigValueError, parse_classes
+from remoting.acl import Credentials
+from remoting.acl_addresses import LOOPBACK_PATTERNS, AddressPatternError, parse_list
 from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
 from remoting.logfile import DEFAULT_MAX_INDEX, DEFAULT_MAX_SIZE, MAX_INDEX_RANGE, MAX_SIZE_RANGE
 from remoting.regular_file import RefusedFile, read_regular_text
@@ -47,7 +51,16 @@ RUNTIME_KEYS = frozenset(
 )
 
 
+#: Run-time bounds of UPDATE_BROKER_CONFIG: (floor, ceiling, why). A value may still move
+#: toward the safe side, so a broker started with test timings can have them raised.
+RUNTIME_LIMITS: dict[str, tuple[int | None, int | None, str]] = {
+    # Java clamps the period to 10-60 s; past a NameServer's 120 s expiry the broker drops off the routes.
+    "registerNameServerPeriod": (1000, 60_000, "the broker would expire from the NameServers between registrations"),
+    "registerBrokerTimeoutMills": (1000, None, "registrations would time out"),
+}
 MIN_STORE_BYTES = 1024 * 1024
+#: Keys whose values GET_BROKER_CONFIG masks.
+SECRET_KEYS = ("secretKey", "innerClientAuthenticationCredentials")
 
 
 @dataclass
@@ -104,6 +117,17 @@ class BrokerConfig:
     #: Java broker keys the stub keeps and shows but does not act on (flushDiskType, ...), from the file or
     #: UPDATE_BROKER_CONFIG, as Java takes them (broker_stub.java_broker_config); not a key itself.
     java_settings: dict[str, str] = field(default_factory=dict, metadata={"internal": True})
+    # access control (see docs/security.md). Java 4.x's aclEnable; the rest extensions.
+    aclEnable: bool = False  # check requests against the accounts of aclConfigPath
+    aclConfigPath: str = ""  # a plain_acl.yml; "" = $ROCKETMQ_HOME/conf/plain_acl.yml, as a Java broker
+    aclUnsignedClasses: str = ""  # with accounts: classes open to unsigned requests (Java: none)
+    adminAddressesWithoutAuth: str = LOOPBACK_PATTERNS  # without accounts: who may send admin-write
+    allowRemoteAdminWithoutAuth: bool = False  # without accounts: admin-write from every peer
+    # The keys this broker signs its own requests with (to NameServers, and a slave's to its master);
+    # innerClientAuthenticationCredentials is Java 5.3's form: {"accessKey":"...","secretKey":"..."}.
+    accessKey: str = ""
+    secretKey: str = ""
+    innerClientAuthenticationCredentials: str = ""
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -124,6 +148,23 @@ class BrokerConfig:
 
     def as_properties(self) -> dict[str, str]:
         return {key: _render(getattr(self, key)) for key in self.keys()}
+
+    def credentials(self) -> Credentials | None:
+        """The keys to sign this broker's own requests with (None: it does not sign)."""
+        access_key, secret_key = self.accessKey.strip(), self.secretKey.strip()
+        if not access_key and self.innerClientAuthenticationCredentials.strip():
+            try:
+                doc = json.loads(self.innerClientAuthenticationCredentials)
+            except ValueError:
+                raise ConfigError("innerClientAuthenticationCredentials is not JSON") from None
+            if not isinstance(doc, dict):
+                raise ConfigError('innerClientAuthenticationCredentials must be {"accessKey":...,"secretKey":...}')
+            access_key, secret_key = str(doc.get("accessKey") or ""), str(doc.get("secretKey") or "")
+        if not access_key and not secret_key:
+            return None
+        if not access_key or not secret_key:
+            raise ConfigError("accessKey and secretKey must be given together")
+        return Credentials(access_key, secret_key)
 
     def parse_values(self, props: Mapping[str, str]) -> dict[str, Any]:
         """Typed values for known keys in ``props`` (unknown keys are ignored, as Java does)."""
@@ -184,15 +225,34 @@ class BrokerConfig:
         for key, (low, high) in (("logFileMaxSize", MAX_SIZE_RANGE), ("logFileMaxIndex", MAX_INDEX_RANGE)):
             if not low <= getattr(self, key) <= high:
                 raise ConfigError(f"{key} must be between {low} and {high}, got {getattr(self, key)}")
+        try:
+            parse_classes(self.aclUnsignedClasses)
+            parse_list(self.adminAddressesWithoutAuth)
+        except (ConfigValueError, AddressPatternError) as exc:
+            raise ConfigError(f"aclUnsignedClasses/adminAddressesWithoutAuth: {exc}") from None
+        self.credentials()
         if not self.brokerIP1.strip() or ":" in self.brokerIP1:
             raise ConfigError(f"brokerIP1 must be an IPv4 address or host name, got {self.brokerIP1!r}")
 
     def validate_runtime(self, values: Mapping[str, Any]) -> None:
-        """Check an UPDATE_BROKER_CONFIG change on a copy, so a bad value changes nothing."""
+        """Check an UPDATE_BROKER_CONFIG change on a copy, so a bad value changes nothing; and refuse
+        values that would take this broker off the routes now (:data:`RUNTIME_LIMITS`)."""
         trial = dataclasses.replace(self)
         for key, value in values.items():
             setattr(trial, key, value)
         trial.validate()
+        for key, (floor, ceiling, why) in RUNTIME_LIMITS.items():
+            new, old = getattr(trial, key), getattr(self, key)
+            if floor is not None and new < floor and new < old:
+                raise ConfigError(f"{key} below {floor} cannot be set at run time ({why})")
+            if ceiling is not None and new > ceiling and new > old:
+                raise ConfigError(f"{key} above {ceiling} cannot be set at run time ({why})")
+        heartbeat = trial.brokerHeartbeatInterval
+        if heartbeat > self.brokerHeartbeatInterval and heartbeat * 2 > trial.brokerNotActiveTimeoutMillis:
+            raise ConfigError(
+                f"brokerHeartbeatInterval {heartbeat} would leave less than two heartbeats within"
+                f" brokerNotActiveTimeoutMillis ({trial.brokerNotActiveTimeoutMillis}): the broker would expire"
+            )
 
 
 def _render(value: Any) -> str:

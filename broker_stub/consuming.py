@@ -41,13 +41,20 @@ from broker_stub.pulls import (
     PullHold,
     read_queue,
 )
-from broker_stub.store import STORED_PROPERTIES_MAX_BYTES, STORED_TOPIC_MAX_BYTES, MessageStore, parse_record
+from broker_stub.store import (
+    STORED_PROPERTIES_MAX_BYTES,
+    STORED_TOPIC_MAX_BYTES,
+    MessageStore,
+    StoreUnavailableError,
+    parse_record,
+)
 from broker_stub.topics import TopicTable
 from remoting import fastjson
 from remoting.bodies import BodyError, TopicConfig
 from remoting.codec import encode
 from remoting.codes import PERM_READ, PERM_WRITE, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, request, response_to
+from remoting.names import is_legal_group, topic_problem
 from remoting.ratelog import clip
 
 log = logging.getLogger("broker_stub")
@@ -90,6 +97,10 @@ class Consuming:
         self.offsets_changed = 0  # bumped on every offset change (the offsets file is rewritten when it moved)
         #: (group, topic, records found): the broker's GROUP_GET stats (set by the admin module)
         self.on_pulled: Callable[[str, str, list[bytes]], None] = lambda group, topic, records: None
+        #: (group, first topic) of each accepted send-back: SNDBCK_PUT_NUMS stats (set by the admin module)
+        self.on_sent_back: Callable[[str, str], None] = lambda group, topic: None
+        #: With messages on disk: answer a send-back to the DLQ once it is written (broker_stub.persistence).
+        self.hold_answer: Callable[[Hashable, bytes, int, Any], None] | None = None
 
     def handlers(self) -> dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | None]]:
         return {
@@ -124,6 +135,9 @@ class Consuming:
         sys_flag = ext_int(req, "sysFlag", 0)
         if not config.brokerPermission & PERM_READ:
             raise Reject(ResponseCode.NO_PERMISSION, f"the broker[{config.brokerIP1}] pulling message is forbidden")
+        if not is_legal_group(group):  # 5.3.3: an illegal name never has a subscription group
+            raise Reject(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                         f"subscription group [{group}] does not exist, {FAQ_APPLY_TOPIC}")
         tc = self.topics.get(topic)
         if tc is None:
             raise Reject(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{FAQ_APPLY_TOPIC}")
@@ -265,6 +279,8 @@ class Consuming:
 
     def update_consumer_offset(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         group, topic = req.ext("consumerGroup") or "", req.ext("topic") or ""
+        if not is_legal_group(group):
+            raise Reject(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {group} not exist!")
         if topic not in self.topics:
             raise Reject(ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} not exist!")
         queue_id, offset = ext_int(req, "queueId", -1), ext_int(req, "commitOffset", -1)
@@ -287,8 +303,10 @@ class Consuming:
             raise Reject(ResponseCode.SYSTEM_ERROR, "heartbeat without clientID")
         language = req.language.name if req.language is not None else "OTHER"
         groups, sub_changed, changed = self.clients.heartbeat(data, conn, language=language, version=req.version)
-        for group in groups:  # Java creates every group's retry topic on its heartbeat
-            self._ensure_topic(RETRY_GROUP_TOPIC_PREFIX + group)
+        for group in groups:  # Java creates every group's retry topic on its heartbeat (legal groups only)
+            retry = RETRY_GROUP_TOPIC_PREFIX + group
+            if topic_problem(retry) is None:  # a 121+ character group has no storable retry topic
+                self._ensure_topic(retry)
         self._notify(changed)
         return response_to(
             req, ResponseCode.SUCCESS, ext_fields={"IS_SUPPORT_HEART_BEAT_V2": True, "IS_SUB_CHANGE": sub_changed}
@@ -297,6 +315,9 @@ class Consuming:
     def _ensure_topic(self, name: str) -> TopicConfig:
         tc = self.topics.get(name)
         if tc is None:
+            problem = topic_problem(name)
+            if problem is not None:  # never created: a topic name becomes a directory
+                raise Reject(ResponseCode.SYSTEM_ERROR, f"topic[{name[:140]}] not exist: {problem}")
             tc = TopicConfig(name, 1, 1, RW)
             try:
                 self.topics.put_auto(tc)  # bounded (maxAutoCreatedTopics); bumps the data version, registers at once
@@ -347,15 +368,17 @@ class Consuming:
     # ------------------------------------------------------------------
     # retries
 
-    def send_back(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+    def send_back(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand | None:
         """CONSUMER_SEND_MSG_BACK: re-put a consumed message on ``%RETRY%group`` after its delay level,
         or on ``%DLQ%group`` once it was retried ``maxReconsumeTimes`` times (or delayLevel < 0)."""
         config = self.config
         group = req.ext("group") or ""
+        if not is_legal_group(group):  # 5.3.3 finds no subscription group for it
+            raise Reject(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group} {FAQ_APPLY_TOPIC}")
         if not config.brokerPermission & PERM_WRITE:
             raise Reject(ResponseCode.NO_PERMISSION, f"the broker[{config.brokerIP1}] sending message is forbidden")
-        if not group:
-            raise Reject(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "subscription group not exist, ")
+        if self.store.unwritable is not None:  # Java answers a failed put this way (the status's name)
+            raise Reject(ResponseCode.SYSTEM_ERROR, "SERVICE_NOT_AVAILABLE")
         phys = ext_int(req, "offset", -1)
         record = self.store.find_by_phys(phys)
         if record is None:
@@ -387,11 +410,22 @@ class Consuming:
             new_topic, self._random.randrange(max(1, tc.write_queue_nums)), msg.body, msg.flag, props_text,
             msg.sys_flag, msg.born_timestamp, msg.born_ip, msg.born_port, msg.reconsume_times + 1,
         )
-        if to_dlq:
-            self.put_message(*args)
-        else:
+        if not to_dlq:
             self.delays.defer(delay_level or 3 + msg.reconsume_times, self.put_message, *args)
-        return response_to(req, ResponseCode.SUCCESS)
+            self.on_sent_back(group, props["RETRY_TOPIC"])  # Java counts it under the message's first topic
+            return response_to(req, ResponseCode.SUCCESS)
+        try:
+            self.put_message(*args)
+        except StoreUnavailableError:
+            raise Reject(ResponseCode.SYSTEM_ERROR, "SERVICE_NOT_AVAILABLE") from None
+        except ValueError as exc:  # the store's bounds (StoreFullError), or a path it will not make
+            raise Reject(ResponseCode.SYSTEM_ERROR, f"send back failed: {exc}") from None
+        self.on_sent_back(group, props["RETRY_TOPIC"])
+        resp = response_to(req, ResponseCode.SUCCESS)
+        if self.hold_answer is None or req.flag & 2:
+            return resp
+        self.hold_answer(conn, encode(resp), req.opaque, req.serialize_type)  # once the DLQ message is written
+        return None
 
 
 def _json_body(req: RemotingCommand) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from broker_stub.store import StoreUnavailableError
 from remoting.ratelog import clip
 
 log = logging.getLogger("broker_stub")
@@ -23,6 +24,7 @@ log = logging.getLogger("broker_stub")
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 MAX_DELAYED = 100_000
+RETRY_LATER = 1.0  # s: a due message the store cannot take now (its disk refuses writes) waits this long
 
 
 def parse_levels(text: str) -> list[float]:
@@ -69,13 +71,19 @@ class DelayQueue:
         """
         now = self.clock()
         ran = 0
+        later: list[tuple[float, int, Callable[..., Any], tuple[Any, ...]]] = []
         while self._heap and self._heap[0][0] <= now:
-            _, _, action, args = heapq.heappop(self._heap)
+            _, seq, action, args = heapq.heappop(self._heap)
             try:
                 action(*args)
+            except StoreUnavailableError:  # the disk refuses writes: keep it, try again in a while
+                later.append((now + RETRY_LATER, seq, action, args))
+                continue
             except Exception as exc:
                 log.warning("a deferred put failed: %s: %s", type(exc).__name__, clip(exc))
             ran += 1
+        for item in later:
+            heapq.heappush(self._heap, item)
         return ran
 
     def __len__(self) -> int:

@@ -23,6 +23,7 @@ from broker_stub.replication import REPLICATE_CODE, Replicator, serve_replicate
 from broker_stub.slave_sync import GET_ALL_CONSUMER_OFFSET, SlaveSync
 from broker_stub.store import MessageStore
 from broker_stub.topics import TopicTable
+from remoting.acl import Credentials
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
 
@@ -37,6 +38,7 @@ class HighAvailability:
         is_master: bool,
         master_addr: Callable[[], str | None],
         ha_server_addr: Callable[[], str | None] = lambda: None,
+        credentials: Credentials | None = None,
     ) -> None:
         consuming = processor.consuming
         self.links = SlaveLinks(trio.current_time)
@@ -56,7 +58,7 @@ class HighAvailability:
         self.sync: SlaveSync | None = None
         if is_master:
             return
-        self.sync = SlaveSync(topics, master_addr=master_addr, set_offset=consuming.set_offset)
+        self.sync = SlaveSync(topics, master_addr=master_addr, set_offset=consuming.set_offset, credentials=credentials)
 
         keys = processor.admin.keys
 
@@ -71,6 +73,7 @@ class HighAvailability:
             on_stored=stored,
             on_unknown_topic=lambda topic: self.sync.kick() if self.sync is not None else None,
             known_topic=lambda topic: topic in topics,
+            credentials=credentials,
         )
         consuming.master_alive = lambda: self.replicator is not None and self.replicator.master_alive
 

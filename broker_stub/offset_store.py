@@ -12,13 +12,17 @@ worker thread so the event loop never waits for the disk.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 
 from broker_stub.topic_store import TopicStoreError
 from namesrv.durable import remove_stale_temp_files, write_atomic
 from remoting import fastjson
+from remoting.names import is_legal_group, is_legal_topic
 from remoting.regular_file import RefusedFile, read_regular_file
+
+log = logging.getLogger("broker_stub")
 
 SEPARATOR = "@"  # ConsumerOffsetManager.TOPIC_GROUP_SEPARATOR
 #: Largest offsets file read back: the table keeps at most 100,000 offsets
@@ -61,14 +65,21 @@ def load(path: str) -> dict[tuple[str, str, int], int]:
     try:
         table = fastjson.loads(raw).get("offsetTable") or {}
         out: dict[tuple[str, str, int], int] = {}
+        bad: list[str] = []
         for key, queues in table.items():
             topic, sep, group = str(key).rpartition(SEPARATOR)
             if not sep:
+                continue
+            if not (is_legal_topic(topic) and is_legal_group(group)):
+                bad.append(str(key))
                 continue
             for queue_id, offset in queues.items():
                 out[(group, topic, int(queue_id))] = int(offset)
     except (ValueError, TypeError, AttributeError) as exc:  # BodyError is a ValueError
         raise OffsetFileError(f"{path} is not a consumer offsets file: {exc}") from None
+    if bad:
+        log.warning("%s: skipped the offsets of %d topic@group keys that are no legal names: %s", path, len(bad),
+                    ", ".join(repr(key)[:60] for key in bad[:5]))
     return out
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 
 import trio
 
@@ -31,6 +31,7 @@ from broker_stub.config import BrokerConfig
 from broker_stub.consuming import Consuming
 from broker_stub.faults import FAULT_CODE, FaultError, Faults
 from broker_stub.headers import NUMERIC_FIELDS, check_fields
+from broker_stub.request_classes import REQUEST_CLASSES
 from broker_stub.runtime import DayTotals, Rates, runtime_table
 from broker_stub.sending import SEND_CODES, Sender, check_topic_name, send_ok_frame
 from broker_stub.store import MessageStore
@@ -40,6 +41,7 @@ from remoting.bodies import TopicConfig, encode_kv_table
 from remoting.codec import encode
 from remoting.codes import DEFAULT_TOPIC, PERM_READ, PERM_WRITE, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
+from remoting.names import PathOutsideError
 from remoting.ratelog import RateLimitedLog, clip
 
 log = logging.getLogger("broker_stub")
@@ -126,8 +128,11 @@ class BrokerProcessor:
             FAULT_CODE: self.fault,
         }
 
+        _check_classified(self._handlers)
+
     def add_handler(self, code: int, handler: Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]) -> None:
         """Serve one more request code (replication, offsets sync: see broker_stub.ha)."""
+        _check_classified([code])
         self._handlers[code] = handler
 
     # ------------------------------------------------------------------
@@ -223,6 +228,11 @@ class BrokerProcessor:
 
     def delete_topic(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         topic = req.ext("topic") or ""
+        check_topic_name(topic)  # 4.9.7 validates here, 5.3.3 only refuses a blank one: a name may be a path
+        try:
+            self.store.check_topic_path(topic)
+        except PathOutsideError as exc:
+            raise Reject(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] not deleted: {exc}") from None
         if self.topics.delete(topic):
             self.store.delete_topic(topic)
             offsets = self.consuming.offsets
@@ -295,6 +305,13 @@ class BrokerProcessor:
         self.async_codes = _AsyncCodes(self.faults, self._durable_codes) if delaying else self._durable_codes
         self.kick()  # a healed partition registers at once
         return response_to(req, ResponseCode.SUCCESS, body=self.faults.state_body())
+
+
+def _check_classified(codes: Iterable[int]) -> None:
+    """Every code served has an access class (broker_stub.request_classes): none is served unchecked."""
+    unclassified = sorted(set(codes) - REQUEST_CLASSES.keys())
+    if unclassified:
+        raise RuntimeError(f"request codes without an access class: {unclassified}")
 
 
 def _attributes(text: str | None) -> dict[str, str]:

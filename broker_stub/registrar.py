@@ -6,7 +6,9 @@ go away the moment its process dies (the connection closes, §6.6). Every
 call has a timeout; a NameServer that cannot be reached is tried again at
 the next registration, as a Java broker does. :meth:`Registrar.kick` wakes
 every task to register now (topic change, permission change, healed
-partition).
+partition). Given ``accessKey``/``secretKey`` (or Java 5.3's
+``innerClientAuthenticationCredentials``) every request is signed, as a 5.3
+broker signs its NameServer requests.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class Registrar:
         self.ha_server_addr: str | None = None
         self.registered: dict[str, DataVersion] = {}  # namesrv -> last version it accepted
         self.on_first_success = on_first_success
+        self.credentials = config.credentials()  # signs every request to the NameServers when set
         self._wake = trio.Event()
         self._generation = 0
 
@@ -99,7 +102,10 @@ class Registrar:
             seen = self._generation
             timeout = self.config.registerBrokerTimeoutMills / 1000.0
             try:
-                async with connect(addr, connect_timeout=timeout) as client, trio.open_nursery() as nursery:
+                async with (
+                    connect(addr, connect_timeout=timeout, credentials=self.credentials) as client,
+                    trio.open_nursery() as nursery,
+                ):
                     if self.config.enableSlaveActingMaster:
                         nursery.start_soon(self._heartbeats, addr, client)
                     redial = await self._register_loop(addr, client)
@@ -220,7 +226,7 @@ class Registrar:
         )
         with trio.move_on_after(UNREGISTER_TIMEOUT):
             try:
-                async with connect(addr, connect_timeout=UNREGISTER_TIMEOUT) as client:
+                async with connect(addr, connect_timeout=UNREGISTER_TIMEOUT, credentials=self.credentials) as client:
                     resp = await client.invoke(req, UNREGISTER_TIMEOUT)
                     log.info("unregistered from %s: code=%s", addr, resp.code)
             except RemotingError as exc:

@@ -33,11 +33,13 @@ import trio
 
 from broker_stub.common import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, Reject
 from broker_stub.ha_status import ByteRate
-from broker_stub.store import MessageStore, StoreFullError, parse_record
+from broker_stub.store import MessageStore, StoreFullError, StoreUnavailableError, parse_record
 from remoting import fastjson
+from remoting.acl import Credentials
 from remoting.bodies import BodyError
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, request, response_to
+from remoting.names import is_legal_topic
 from remoting.transport import RemotingError, RemotingTimeout, connect
 
 log = logging.getLogger("broker_stub")
@@ -130,8 +132,10 @@ class Replicator:
         known_topic: Callable[[str], bool],
         clock: Callable[[], float] = trio.current_time,
         wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        credentials: Credentials | None = None,
     ) -> None:
         self.store = store
+        self.credentials = credentials  # signs the requests when the master checks accounts
         self.master_addr = master_addr
         self.on_stored = on_stored
         self.on_unknown_topic = on_unknown_topic
@@ -150,26 +154,33 @@ class Replicator:
         return self.clock() - self.last_ok < MASTER_ALIVE_WINDOW
 
     def _have(self) -> list[tuple[str, int, int]]:
-        store = self.store
-        return [(t, q, store.max_offset(t, q)) for t, q in store.queue_keys()]
+        store = self.store  # what is kept already, written or not yet
+        return [(t, q, store.next_offset(t, q)) for t, q in store.queue_keys()]
 
     def apply(self, body: bytes) -> int:
         """Keep the records of one answer; returns how many were new."""
-        kept = 0
+        kept = illegal = 0
         touched: set[tuple[str, int]] = set()
         unknown: set[str] = set()
         for record in split_records(body):
             msg = parse_record(record)
+            if not is_legal_topic(msg.topic):  # a topic name becomes a directory: never an illegal one
+                illegal += 1
+                continue
             try:
                 stored = self.store.append_stored(msg.topic, msg.queue_id, record)
             except StoreFullError as exc:  # bigger than this slave's maxStoreBytes allows: skip it
                 log.warning("replication: a record of %s:%d not kept: %s", msg.topic, msg.queue_id, exc)
                 continue
+            except StoreUnavailableError:  # this slave's disk refuses writes: ask again later
+                break
             if stored:
                 kept += 1
                 touched.add((msg.topic, msg.queue_id))
                 if not self.known_topic(msg.topic):
                     unknown.add(msg.topic)
+        if illegal:
+            log.warning("replication: %d records skipped: their topic names are no legal topic names", illegal)
         for topic in unknown:
             self.on_unknown_topic(topic)
         for topic, queue_id in touched:
@@ -185,7 +196,7 @@ class Replicator:
                 await trio.sleep(RETRY_DELAY)
                 continue
             try:
-                async with connect(addr, connect_timeout=REQUEST_TIMEOUT) as client:
+                async with connect(addr, connect_timeout=REQUEST_TIMEOUT, credentials=self.credentials) as client:
                     while self.master_addr() == addr and not client.closed:
                         self.last_write_ms = self.wall_ms()
                         req = replicate_request(self._have(), self.store.commit_offset)
@@ -199,7 +210,9 @@ class Replicator:
                         except ValueError as exc:
                             raise RemotingError(f"{addr}: bad replication answer: {exc}") from None
                         self.last_ok = self.clock()
-                        if resp.ext("more") != "true":
+                        if self.store.unwritable is not None:
+                            await trio.sleep(RETRY_DELAY)  # nothing is kept until its disk takes writes again
+                        elif resp.ext("more") != "true":
                             await trio.sleep(IDLE_POLL)
             except RemotingError as exc:
                 self.failures += 1

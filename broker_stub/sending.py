@@ -31,12 +31,13 @@ from broker_stub.config import BrokerConfig
 from broker_stub.faults import Faults
 from broker_stub.headers import INT, LONG, number_error
 from broker_stub.properties_form import batch_properties, batch_tail, cluster_pair, single_properties, stored_tag
-from broker_stub.store import MessageStore, StoreFullError, ipv4_bytes
+from broker_stub.store import MessageStore, StoreFullError, StoreUnavailableError, ipv4_bytes
 from broker_stub.topics import OFFSET_MOVED_EVENT, SCHEDULE_TOPIC, SELF_TEST_TOPIC, TopicLimitError, TopicTable
 from remoting.bodies import TopicConfig
 from remoting.codes import CURRENT_VERSION, PERM_INHERIT, PERM_WRITE, RequestCode, ResponseCode, SerializeType
 from remoting.codec import encode
 from remoting.command import RemotingCommand, response_to
+from remoting.names import PathOutsideError, topic_problem
 
 if TYPE_CHECKING:
     from broker_stub.consuming import Consuming
@@ -47,8 +48,6 @@ SEND_MESSAGE = int(RequestCode.SEND_MESSAGE)
 SEND_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
 SEND_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
 NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT})
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-TOPIC_MAX_LENGTH = 127
 #: Text that goes into a JSON string unchanged (printable ASCII without '"' and '\').
 JSON_PLAIN = re.compile(r'[ !#-\[\]-~]*\Z')
 
@@ -106,16 +105,11 @@ def send_ok_frame(opaque: int, msg_id: str, queue_id: int, queue_offset: int, re
 
 
 def check_topic_name(topic: str) -> None:
-    """TopicValidator's checks, with Java's remarks."""
-    if not topic.strip():
-        raise Reject(ResponseCode.SYSTEM_ERROR, "The specified topic is blank.")
-    if len(topic) > TOPIC_MAX_LENGTH:
-        raise Reject(ResponseCode.SYSTEM_ERROR, "The specified topic is longer than topic max length.")
-    if not TOPIC_PATTERN.match(topic):
-        raise Reject(
-            ResponseCode.SYSTEM_ERROR,
-            f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
-        )
+    """TopicValidator.validateTopic as a 5.3.3 broker answers it (INVALID_PARAMETER and its remark):
+    every topic a request names is checked, whether it exists or not, before anything is looked up."""
+    problem = topic_problem(topic)
+    if problem is not None:
+        raise Reject(ResponseCode.INVALID_PARAMETER, problem)
 
 
 def _check_send_numbers(get: Callable[[str], str | None], keys: tuple[str, ...]) -> None:
@@ -152,8 +146,9 @@ class Sender:
         self.on_put: Callable[[str, int], None] | None = None  # set by the processor: put statistics
         #: True while stored messages wait too long for the disk (broker_stub.queue_files): refuse sends.
         self.store_busy: Callable[[], bool] = lambda: False
-        #: With messages on disk: send a stored message's answer once it is written (broker_stub.persistence).
-        self.hold_answer: Callable[[Hashable, bytes], None] | None = None
+        #: With messages on disk: send a stored message's answer once it is written (broker_stub.persistence):
+        #: (connection, answer, the request's opaque and serialization for an error answer instead).
+        self.hold_answer: Callable[[Hashable, bytes, int, SerializeType], None] | None = None
         self._queue_pick = random.Random()
         self._born: dict[Hashable, tuple[bytes, int]] = {}
         self._uniq = UniqIds(ipv4_bytes(config.brokerIP1))
@@ -164,10 +159,8 @@ class Sender:
         self._born.pop(conn, None)
 
     def _new_topic_for_send(self, topic: str, default_topic: str | None, client_queue_nums: int) -> TopicConfig:
-        """A topic not in the table: validated, then auto-created from the default topic (TBW102) when allowed."""
-        check_topic_name(topic)
-        if topic in NOT_ALLOWED_SEND_TOPICS:
-            raise Reject(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+        """A topic not in the table (its name already checked): auto-created from the default topic
+        (TBW102) when allowed."""
         default = self.topics.get(default_topic) if default_topic else None
         if default is not None and self.config.autoCreateTopicEnable and default.perm & PERM_INHERIT:
             nums = max(1, min(client_queue_nums if client_queue_nums > 0 else default.write_queue_nums, default.write_queue_nums))
@@ -222,11 +215,13 @@ class Sender:
         ):
             _check_send_numbers(get, (k_default_nums, k_queue, k_sys_flag, k_born, k_flag, k_reconsume, k_max_reconsume))
         topic = get(k_topic) or ""
+        if topic_problem(topic) is not None:  # AbstractSendMessageProcessor.msgCheck: every topic, new or not
+            check_topic_name(topic)
+        if topic in NOT_ALLOWED_SEND_TOPICS:
+            raise Reject(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         tc = self.topics.get(topic)
         if tc is None:
             tc = self._new_topic_for_send(topic, get(k_default), _num(default_nums_text, 4))
-        elif topic in NOT_ALLOWED_SEND_TOPICS:
-            raise Reject(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         if not tc.perm & PERM_WRITE:
             raise Reject(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         if queue_id >= tc.read_queue_nums and queue_id >= tc.write_queue_nums:
@@ -251,6 +246,9 @@ class Sender:
             size = len(body)
         if size > config.maxMessageSize:
             raise Reject(ResponseCode.MESSAGE_ILLEGAL, f"the message body size over max value, MAX: {config.maxMessageSize}")
+        unwritable = self.store.unwritable
+        if unwritable is not None:  # the disk refused a write: Java's PutMessageStatus.SERVICE_NOT_AVAILABLE
+            raise Reject(ResponseCode.SERVICE_NOT_AVAILABLE, unwritable)
         born = self._born.get(conn) or self._born_host(conn)
         if not born_ts:
             born_ts = int(time.time() * 1000)
@@ -262,6 +260,10 @@ class Sender:
                 offset, phys = put(topic, queue_id, msg_body, flag, props_text, sys_flag, born_ts, born[0], born[1], reconsume)
             except StoreFullError as exc:
                 raise Reject(ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)) from None
+            except StoreUnavailableError as exc:
+                raise Reject(ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)) from None
+            except PathOutsideError as exc:
+                raise Reject(ResponseCode.SYSTEM_ERROR, str(exc)) from None
             except ValueError as exc:
                 raise Reject(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
             if first_offset < 0:
@@ -293,7 +295,7 @@ class Sender:
         hold = self.hold_answer
         if hold is None or req.flag & 2:
             return answer
-        hold(conn, answer if type(answer) is bytes else encode(answer))  # type: ignore[arg-type]
+        hold(conn, answer if type(answer) is bytes else encode(answer), req.opaque, req.serialize_type)  # type: ignore[arg-type]
         return None
 
     def put_message(
@@ -308,8 +310,8 @@ class Sender:
         if self.on_put is not None:
             self.on_put(topic, len(body))
         consuming = self.consuming
-        if consuming is not None and consuming.hold.count:
-            consuming.arrived(topic, queue_id)
+        if consuming is not None and consuming.hold.count and self.store.journal is None:
+            consuming.arrived(topic, queue_id)  # readable now (on disk: once written, broker_stub.persistence)
         return result
 
     def _born_host(self, conn: Hashable) -> tuple[bytes, int]:

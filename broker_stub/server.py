@@ -16,6 +16,7 @@ GET_BROKER_CONFIG and the registration show the real port.
 from __future__ import annotations
 
 import logging
+import os
 
 import trio
 
@@ -26,11 +27,13 @@ from broker_stub.ha import HighAvailability
 from broker_stub.persistence import Persistence, load_offsets
 from broker_stub.processor import BrokerProcessor
 from broker_stub.registrar import Registrar
+from broker_stub.request_classes import REQUEST_CLASSES
 from broker_stub.store import MessageStore
 from broker_stub.subgroups import SubscriptionGroups, groups_path
 from broker_stub.topics import TopicTable, default_topics
 from remoting.bodies import DataVersion, TopicConfig
 from remoting.command import RemotingCommand
+from remoting.gate import AccessControl
 from remoting.ratelog import CLIP_ARGS, clip
 from remoting.reactor import Reactor
 
@@ -63,12 +66,14 @@ class BrokerServer:
         self.topics_file = topic_store.topics_path(config.storePathRootDir) if config.storePathRootDir else None
         self.saver: topic_store.TopicSaver | None = None
         if self.topics_file:
-            self.topics.restore(*topic_store.load(self.topics_file))
+            self.topics.restore(*topic_store.load(self.topics_file), source=self.topics_file)
             self.saver = topic_store.TopicSaver(self.topics_file, self._topics_snapshot)
             self.topics.on_change = self._topics_changed
         self.subgroups = SubscriptionGroups(groups_path(config.storePathRootDir) if config.storePathRootDir else None)
         self.saved_offsets = load_offsets(config)  # consumerOffset.json, read before serving as well
         self.persistence: Persistence | None = None
+        # The accounts are read before serving too: a bad file is a start-up error.
+        self.access = AccessControl(config, os.environ.get("ROCKETMQ_HOME", ""), log)
 
     def stop(self) -> None:
         """Begin an orderly stop (safe to call more than once)."""
@@ -127,7 +132,8 @@ class BrokerServer:
             topics_durable=self.saver.durable if self.saver is not None else None,
             subgroups=self.subgroups,
         )
-        reactor.processor = self.processor
+        reactor.processor = self.access.guard(self.processor, REQUEST_CLASSES, peer_of=self._peer_of,
+                                              warn=self.processor.warn)
         # messages and offsets read back from storePathRootDir (None: memory only), then written as they come
         self.persistence = persistence = Persistence.open(config, store, self.processor.consuming, self.saved_offsets)
         if persistence is not None:
@@ -135,9 +141,11 @@ class BrokerServer:
             if persistence.files is not None:
                 persistence.hold_answers(reactor.write_to)
                 self.processor.sending.hold_answer = persistence.hold_answer
+                self.processor.consuming.hold_answer = persistence.hold_answer
         registrar = self.registrar
         ha = HighAvailability(self.processor, store, topics, is_master=config.is_master,
-                              master_addr=lambda: registrar.master_addr, ha_server_addr=lambda: registrar.ha_server_addr)
+                              master_addr=lambda: registrar.master_addr, ha_server_addr=lambda: registrar.ha_server_addr,
+                              credentials=registrar.credentials)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(reactor.run)
             nursery.start_soon(self._tick)
@@ -176,10 +184,11 @@ class BrokerServer:
             await self.registrar.run()
 
     async def _tick(self) -> None:
-        """Once a second: sample the put/get totals for the runtime-info rates."""
+        """Once a second: sample the put/get totals for the runtime-info rates; reload changed accounts."""
         while True:
             if self.processor is not None:
                 self.processor.tick()
+            await self.access.reload()
             await trio.sleep(1.0)
 
     async def _timers(self) -> None:
@@ -206,5 +215,6 @@ class BrokerServer:
             self.processor.admin.relay.response(conn_id, resp)
 
     def _connection_closed(self, conn_id: int, peer: str, reason: str) -> None:
+        self.access.forget(conn_id)
         if self.processor is not None:
             self.processor.connection_closed(conn_id)

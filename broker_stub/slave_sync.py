@@ -18,6 +18,7 @@ import trio
 
 from broker_stub.topics import TopicTable
 from remoting import fastjson
+from remoting.acl import Credentials
 from remoting.bodies import BodyError, TopicConfig
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import request
@@ -56,8 +57,10 @@ class SlaveSync:
         *,
         master_addr: Callable[[], str | None],
         set_offset: Callable[[str, str, int, int], None],
+        credentials: Credentials | None = None,
     ) -> None:
         self.topics = topics
+        self.credentials = credentials  # signs the requests when the master checks accounts
         self.master_addr = master_addr
         self.set_offset = set_offset
         self._wake = trio.Event()
@@ -80,7 +83,7 @@ class SlaveSync:
             self._wake = trio.Event()
 
     async def sync_once(self, addr: str) -> None:
-        async with connect(addr, connect_timeout=TIMEOUT) as client:
+        async with connect(addr, connect_timeout=TIMEOUT, credentials=self.credentials) as client:
             resp = await client.invoke(request(RequestCode.GET_ALL_TOPIC_CONFIG), TIMEOUT)
             if resp.code == ResponseCode.SUCCESS and resp.body:
                 self._install_topics(parse_topic_table(resp.body))
@@ -93,7 +96,7 @@ class SlaveSync:
     def _install_topics(self, configs: list[TopicConfig]) -> None:
         changed = [tc for tc in configs if self.topics.get(tc.topic_name) != tc]
         if changed:
-            self.topics.restore(changed, None)
+            self.topics.restore(changed, None, source="the master's topic table")
             self.topics.changed()  # one version bump (and one save and registration) for the lot
 
 

@@ -14,12 +14,20 @@ Beside each record the queue keeps its store time, its tag (for tag
 filtering, as Java's consume queue keeps the tag hash) and its physical
 offset (for lookups by commit-log offset: VIEW_MESSAGE_BY_ID and
 CONSUMER_SEND_MSG_BACK name a message that way).
+
+With messages on disk (a :class:`Journal`), a record is readable only once
+it is written: each queue has a ``visible`` end that
+:mod:`broker_stub.persistence` moves forward as the writer reports
+(:meth:`MessageStore.confirm`), so no consumer reads a message that a full
+disk later takes back. When a write fails, every queue is rolled back to
+its visible end (:meth:`MessageStore.roll_back`): the offsets of records
+that never reached the disk are handed out again, those of records that
+did, never. Without a journal, a record is readable as soon as it is put.
 """
 
 from __future__ import annotations
 
 import bisect
-import heapq
 import socket
 import struct
 import time
@@ -28,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from broker_stub.store_queues import MESSAGE_OVERHEAD, QUEUE_OVERHEAD, ByteBudget, StoredQueue, StoreFullError
 from remoting.msgprops import find_property
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7, MessageDecoder V1
@@ -39,13 +48,6 @@ HOSTS_ARE_IPV6 = 0x30  # sys flag bits: born host / store host are IPv6
 #: The stored record's layout holds a topic's length in a byte and the properties' in a short.
 STORED_TOPIC_MAX_BYTES = 127
 STORED_PROPERTIES_MAX_BYTES = 32767
-#: Bytes a held message costs beside its record: the record's object header, its slots in the
-#: queue's four lists, its store-time and physical-offset ints and its tag string (measured).
-MESSAGE_OVERHEAD = 200
-#: Bytes one queue costs while it exists (its object, four lists, its key in the queue table).
-QUEUE_OVERHEAD = 640
-
-
 def ipv4_bytes(host: str) -> bytes:
     """The 4 address bytes of an IPv4 host (names resolved once, at start)."""
     try:
@@ -60,134 +62,17 @@ def ipv4_bytes(host: str) -> bytes:
 class Journal(Protocol):
     """Where stored records also go when messages persist (:mod:`broker_stub.queue_files`)."""
 
-    def append(self, topic: str, queue_id: int, offset: int, record: bytes) -> None: ...
+    def admit(self, topic: str, queue_id: int) -> None: ...
+
+    def check_topic(self, topic: str) -> None: ...
+
+    def append(self, topic: str, queue_id: int, offset: int, record: bytes, token: object = None) -> None: ...
 
     def delete_topic(self, topic: str) -> None: ...
 
 
-class StoreFullError(ValueError):
-    """A message the store cannot take even after dropping every older one."""
-
-
-class _Queue:
-    """One consume queue: parallel lists of records, tags, store times and physical offsets.
-
-    Lists with a moving head rather than deques: an idle queue costs a few
-    hundred bytes (a deque costs ~600 each), bisect works on them directly,
-    and the dropped head is cut off in one step once it is half the list.
-    """
-
-    __slots__ = ("head", "in_heap", "key", "next_offset", "phys", "records", "stamps", "tags")
-
-    def __init__(self, key: tuple[str, int]) -> None:
-        self.key = key
-        self.records: list[bytes | None] = []
-        self.tags: list[str | None] = []
-        self.stamps: list[int] = []
-        self.phys: list[int] = []
-        self.head = 0  # index of the oldest message still held
-        self.next_offset = 0
-        self.in_heap = False  # has an entry in the byte budget's heap
-
-    def __len__(self) -> int:
-        return len(self.records) - self.head
-
-    @property
-    def min_offset(self) -> int:
-        return self.next_offset - len(self)
-
-    def drop_oldest(self) -> int:
-        """Forget the oldest message; returns its record's size."""
-        head = self.head
-        record = self.records[head]
-        self.records[head] = None  # the objects go now, the slots with the next cut
-        self.tags[head] = None
-        self.stamps[head] = self.phys[head] = 0
-        self.head = head = head + 1
-        if head == len(self.records) or (head >= 64 and 2 * head >= len(self.records)):
-            for column in (self.records, self.tags, self.stamps, self.phys):
-                del column[:head]
-            self.head = 0
-        return len(record) if record is not None else 0
-
-
-class ByteBudget:
-    """``maxStoreBytes``: the store's bytes, with the oldest messages of all queues dropped first.
-
-    Oldest across queues, not per queue, because that is what a Java broker
-    does when it deletes its oldest commit-log file: every queue loses its
-    oldest messages and its min offset moves. Physical offsets grow with
-    every put, so the oldest message held is the head with the smallest
-    physical offset: a heap holds one entry per non-empty queue, keyed by
-    its head's physical offset (refreshed lazily when the per-queue bound
-    or a topic deletion moved the head).
-
-    What counts: each record's bytes plus ``MESSAGE_OVERHEAD`` (its index
-    entries and Python object headers) and ``QUEUE_OVERHEAD`` per queue, so
-    the budget tracks the process's memory rather than the payload alone.
-    """
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.used = 0  # bytes counted: messages and queues
-        self.fixed = 0  # of which queues' bookkeeping, which dropping messages cannot free
-        self._heap: list[tuple[int, _Queue]] = []
-        self._dead = 0  # heap entries of removed queues, swept once they are half the heap
-
-    def add_queue(self) -> None:
-        self.used += QUEUE_OVERHEAD
-        self.fixed += QUEUE_OVERHEAD
-
-    def remove_queue(self, queue: _Queue) -> None:
-        """A queue is gone (its topic deleted): its messages and bookkeeping no longer count."""
-        held = sum(len(r) + MESSAGE_OVERHEAD for r in queue.records[queue.head :] if r is not None)
-        self.used -= QUEUE_OVERHEAD + held
-        self.fixed -= QUEUE_OVERHEAD
-        if queue.in_heap:
-            queue.in_heap = False
-            queue.key = ("", -1)  # no longer in the table: make_room skips it
-            self._dead += 1
-            if 2 * self._dead > len(self._heap) + 64:
-                self._heap = [(p, q) for p, q in self._heap if q.in_heap]
-                heapq.heapify(self._heap)
-                self._dead = 0
-
-    def check(self, need: int) -> None:
-        """StoreFullError when ``need`` bytes would not fit even with every message dropped."""
-        if self.fixed + need > self.max_bytes:
-            raise StoreFullError(
-                f"the in-memory store is full: {need} more bytes do not fit in maxStoreBytes={self.max_bytes} "
-                f"beside the {self.fixed} bytes of its {self.fixed // QUEUE_OVERHEAD} queues"
-            )
-
-    def track(self, queue: _Queue, phys: int) -> None:
-        """``queue`` just got a message at ``phys``: make sure the heap knows the queue."""
-        if not queue.in_heap:
-            heapq.heappush(self._heap, (phys, queue))
-            queue.in_heap = True
-
-    def make_room(self, need: int, queues: dict[tuple[str, int], _Queue]) -> None:
-        """Drop the oldest messages until ``need`` more bytes fit (or none is left)."""
-        heap = self._heap
-        while self.used + need > self.max_bytes and heap:
-            phys, queue = heap[0]
-            if not len(queue) or queues.get(queue.key) is not queue:  # emptied, or its topic deleted
-                heapq.heappop(heap)
-                if queue.in_heap:
-                    queue.in_heap = False
-                else:
-                    self._dead -= 1
-                continue
-            head_phys = queue.phys[queue.head]
-            if head_phys != phys:  # the head moved since: re-file under the current one
-                heapq.heapreplace(heap, (head_phys, queue))
-                continue
-            self.used -= queue.drop_oldest() + MESSAGE_OVERHEAD
-            if len(queue):
-                heapq.heapreplace(heap, (queue.phys[queue.head], queue))
-            else:
-                heapq.heappop(heap)
-                queue.in_heap = False
+class StoreUnavailableError(Exception):
+    """The disk refused a write: no message is taken until a write succeeds again (the text says why)."""
 
 
 class MessageStore:
@@ -206,13 +91,15 @@ class MessageStore:
         self.budget = ByteBudget(max_bytes)
         self.clock_ms = clock_ms  # None: wall clock (the hot path calls time.time() directly)
         self._topic_parts: dict[str, bytes] = {}  # topic -> its length byte + UTF-8 bytes
-        self._queues: dict[tuple[str, int], _Queue] = {}
+        self._queues: dict[tuple[str, int], StoredQueue] = {}
         self.commit_offset = 0  # the "physical" offset: total bytes ever stored
         self.put_total = 0
         self.get_total = 0
         # the 8 address+port bytes every message id starts with
         self._id_prefix = (self.store_ip + _I32.pack(store_port)).hex().upper()
         self.journal: Journal | None = None  # set when messages persist (storePathRootDir)
+        #: Why the disk cannot take messages now (None: it can); set and cleared by broker_stub.persistence.
+        self.unwritable: str | None = None
 
     def put(
         self,
@@ -231,8 +118,12 @@ class MessageStore:
         """Store one message; returns (queue offset, physical offset).
 
         ValueError if it cannot be laid out; StoreFullError (a ValueError) if
-        it does not fit in the byte budget even after dropping older messages.
+        it does not fit in the byte budget even after dropping older messages;
+        PathOutsideError (a ValueError) if its queue's directory would not be
+        in the store; StoreUnavailableError while the disk refuses writes.
         """
+        if self.unwritable is not None:
+            raise StoreUnavailableError(self.unwritable)
         topic_part = self._topic_parts.get(topic)
         if topic_part is None:
             topic_b = topic.encode()
@@ -251,9 +142,11 @@ class MessageStore:
         queue = self._queues.get(key)
         budget = self.budget
         if queue is None:
+            if self.journal is not None:
+                self.journal.admit(topic, queue_id)
             budget.check(QUEUE_OVERHEAD + cost)  # before anything is dropped
             budget.make_room(QUEUE_OVERHEAD + cost, self._queues)
-            queue = self._queues[key] = _Queue(key)
+            queue = self._queues[key] = StoredQueue(key)
             budget.add_queue()
         else:
             if budget.fixed + cost > budget.max_bytes:
@@ -303,7 +196,9 @@ class MessageStore:
         self.commit_offset = phys + total
         self.put_total += 1
         if self.journal is not None:
-            self.journal.append(topic, queue_id, offset, record)
+            self.journal.append(topic, queue_id, offset, record, queue)
+        else:
+            queue.visible = offset + 1
         return offset, phys
 
     def append_stored(self, topic: str, queue_id: int, record: bytes, *, journal: bool = True) -> bool:
@@ -314,6 +209,9 @@ class MessageStore:
         The bounds hold as for :meth:`put`: the per-queue count drops this queue's oldest, the
         byte budget the oldest of all queues (StoreFullError if it cannot fit at all).
         """
+        journal = self.journal if journal else None
+        if journal is not None and self.unwritable is not None:
+            raise StoreUnavailableError(self.unwritable)
         msg = parse_record(record)
         (offset,) = _QUEUE_OFFSET.unpack_from(record, 20)
         (store_ts,) = _STORE_TS.unpack_from(record, 56)
@@ -322,9 +220,11 @@ class MessageStore:
         queue = self._queues.get(key)
         budget = self.budget
         if queue is None:
+            if journal is not None:
+                journal.admit(topic, queue_id)
             budget.check(QUEUE_OVERHEAD + cost)  # before anything is dropped
             budget.make_room(QUEUE_OVERHEAD + cost, self._queues)
-            queue = self._queues[key] = _Queue(key)
+            queue = self._queues[key] = StoredQueue(key)
             budget.add_queue()
         elif offset < queue.next_offset:
             return False
@@ -346,9 +246,45 @@ class MessageStore:
         if not queue.in_heap:
             budget.track(queue, msg.phys)
         self.commit_offset = max(self.commit_offset, msg.phys + len(record))
-        if journal and self.journal is not None:
-            self.journal.append(topic, queue_id, offset, record)
+        if journal is not None:
+            journal.append(topic, queue_id, offset, record, queue)
+        else:
+            queue.visible = offset + 1
         return True
+
+    # ------------------------------------------------------------------
+    # what the disk holds (broker_stub.persistence)
+
+    def confirm(self, token: object, upto: int) -> tuple[str, int] | None:
+        """The writer wrote a queue up to offset ``upto`` (``token`` is the queue object its records
+        were journaled with): make them readable. Returns the queue's key, None if it is gone."""
+        queue: StoredQueue = token  # type: ignore[assignment]
+        if upto > queue.visible:
+            queue.visible = min(upto, queue.next_offset)
+        return queue.key if self._queues.get(queue.key) is queue else None
+
+    def roll_back(self) -> int:
+        """A write failed: forget every record not yet written, so each queue ends where its files end
+        and the next message gets the first offset the disk does not hold. Returns how many went."""
+        dropped = 0
+        budget = self.budget
+        for queue in self._queues.values():
+            while queue.next_offset > queue.visible and len(queue):
+                budget.used -= queue.drop_newest() + MESSAGE_OVERHEAD
+                dropped += 1
+            if queue.next_offset > queue.visible:  # emptied (the byte budget had dropped its head too)
+                queue.next_offset = queue.visible
+        return dropped
+
+    def next_offset(self, topic: str, queue_id: int) -> int:
+        """The offset the next record of a queue gets (ahead of :meth:`max_offset` while records are written)."""
+        queue = self._queues.get((topic, queue_id))
+        return queue.next_offset if queue is not None else 0
+
+    def check_topic_path(self, topic: str) -> None:
+        """PathOutsideError unless the topic's files would be deleted inside the store (before a delete)."""
+        if self.journal is not None:
+            self.journal.check_topic(topic)
 
     def queue_keys(self) -> list[tuple[str, int]]:
         """Every (topic, queue id) holding or having held messages."""
@@ -366,9 +302,10 @@ class MessageStore:
         return queue.min_offset if queue is not None else 0
 
     def max_offset(self, topic: str, queue_id: int) -> int:
-        """The offset the next message will get (Java's getMaxOffsetInQueue)."""
+        """The end of what readers see (Java's getMaxOffsetInQueue): the offset the next message gets,
+        once everything before it is written."""
         queue = self._queues.get((topic, queue_id))
-        return queue.next_offset if queue is not None else 0
+        return max(queue.visible, queue.min_offset) if queue is not None else 0
 
     def get(
         self,
@@ -387,11 +324,11 @@ class MessageStore:
         ``max_bytes`` (at least one record is always returned when found).
         """
         queue = self._queues.get((topic, queue_id))
-        if queue is None or not queue.min_offset <= offset < queue.next_offset:
+        if queue is None or not queue.min_offset <= offset < queue.visible:
             return [], offset
         base = queue.min_offset - queue.head  # the offset of list index 0
         start = offset - base
-        end = min(len(queue.records), start + max(1, max_scan))
+        end = min(queue.visible - base, start + max(1, max_scan))
         records = queue.records
         out: list[bytes] = []
         size = 0
@@ -427,7 +364,7 @@ class MessageStore:
             if not len(queue) or not offsets[queue.head] <= phys <= offsets[-1]:
                 continue
             i = bisect.bisect_left(offsets, phys, queue.head)
-            if i < len(offsets) and offsets[i] == phys:
+            if i < len(offsets) and offsets[i] == phys and queue.min_offset - queue.head + i < queue.visible:
                 return queue.records[i]
         return None
 
@@ -438,10 +375,11 @@ class MessageStore:
         if queue is None or not len(queue):
             return queue.next_offset if queue is not None else 0
         stamps, head = queue.stamps, queue.head
+        end = max(queue.visible, queue.min_offset)  # never past what readers see
         if upper:
             i = bisect.bisect_right(stamps, timestamp, head) - 1 - head
-            return queue.min_offset + max(i, 0)
-        return queue.min_offset + bisect.bisect_left(stamps, timestamp, head) - head
+            return min(queue.min_offset + max(i, 0), end)
+        return min(queue.min_offset + bisect.bisect_left(stamps, timestamp, head) - head, end)
 
     def earliest_timestamp(self, topic: str | None = None, queue_id: int = 0) -> int:
         """Store time of the oldest message held (of one queue, or of all); -1 if none, as Java."""
@@ -480,7 +418,14 @@ _STORE_TS = struct.Struct(">q")  # at byte 56 of an IPv4 record
 
 
 def parse_record(record: bytes) -> StoredMessage:
-    """Read back one record written by :meth:`MessageStore.put` (IPv4 layout)."""
+    """Read back one record written by :meth:`MessageStore.put` (IPv4 layout); ValueError if it is cut short."""
+    try:
+        return _parse_record(record)
+    except (struct.error, IndexError, UnicodeDecodeError) as exc:
+        raise ValueError(f"malformed stored record ({len(record)} bytes): {exc}") from None
+
+
+def _parse_record(record: bytes) -> StoredMessage:
     (_total, _magic, _crc, queue_id, flag, _qoff, phys, sys_flag, born_ts, born_ip, born_port, _store_ts, _sip, _sport,
      reconsume, _prep) = _HEAD.unpack_from(record, 0)
     pos = _HEAD.size
@@ -493,3 +438,18 @@ def parse_record(record: bytes) -> StoredMessage:
     (props_len,) = _I16.unpack_from(record, pos)
     props = record[pos + 2 : pos + 2 + props_len].decode()
     return StoredMessage(topic, queue_id, flag, sys_flag, born_ts, born_ip, born_port, reconsume, phys, body, props)
+
+
+__all__ = [
+    "MESSAGE_OVERHEAD",
+    "QUEUE_OVERHEAD",
+    "STORED_PROPERTIES_MAX_BYTES",
+    "STORED_TOPIC_MAX_BYTES",
+    "Journal",
+    "MessageStore",
+    "StoreFullError",
+    "StoreUnavailableError",
+    "StoredMessage",
+    "ipv4_bytes",
+    "parse_record",
+]

@@ -27,6 +27,7 @@ from namesrv.durable import remove_stale_temp_files, write_atomic
 from remoting.admin_bodies import SUBSCRIPTION_GROUP_DEFAULTS, subscription_group_config
 from remoting.bodies import DataVersion
 from remoting.mqjson import MqJsonError, loads
+from remoting.names import is_legal_group
 from remoting.regular_file import RefusedFile, read_regular_file
 
 log = logging.getLogger("broker_stub")
@@ -49,6 +50,11 @@ def groups_path(store_root: str) -> str:
 
 def default_group(name: str) -> dict[str, Any]:
     return dict(SUBSCRIPTION_GROUP_DEFAULTS, groupName=name)
+
+
+def _illegal_name(cfg: object) -> bool:
+    """A saved group whose name is a string but no legal group name (it never becomes anything)."""
+    return isinstance(cfg, dict) and isinstance(cfg.get("groupName"), str) and not is_legal_group(cfg["groupName"])
 
 
 class SubscriptionGroups:
@@ -83,10 +89,15 @@ class SubscriptionGroups:
             table = doc.get("subscriptionGroupTable") or {}
             if not isinstance(table, dict):
                 raise MqJsonError("subscriptionGroupTable is not an object")
-            groups = [subscription_group_config(cfg) for cfg in list(table.values())[:MAX_GROUPS]]
+            entries = list(table.values())[:MAX_GROUPS]
+            bad = [cfg["groupName"] for cfg in entries if _illegal_name(cfg)]  # skipped; a malformed entry fails the file
+            groups = [subscription_group_config(cfg) for cfg in entries if not _illegal_name(cfg)]
             version = DataVersion.from_obj(doc["dataVersion"]) if isinstance(doc.get("dataVersion"), dict) else None
         except (ValueError, TypeError, KeyError, AttributeError) as exc:  # MqJsonError and BodyError are ValueErrors
             raise SubscriptionGroupError(f"{path} is not a subscription group file: {exc}") from None
+        if bad:
+            log.warning("%s: skipped %d groups whose names are no legal group names: %s", path, len(bad),
+                        ", ".join(repr(name)[:60] for name in bad[:5]))
         for cfg in groups:
             self.table[cfg["groupName"]] = cfg
         if version is not None:

@@ -8,12 +8,16 @@ each change so the registrar can register at once.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
 from remoting import fastjson
 from remoting.bodies import DataVersion, TopicConfig
 from remoting.codes import DEFAULT_TOPIC, PERM_INHERIT, PERM_READ, PERM_WRITE
+from remoting.names import is_legal_topic
+
+log = logging.getLogger("broker_stub")
 
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
@@ -53,7 +57,11 @@ def default_topics(cluster: str, broker_name: str, queue_nums: int, auto_create:
     ]
     if auto_create:
         topics.insert(1, TopicConfig(DEFAULT_TOPIC, queue_nums, queue_nums, RW | PERM_INHERIT))
-    return topics
+    bad = [tc.topic_name for tc in topics if not is_legal_topic(tc.topic_name)]
+    if bad:  # a topic name becomes a directory: a cluster or broker name that is none gets no topic
+        log.warning("no topic for %s: not a legal topic name (brokerClusterName / brokerName)",
+                    ", ".join(repr(name)[:60] for name in bad))
+    return [tc for tc in topics if is_legal_topic(tc.topic_name)]
 
 
 class TopicTable:
@@ -92,13 +100,19 @@ class TopicTable:
     def configs(self) -> list[TopicConfig]:
         return list(self._topics.values())
 
-    def restore(self, saved: list[TopicConfig], version: DataVersion | None) -> None:
+    def restore(self, saved: list[TopicConfig], version: DataVersion | None, source: str = "topics.json") -> None:
         """Topics read back from disk on start, over the defaults (as TopicConfigManager.load does).
 
         The version continues from the saved one, one step on, so the first
         registration after a restart is never mistaken for an old one.
         """
+        bad = [tc.topic_name for tc in saved[:MAX_TOPICS] if not is_legal_topic(tc.topic_name)]
+        if bad:  # never a directory: the name is checked wherever a topic comes from
+            log.warning("%s: skipped %d topics whose names are no legal topic names: %s", source, len(bad),
+                        ", ".join(repr(name)[:60] for name in bad[:5]))
         for tc in saved[:MAX_TOPICS]:
+            if not is_legal_topic(tc.topic_name):
+                continue
             tc.read_queue_nums = min(tc.read_queue_nums, MAX_QUEUE_NUMS)
             tc.write_queue_nums = min(tc.write_queue_nums, MAX_QUEUE_NUMS)
             self._topics[tc.topic_name] = tc

@@ -13,6 +13,7 @@ from namesrv.config import ConfigError, NamesrvConfig, load_file
 from namesrv.kvconfig import KVConfig, KVConfigError
 from namesrv.server import NameServer
 from remoting import logfile
+from remoting.acl_accounts import AccountsError
 from remoting.climain import first_of, run_app
 from remoting.regular_file import RefusedFile
 
@@ -80,7 +81,7 @@ async def _serve(config: NamesrvConfig, kv: KVConfig) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Console-script entry point: one clear line and a non-zero exit on failure."""
-    return run_app(app, "mqnamesrv", argv, (ConfigError, KVConfigError, StartupError))
+    return run_app(app, "mqnamesrv", argv, (ConfigError, KVConfigError, StartupError, AccountsError))
 
 
 def entry() -> None:

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from remoting import properties
+from remoting.access import ConfigValueError, parse_classes
+from remoting.acl_addresses import LOOPBACK_PATTERNS, AddressPatternError, parse_list
 from remoting.javatypes import JavaRangeError, NotANumber, parse_int
 from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
 from remoting.logfile import DEFAULT_MAX_INDEX, DEFAULT_MAX_SIZE, MAX_INDEX_RANGE, MAX_SIZE_RANGE
@@ -106,6 +108,12 @@ class NamesrvConfig:
     logFile: str = ""  # "" = stderr; else this file, rotated by size
     logFileMaxSize: int = DEFAULT_MAX_SIZE  # bytes a log file may reach before it rotates
     logFileMaxIndex: int = DEFAULT_MAX_INDEX  # rotated files kept (logFile.1 .. logFile.N)
+    # access control (see docs/security.md): aclEnable is the Java broker's key, the rest extensions
+    aclEnable: bool = False  # check requests against the accounts of aclConfigPath
+    aclConfigPath: str = ""  # a plain_acl.yml; "" = <rocketmqHome>/conf/plain_acl.yml, as a Java broker
+    aclUnsignedClasses: str = "route-read"  # with accounts: classes open to unsigned requests
+    adminAddressesWithoutAuth: str = LOOPBACK_PATTERNS  # without accounts: who may send admin-write
+    allowRemoteAdminWithoutAuth: bool = False  # without accounts: admin-write from every peer
 
     #: Keys from a -c file that match no field: kept and shown, like Java.
     extra: dict[str, str] = field(default_factory=dict, repr=False)
@@ -151,9 +159,10 @@ class NamesrvConfig:
 
         Java 5.2+ refuses its black list; we also refuse every key whose
         value is a filesystem path, so no request can point the server's
-        writes at a file of the caller's choice.
+        writes at a file of the caller's choice; nor the access-control keys:
+        only the config file (and a restart) may open or close access.
         """
-        keys = {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"}
+        keys = {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome", *ACCESS_KEYS}
         keys.update(k.strip() for k in self.configBlackList.split(";") if k.strip())
         return keys
 
@@ -184,11 +193,20 @@ class NamesrvConfig:
             value = getattr(self, key)
             if not low <= value <= high:
                 raise ConfigError(f"{key} must be between {low} and {high}, got {value}")
+        try:
+            parse_classes(self.aclUnsignedClasses)
+            parse_list(self.adminAddressesWithoutAuth)
+        except (ConfigValueError, AddressPatternError) as exc:
+            raise ConfigError(f"aclUnsignedClasses/adminAddressesWithoutAuth: {exc}") from None
         for key, low in (("routeSnapshotIntervalMillis", 10), ("routeSnapshotMaxAgeMillis", 1)):
             if not low <= getattr(self, key) <= 86_400_000:
                 raise ConfigError(f"{key} must be between {low} and 86400000 (one day), got {getattr(self, key)}")
 
 
+#: The access-control keys: never changed by a request.
+ACCESS_KEYS = frozenset(
+    {"aclEnable", "aclConfigPath", "aclUnsignedClasses", "adminAddressesWithoutAuth", "allowRemoteAdminWithoutAuth"}
+)
 #: Integer keys that are Java ``long``; every other integer key is an ``int``.
 LONG_KEYS = frozenset({"scanNotActiveBrokerInterval", "brokerChannelExpiredTime"})
 #: The longest readiness wait a NameServer may be told to keep (seconds).

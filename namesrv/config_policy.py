@@ -20,10 +20,12 @@ GET_NAMESRV_CONFIG stays the properties text Java's mqadmin parses.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from namesrv.config import MAX_WAIT_SECONDS_FOR_SERVICE, NamesrvConfig
+from namesrv.config import ACCESS_KEYS, MAX_WAIT_SECONDS_FOR_SERVICE, NamesrvConfig
+from namesrv.route_model import LiveBroker
 
 LIVE = "live"
 RESTART = "restart"
@@ -88,13 +90,48 @@ INERT_KEYS = frozenset(
 #: Keys no update may change, whatever the black list says.
 ALWAYS_REFUSED = frozenset(
     {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome", "listenPort", "bindAddress"}
+    | ACCESS_KEYS
 )
 
-#: Run-time floors: lower values would cut brokers off or refuse their frames.
-MIN_LIVE_FRAME_MAX_LENGTH = 4 * 1024 * 1024
-#: 1.5 x the longest registration period of a Java broker (60 s): idle
-#: broker connections are closed, and a closed connection drops the broker.
-MIN_LIVE_IDLE_SECONDS = 90
+#: Run-time floors and ceilings of live keys: ``(floor, ceiling)``, None where there is none.
+#: An update may not move a value below its floor (nor above its ceiling) -- unless it moves
+#: it toward the safe side, so a server started with short test timings can still raise them.
+LIVE_LIMITS: dict[str, tuple[int | None, int | None]] = {
+    # An expiry under 1.5 x the longest period a Java broker may register at (60 s) drops
+    # healthy brokers (brokerChannelExpiredTime=1 expires all of them at the next scan); one
+    # over 10 min keeps a dead broker routed for as long.
+    "brokerChannelExpiredTime": (90_000, 600_000),
+    # A scan every few ms holds the event loop over a large table; the housekeeping also sleeps
+    # a whole interval before reading the next value, so a huge one would never be undone.
+    "scanNotActiveBrokerInterval": (1_000, 60_000),
+    # Idle broker connections are closed, and a closed connection drops its brokers.
+    "serverChannelMaxIdleTimeSeconds": (90, None),
+    # Java brokers' registrations (and route answers) must still fit a frame.
+    "frameMaxLength": (4 * 1024 * 1024, None),
+}
+#: Live keys that may not go below what the running server uses now, and what that is.
+IN_USE_FLOORS: dict[str, str] = {
+    "serverMaxConnections": "the connections open now",
+    "maxBrokers": "the brokers registered now",
+    "maxBrokersPerConnection": "the most brokers one connection registered",
+    "registerBodyMaxTopics": "the most topics one live broker registered",
+    "registerBodyMaxBytes": "the largest uncompressed registration of a live broker (0: no bound)",
+}
+MIN_LIVE_FRAME_MAX_LENGTH = LIVE_LIMITS["frameMaxLength"][0]
+MIN_LIVE_IDLE_SECONDS = LIVE_LIMITS["serverChannelMaxIdleTimeSeconds"][0]
+
+
+def limits_text(key: str) -> str | None:
+    """What bounds a live update of ``key`` (for ``getNamesrvConfig --classes``), or None."""
+    floor, ceiling = LIVE_LIMITS.get(key, (None, None))
+    parts = []
+    if floor is not None:
+        parts.append(f"not below {floor}")
+    if ceiling is not None:
+        parts.append(f"not above {ceiling}")
+    if key in IN_USE_FLOORS:
+        parts.append(f"not below {IN_USE_FLOORS[key]}")
+    return ", ".join(parts) or None
 
 
 def key_class(key: str, black_list: str = "") -> str:
@@ -116,12 +153,28 @@ def key_class(key: str, black_list: str = "") -> str:
 
 
 def config_view(props: dict[str, str], with_classes: bool) -> dict[str, object]:
-    """A GET_NAMESRV_CONFIG answer for display: ``{key: value}``, or with
-    classes ``{key: {"value": value, "class": class}}``."""
+    """A GET_NAMESRV_CONFIG answer for display: ``{key: value}``, or with classes
+    ``{key: {"value": value, "class": class}}``, live keys with their run-time
+    bounds as ``"limits"`` (e.g. ``"not below 90000, not above 600000"``)."""
     if not with_classes:
         return dict(props)
     black_list = props.get("configBlackList", "")
-    return {k: {"value": v, "class": key_class(k, black_list)} for k, v in props.items()}
+    view: dict[str, object] = {}
+    for key, value in props.items():
+        entry = {"value": value, "class": key_class(key, black_list)}
+        limits = limits_text(key) if entry["class"] == LIVE else None
+        if limits is not None:
+            entry["limits"] = limits
+        view[key] = entry
+    return view
+
+
+_WHY = {
+    "brokerChannelExpiredTime": "healthy brokers would expire between their registrations, or dead ones stay routed",
+    "scanNotActiveBrokerInterval": "the scans would hold the server, or dead brokers would never expire",
+    "serverChannelMaxIdleTimeSeconds": "idle broker connections would close and drop their brokers",
+    "frameMaxLength": "brokers' registrations would no longer fit a frame",
+}
 
 
 class UpdateRefused(Exception):
@@ -135,10 +188,38 @@ class UpdateRefused(Exception):
 
 @dataclass(frozen=True, slots=True)
 class RuntimeState:
-    """What the checks need to know about the running server."""
+    """What the checks need to know about the running server (the in-use floors' values)."""
 
     connections: int
     uptime_seconds: float
+    brokers: int = 0
+    brokers_per_connection: int = 0
+    topics_per_broker: int = 0
+    register_body_bytes: int = 0
+
+    def in_use(self, key: str) -> int:
+        return {
+            "serverMaxConnections": self.connections,
+            "maxBrokers": self.brokers,
+            "maxBrokersPerConnection": self.brokers_per_connection,
+            "registerBodyMaxTopics": self.topics_per_broker,
+            "registerBodyMaxBytes": self.register_body_bytes,
+        }[key]
+
+
+def observed_state(
+    live: Mapping[tuple[str, str], LiveBroker], connections: int, uptime_seconds: float, body_sizes: Iterable[int]
+) -> RuntimeState:
+    """The running server's use of the bounds with in-use floors (one pass over the live brokers)."""
+    per_conn = Counter(info.conn for info in live.values() if info.conn is not None)
+    return RuntimeState(
+        connections=connections,
+        uptime_seconds=uptime_seconds,
+        brokers=len(live),
+        brokers_per_connection=max(per_conn.values(), default=0),
+        topics_per_broker=max((info.topic_count for info in live.values()), default=0),
+        register_body_bytes=max(body_sizes, default=0),
+    )
 
 
 def control_character(text: str) -> str | None:
@@ -173,21 +254,16 @@ def check_classes(props: Mapping[str, str], current: NamesrvConfig) -> None:
 
 def check_update(updated: NamesrvConfig, current: NamesrvConfig, state: RuntimeState) -> None:
     """Refuse new values of live keys that would take routing down now."""
-    if updated.serverMaxConnections != current.serverMaxConnections and updated.serverMaxConnections < state.connections:
-        raise UpdateRefused(
-            f"invalid config value: serverMaxConnections {updated.serverMaxConnections} is below "
-            f"the {state.connections} connections open now"
-        )
-    if updated.frameMaxLength != current.frameMaxLength and updated.frameMaxLength < MIN_LIVE_FRAME_MAX_LENGTH:
-        raise UpdateRefused(
-            f"invalid config value: frameMaxLength below {MIN_LIVE_FRAME_MAX_LENGTH} cannot be set at run time"
-        )
-    idle = updated.serverChannelMaxIdleTimeSeconds
-    if idle != current.serverChannelMaxIdleTimeSeconds and idle < MIN_LIVE_IDLE_SECONDS:
-        raise UpdateRefused(
-            f"invalid config value: serverChannelMaxIdleTimeSeconds below {MIN_LIVE_IDLE_SECONDS} "
-            "cannot be set at run time (idle broker connections would close and drop their brokers)"
-        )
+    for key, (floor, ceiling) in LIVE_LIMITS.items():
+        new, old = getattr(updated, key), getattr(current, key)
+        if floor is not None and new < floor and new < old:
+            raise UpdateRefused(f"invalid config value: {key} below {floor} cannot be set at run time ({_WHY[key]})")
+        if ceiling is not None and new > ceiling and new > old:
+            raise UpdateRefused(f"invalid config value: {key} above {ceiling} cannot be set at run time ({_WHY[key]})")
+    for key, what in IN_USE_FLOORS.items():
+        new, used = getattr(updated, key), state.in_use(key)
+        if new != getattr(current, key) and new < used and not (key == "registerBodyMaxBytes" and new == 0):
+            raise UpdateRefused(f"invalid config value: {key} {new} is below {what} ({used})")
     if updated.waitSecondsForService > MAX_WAIT_SECONDS_FOR_SERVICE:  # also enforced by validate()
         raise UpdateRefused(f"invalid config value: waitSecondsForService above {MAX_WAIT_SECONDS_FOR_SERVICE}")
     waiting_now = current.needWaitForService and state.uptime_seconds < current.waitSecondsForService

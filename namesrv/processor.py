@@ -21,7 +21,7 @@ import trio
 
 from namesrv import liveinfo, provisional
 from namesrv.config import NamesrvConfig
-from namesrv.config_policy import RuntimeState
+from namesrv.config_policy import RuntimeState, observed_state
 from namesrv.config_requests import ConfigRequests
 from namesrv.headers import (
     BROKER_HEARTBEAT_NUMBERS,
@@ -37,6 +37,7 @@ from namesrv.kv_requests import ANSWER_HEADROOM, KVRequests
 from namesrv.kvconfig import KVConfig
 from namesrv.register_scan import RawBody
 from namesrv.registration import run_to_end
+from namesrv.request_classes import REQUEST_CLASSES
 from namesrv.route_state import Restored
 from namesrv.routes import UNIT_TOPIC_FLAGS, RegisterOutcome, Registration, RouteOptions, RouteTable
 from remoting import fastjson
@@ -89,6 +90,9 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         self.warn = RateLimitedLog(log)  # flushed by the server's housekeeping
         #: live brokers each connection registered (pruned as they leave), for maxBrokersPerConnection
         self._conn_brokers: dict[Hashable, set[tuple[str, str]]] = {}
+        #: size of the last uncompressed registration of each broker (pruned to live ones), for the
+        #: in-use floor of registerBodyMaxBytes
+        self._body_sizes: dict[tuple[str, str], int] = {}
         self.table = RouteTable(RouteOptions())
         #: Held by whatever changes the table's brokers or topics. A large
         #: registration works in slices and holds it throughout, so every
@@ -145,6 +149,9 @@ class NameServerProcessor(KVRequests, ConfigRequests):
             },
         }
         self.async_codes = frozenset(self._async_handlers) | frozenset(self._table_writers)
+        unclassified = (set(self._handlers) | self.async_codes) - REQUEST_CLASSES.keys()
+        if unclassified:  # every code served has an access class (namesrv.request_classes)
+            raise RuntimeError(f"request codes without an access class: {sorted(unclassified)}")
 
     def now_ms(self) -> float:
         return self.clock() * 1000.0
@@ -169,7 +176,16 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         )
 
     def runtime_state(self) -> RuntimeState:
-        return RuntimeState(connections=self.connection_count(), uptime_seconds=self.clock() - self.started_at)
+        """What an update's in-use floors are checked against."""
+        self._prune_body_sizes()
+        return observed_state(
+            self.table.live, self.connection_count(), self.clock() - self.started_at, self._body_sizes.values()
+        )
+
+    def _prune_body_sizes(self) -> None:
+        live = self.table.live
+        for key in [k for k in self._body_sizes if k not in live]:
+            del self._body_sizes[key]
 
     # ------------------------------------------------------------------
     # dispatch
@@ -295,6 +311,10 @@ class NameServerProcessor(KVRequests, ConfigRequests):
     ) -> RemotingCommand:
         if not outcome.ok:
             return response_to(req, ResponseCode.SYSTEM_ERROR, "register broker failed")
+        if not _flag(req, "compressed"):
+            self._body_sizes[(req.ext("clusterName") or "", req.ext("brokerAddr") or "")] = len(req.body)
+            if len(self._body_sizes) > 2 * len(self.table.live) + 16:
+                self._prune_body_sizes()
         info = self.table.live.get(new_key) if new_key is not None else None
         if info is not None and info.conn == conn:  # not when its connection closed meanwhile
             self._conn_brokers.setdefault(conn, set()).add(new_key)

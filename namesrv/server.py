@@ -13,6 +13,11 @@ Heartbeat expiry never judges a broker by a silence that was ours: after
 the process was paused, the heartbeats waiting in the sockets are read
 first (see :mod:`remoting.pause`).
 
+Every request passes the access gate (:mod:`remoting.gate`) first; with
+``aclEnable`` the accounts file is read in the constructor (a bad one stops
+the start) and polled by the housekeeping round, a change applied to the
+next request.
+
 Connection closes and heartbeat expiry change the route table, so they take
 the processor's table lock like every other change: one that happens while
 a large registration is being applied (in slices) is applied after it.
@@ -30,7 +35,9 @@ from namesrv.config import NamesrvConfig
 from namesrv.durable import write_atomic
 from namesrv.kvconfig import KVConfig
 from namesrv.processor import NameServerProcessor
+from namesrv.request_classes import REQUEST_CLASSES
 from namesrv.snapshot import RouteSnapshots
+from remoting.gate import AccessControl
 from remoting.pause import paused_for
 from remoting.ratelog import CLIP_ARGS
 from remoting.reactor import Reactor
@@ -48,8 +55,10 @@ class NameServer:
         self.processor = NameServerProcessor(
             config, kv, clock=clock, persist=self._persist, connection_count=lambda: len(self.reactor.connections)
         )
+        self.access = AccessControl(config, config.rocketmqHome, log)  # reads the accounts: a bad file stops here
+        gate = self.access.guard(self.processor, REQUEST_CLASSES, peer_of=self._peer_of, warn=self.processor.warn)
         self.reactor = Reactor(
-            self.processor,
+            gate,
             on_close=self._connection_closed,
             max_frame=config.frameMaxLength,
             max_connections=lambda: self.config.serverMaxConnections,
@@ -62,6 +71,10 @@ class NameServer:
         self._nursery: trio.Nursery | None = None
         self.snapshots = RouteSnapshots(self.processor.table, config, now_ms=self.processor.now_ms)
         self.processor.restored = self.snapshots.restore()
+
+    def _peer_of(self, conn_id: object) -> str | None:
+        conn = self.reactor.connections.get(conn_id) if isinstance(conn_id, int) else None
+        return conn.peer if conn is not None else None
 
     async def _persist(self, path: str, data: bytes) -> None:
         """Write a file atomically and durably off the event loop, one at a time.
@@ -95,6 +108,7 @@ class NameServer:
             nursery.cancel_scope.cancel()
 
     def _connection_closed(self, conn_id: int, peer: str, reason: str) -> None:
+        self.access.forget(conn_id)
         self.processor.connection_closed(conn_id)
         if self.processor.table_lock.locked() and self._nursery is not None:
             # A registration (or other change) is under way: the close is
@@ -128,7 +142,7 @@ class NameServer:
         self._stop_event.set()
 
     async def _housekeeping(self) -> None:
-        """Expire brokers whose heartbeats stopped, every scanNotActiveBrokerInterval.
+        """Expire brokers whose heartbeats stopped, every scanNotActiveBrokerInterval; reload changed accounts.
 
         After a pause of the process (SIGSTOP, a frozen VM), the heartbeats
         sent meanwhile are read and applied before anyone is expired.
@@ -142,6 +156,7 @@ class NameServer:
             if pause:
                 await self._catch_up(pause)
             self.processor.warn.flush()
+            await self.access.reload()
             async with self.processor.table_lock:
                 expired = table.scan_not_active(self.processor.now_ms())
             for removed in expired:

@@ -10,15 +10,11 @@ the broker stub and the admin client, so both sides agree on one shape.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from remoting.mqjson import MessageQueue, MqJsonError, dumps, loads, mq_table
-
-#: Java's Validators.CHARACTER_MAX_LENGTH and TopicValidator's legal characters (topics and groups).
-GROUP_MAX_LENGTH = 255
-GROUP_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+from remoting.names import group_problem
 
 
 def _obj(data: bytes | str, what: str) -> dict[str, Any]:
@@ -269,10 +265,9 @@ def check_group_name(name: Any) -> str:
     """A consumer group name as Java's validators accept it; MqJsonError names the problem."""
     if not isinstance(name, str) or not name:
         raise MqJsonError("groupName is missing")
-    if len(name) > GROUP_MAX_LENGTH:
-        raise MqJsonError(f"groupName is longer than {GROUP_MAX_LENGTH} characters")
-    if not GROUP_PATTERN.match(name):
-        raise MqJsonError(f"groupName {name[:80]!r} has characters outside ^[%|a-zA-Z0-9_-]+$")
+    problem = group_problem(name)
+    if problem is not None:
+        raise MqJsonError(problem)
     return name
 
 

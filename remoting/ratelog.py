@@ -116,11 +116,6 @@ class RateLimitedLog:
                 self._emit(entry, now)
                 del self._kinds[kind]
 
-    def suppressed(self, kind: str) -> int:
-        """Occurrences of ``kind`` counted but not yet summarised (for tests and stats)."""
-        entry = self._kinds.get(kind)
-        return entry.count if entry is not None else 0
-
     def _emit(self, entry: _Kind, now: float) -> None:
         if entry.count:
             seconds = max(1, round(now - entry.window_start))

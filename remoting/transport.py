@@ -1,7 +1,9 @@
 """A trio client for the remoting protocol: one connection, many requests.
 
 Responses are matched to requests by ``opaque``; every call has a
-timeout; the number of requests in flight is bounded.
+timeout; the number of requests in flight is bounded. Given credentials,
+the client signs every request it sends (:func:`remoting.acl.sign`), as a
+Java client with ``AclClientRPCHook`` does.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
+from remoting.acl import Credentials, sign
 from remoting.codec import FrameDecoder, ProtocolError, encode
 from remoting.command import RemotingCommand
 
@@ -66,8 +69,11 @@ class _Pending:
 class RemotingClient:
     """Use through :func:`connect`; it owns the reader task."""
 
-    def __init__(self, addr: str, stream: trio.SocketStream, *, max_frame_length: int) -> None:
+    def __init__(
+        self, addr: str, stream: trio.SocketStream, *, max_frame_length: int, credentials: Credentials | None = None
+    ) -> None:
         self.addr = addr
+        self.credentials = credentials
         self._stream = stream
         self._decoder = FrameDecoder(max_frame_length)
         self._pending: dict[int, _Pending] = {}
@@ -131,7 +137,7 @@ class RemotingClient:
                 try:
                     if self._closed is not None:  # closed while we waited for a slot: _fail missed us
                         raise RemotingError(f"{self.addr}: {self._closed}")
-                    await self._send(encode(req))
+                    await self._send(self._encode(req))
                     await pending.event.wait()
                 finally:
                     self._pending.pop(req.opaque, None)
@@ -145,13 +151,12 @@ class RemotingClient:
         req.flag |= 2
         req.opaque = self._next_opaque()
         with trio.move_on_after(timeout) as scope:
-            await self._send(encode(req))
+            await self._send(self._encode(req))
         if scope.cancelled_caught:
             raise RemotingTimeout(f"{self.addr}: could not send request code {req.code} within {timeout:g} s")
 
-    async def send_raw(self, data: bytes) -> None:
-        """Write bytes as they are (for tests of hostile input)."""
-        await self._send(data)
+    def _encode(self, req: RemotingCommand) -> bytes:
+        return encode(sign(req, self.credentials) if self.credentials is not None else req)
 
 
 @asynccontextmanager
@@ -160,8 +165,10 @@ async def connect(
     *,
     connect_timeout: float = DEFAULT_TIMEOUT,
     max_frame_length: int = 16 * 1024 * 1024,
+    credentials: Credentials | None = None,
 ) -> AsyncIterator[RemotingClient]:
-    """Open a connection to ``addr`` (``host:port``) for the duration of a block."""
+    """Open a connection to ``addr`` (``host:port``) for the duration of a block; with
+    ``credentials``, every request on it is signed."""
     host, port = parse_addr(addr)
     with trio.move_on_after(connect_timeout) as scope:
         try:
@@ -170,7 +177,7 @@ async def connect(
             raise ConnectError(f"cannot connect to {addr}: {_reason(exc)}") from None
     if scope.cancelled_caught:
         raise ConnectError(f"cannot connect to {addr}: timed out after {connect_timeout:g} s")
-    client = RemotingClient(addr, stream, max_frame_length=max_frame_length)
+    client = RemotingClient(addr, stream, max_frame_length=max_frame_length, credentials=credentials)
     async with stream:
         try:
             async with trio.open_nursery() as nursery:

@@ -9,6 +9,9 @@ everything buffered with one ``send_all``; a reader task matches answers to
 callers by ``opaque``. Both tasks run in :meth:`run` until the connection
 breaks or is closed.
 
+Given credentials, every request is signed before it is queued
+(:func:`remoting.acl.sign`, Java's AclClientRPCHook).
+
 Bounded: requests in flight per connection (callers wait for a slot within
 their own timeout) and therefore the outgoing buffer.
 
@@ -31,6 +34,7 @@ import outcome
 import trio
 from trio.lowlevel import Abort, Task, current_task, reschedule, wait_task_rescheduled
 
+from remoting.acl import Credentials, sign
 from remoting.codec import FrameDecoder, ProtocolError, encode
 from remoting.command import RemotingCommand
 from remoting.transport import ConnectError, RemotingError, RemotingTimeout, parse_addr
@@ -47,9 +51,16 @@ class PipelinedConnection:
     """A connected stream plus the request table; use :func:`open_connection`, then run :meth:`run`."""
 
     def __init__(
-        self, addr: str, stream: trio.SocketStream, *, max_frame_length: int, max_in_flight: int = MAX_IN_FLIGHT
+        self,
+        addr: str,
+        stream: trio.SocketStream,
+        *,
+        max_frame_length: int,
+        max_in_flight: int = MAX_IN_FLIGHT,
+        credentials: Credentials | None = None,
     ) -> None:
         self.addr = addr
+        self.credentials = credentials
         self._stream = stream
         self._decoder = FrameDecoder(max_frame_length)
         self._pending: dict[int, Task] = {}  # opaque -> the caller parked for its answer
@@ -149,7 +160,7 @@ class PipelinedConnection:
         opaque = cmd.opaque = next(self._opaques) & 0x7FFFFFFF
         pending = self._pending
         pending[opaque] = current_task()
-        self._out.append(encode(cmd))
+        self._out.append(encode(cmd if self.credentials is None else sign(cmd, self.credentials)))
         self._wake.set()
 
         def expire() -> None:
@@ -190,7 +201,7 @@ class PipelinedConnection:
             raise RemotingError(f"{self.addr}: {self._closed}")
         cmd.flag |= 2
         cmd.opaque = next(self._opaques) & 0x7FFFFFFF
-        self._out.append(encode(cmd))
+        self._out.append(encode(cmd if self.credentials is None else sign(cmd, self.credentials)))
         self._wake.set()
 
 
@@ -207,14 +218,22 @@ def _reason(exc: OSError) -> str:
 
 
 async def open_connection(
-    addr: str, *, connect_timeout: float, max_frame_length: int, max_in_flight: int = MAX_IN_FLIGHT
+    addr: str,
+    *,
+    connect_timeout: float,
+    max_frame_length: int,
+    max_in_flight: int = MAX_IN_FLIGHT,
+    credentials: Credentials | None = None,
 ) -> PipelinedConnection:
-    """Connect to ``addr``; ConnectError with the OS's reason (refused fails at once) or on timeout."""
+    """Connect to ``addr``; ConnectError with the OS's reason (refused fails at once) or on timeout.
+    With ``credentials``, every request on the connection is signed."""
     host, port = parse_addr(addr)
     with trio.move_on_after(connect_timeout):
         try:
             stream = await trio.open_tcp_stream(host, port)
         except OSError as exc:
             raise ConnectError(f"cannot connect to {addr}: {_reason(exc)}") from None
-        return PipelinedConnection(addr, stream, max_frame_length=max_frame_length, max_in_flight=max_in_flight)
+        return PipelinedConnection(
+            addr, stream, max_frame_length=max_frame_length, max_in_flight=max_in_flight, credentials=credentials
+        )
     raise ConnectError(f"cannot connect to {addr}: timed out after {connect_timeout:g} s")

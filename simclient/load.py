@@ -118,10 +118,6 @@ class LoadSummary:
     def failed(self) -> int:
         return self.sends - self.ok
 
-    @property
-    def sends_per_second(self) -> float:
-        return self.sends / self.elapsed if self.elapsed > 0 else 0.0
-
     def merge(self, other: LoadSummary) -> None:
         self.producers += other.producers
         self.elapsed = max(self.elapsed, other.elapsed)

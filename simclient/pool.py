@@ -26,6 +26,7 @@ from typing import Self
 
 import trio
 
+from remoting.acl import Credentials
 from remoting.command import RemotingCommand
 from remoting.transport import ConnectError, RemotingError, RemotingTimeout
 from simclient.conn import MAX_IN_FLIGHT, PipelinedConnection, open_connection
@@ -53,6 +54,8 @@ class ClientPool:
     does by default (``clientCloseSocketIfTimeout``); it is off by default
     here because the connection is shared by producers that would each have
     their own in reality, and closing it would fail everyone's requests.
+
+    ``credentials`` signs every request on every connection (accounts on the servers).
     """
 
     def __init__(
@@ -62,6 +65,7 @@ class ClientPool:
         max_in_flight: int = MAX_IN_FLIGHT,
         max_frame_length: int = 16 * 1024 * 1024,
         close_on_timeout: bool = False,
+        credentials: Credentials | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
@@ -69,6 +73,7 @@ class ClientPool:
         self.max_frame_length = max_frame_length
         self.close_on_timeout = close_on_timeout
         self.max_in_flight = max_in_flight
+        self.credentials = credentials
         self._conns: dict[str, _Conn] = {}
         self._nursery: trio.Nursery | None = None
         self._cm: AbstractAsyncContextManager[trio.Nursery] | None = None
@@ -112,6 +117,7 @@ class ClientPool:
             connect_timeout=self.connect_timeout,
             max_frame_length=self.max_frame_length,
             max_in_flight=self.max_in_flight,
+            credentials=self.credentials,
         )
         client.on_request = self._server_request
         task_status.started(client)

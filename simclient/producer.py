@@ -469,15 +469,6 @@ class SimProducer:
             answered += resp.code == ResponseCode.SUCCESS
         return answered
 
-    async def poll_routes_forever(self, *, stagger: bool = True) -> None:
-        """Refresh routes every poll interval, first after a random part of it (or at once)."""
-        interval = self.options.poll_name_server_interval
-        await sleep_until(trio.current_time() + (self.rng.uniform(0, interval) if stagger else 0.01))
-        while True:
-            next_at = trio.current_time() + interval
-            await self.refresh_routes()
-            await sleep_until(next_at)
-
     async def maintain_forever(self, *, stagger: bool = True) -> None:
         """Route polling and broker heartbeats on one task (cheaper than two per producer)."""
         opts = self.options

@@ -20,8 +20,9 @@ from typing import Any
 
 import psutil
 
-from mqadmin import cluster
 from mqadmin.cli import main
+from mqadmin.localcluster import processes
+from mqadmin.localcluster.state import ClusterError, ClusterState
 
 CLI = [sys.executable, "-c", "from mqadmin.cli import entry; entry()"]
 
@@ -75,11 +76,11 @@ def procs_mentioning(text: str) -> list[psutil.Process]:
 def stop_all(directory: Path) -> None:
     """Whatever a test did, nothing started in ``directory`` may outlive it."""
     try:
-        state = cluster.ClusterState.load(directory)
-    except cluster.ClusterError:
+        state = ClusterState.load(directory)
+    except ClusterError:
         state = None
     if state is not None:
-        cluster.stop_procs(state.procs, grace=2.0)
+        processes.stop_procs(state.procs, grace=2.0)
     for p in procs_mentioning(str(directory)):
         try:
             p.kill()

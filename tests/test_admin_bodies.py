@@ -165,7 +165,7 @@ def test_subscription_group_config_defaults_and_checks() -> None:
     assert cfg["consumeEnable"] is False and cfg["retryMaxTimes"] == 2 and "unknown" not in cfg
     assert cfg["groupRetryPolicy"] == {"type": "CUSTOMIZED"} and cfg["subscriptionDataSet"] is None
     assert json.loads(dumps(cfg))["groupName"] == "G" and b"subscriptionDataSet" not in dumps(cfg)
-    for bad, why in [({"groupName": ""}, "groupName"), ({"groupName": "a/b"}, "groupName"),
+    for bad, why in [({"groupName": ""}, "groupName"), ({"groupName": "a/b"}, "illegal characters"),
                      ({"groupName": "G", "retryQueueNums": 5000}, "retryQueueNums"),
                      ({"groupName": "G", "brokerId": 2**63}, "brokerId"),
                      ({"groupName": "G", "groupRetryPolicy": {"type": "NEVER"}}, "groupRetryPolicy"),

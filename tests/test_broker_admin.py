@@ -26,6 +26,7 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand, request
 from remoting.mqjson import MessageQueue, loads
 from remoting.transport import connect
+from tests.broker_wire import decode_stored
 from tests.test_broker_stub import RawConn, call, create_topic, eventually, heartbeat, pull, send_v2
 
 pytest_plugins = ("tests.broker_procs",)  # the start_broker fixture
@@ -137,6 +138,31 @@ async def test_view_broker_stats_data_minute_window(start_broker) -> None:
         consume = ConsumeStats.decode((await c.invoke(
             request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "G1", "topic": "ST"}))).body)
         assert consume.consume_tps == gets.minute.tps
+
+
+async def test_send_backs_are_counted_under_the_first_topic_and_group(start_broker) -> None:
+    """CONSUMER_SEND_MSG_BACK feeds SNDBCK_PUT_NUMS (``topic@group``), as Java's broker does; a refused one does not."""
+    broker = start_broker(namesrvAddr="", brokerName=BROKER)
+    await fill(broker.addr, "SB", {0: 1}, queues=1)
+    async with connect(broker.addr) as c:
+        stored = decode_stored((await c.invoke(pull("SB", 0, 0, group="CG"))).body)[0]
+        back = {"offset": stored["phys"], "group": "CG", "delayLevel": 0, "originTopic": "SB", "unitMode": False,
+                "maxReconsumeTimes": 16}
+        for _ in range(2):
+            assert (await c.invoke(request(RequestCode.CONSUMER_SEND_MSG_BACK, back))).code == ResponseCode.SUCCESS
+        refused = await c.invoke(request(RequestCode.CONSUMER_SEND_MSG_BACK, {**back, "offset": 999999}))
+        assert refused.code == ResponseCode.SYSTEM_ERROR
+
+        async def view() -> RemotingCommand:
+            return await c.invoke(request(RequestCode.VIEW_BROKER_STATS_DATA,
+                                          {"statsName": "SNDBCK_PUT_NUMS", "statsKey": "SB@CG"}))
+
+        async def sampled() -> bool:  # the minute window shows a second's counts after the next sample
+            resp = await view()
+            return resp.code == ResponseCode.SUCCESS and BrokerStatsData.decode(resp.body).minute.sum >= 2
+
+        await eventually(sampled, timeout=25.0, what="SNDBCK_PUT_NUMS sampled")
+        assert BrokerStatsData.decode((await view()).body).minute.sum == 2
 
 
 # --------------------------------------------------------------------------
@@ -267,10 +293,12 @@ async def test_subscription_groups_created_deleted_and_kept_across_restart(start
     await ok(broker.addr, request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": "G2", "cleanOffset": "true"}))
     assert (await call(broker.addr, query_offset("G2", "TBW102", 0))).code == ResponseCode.QUERY_NOT_FOUND
 
-    for bad, why in ((b"{", "JSON"), (json.dumps({"groupName": "a b"}).encode(), "groupName"),
-                     (json.dumps({"groupName": "G3", "retryMaxTimes": "x"}).encode(), "retryMaxTimes")):
+    for bad, code, why in ((b"{", ResponseCode.SYSTEM_ERROR, "JSON"),
+                           (json.dumps({"groupName": "a b"}).encode(), ResponseCode.INVALID_PARAMETER, "illegal characters"),
+                           (json.dumps({"groupName": "G3", "retryMaxTimes": "x"}).encode(), ResponseCode.SYSTEM_ERROR,
+                            "retryMaxTimes")):
         resp = await call(broker.addr, request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=bad))
-        assert resp.code == ResponseCode.SYSTEM_ERROR and why in (resp.remark or ""), resp
+        assert resp.code == code and why in (resp.remark or ""), resp
 
     saved = json.loads((store / "config" / "subscriptionGroup.json").read_bytes())
     assert {"G1", "AUTO_G"} <= set(saved["subscriptionGroupTable"]) and "G2" not in saved["subscriptionGroupTable"]

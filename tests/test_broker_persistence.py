@@ -15,7 +15,7 @@ import trio
 
 from broker_stub.store import parse_record
 from remoting import fastjson
-from remoting.codes import RequestCode, ResponseCode
+from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import request
 from simclient.decode import decode_pulled
 from tests.test_broker_stub import call, eventually, pull, send_v2
@@ -194,13 +194,14 @@ async def test_a_held_answer_goes_out_only_after_the_writer_wrote_its_message(tm
     from broker_stub.store import MessageStore
 
     store = MessageStore("127.0.0.1", 1, 100)
-    p = Persistence(BrokerConfig(storePathRootDir=str(tmp_path)), store, SimpleNamespace())  # type: ignore[arg-type]
+    consuming = SimpleNamespace(hold=SimpleNamespace(count=0))  # no pulls held
+    p = Persistence(BrokerConfig(storePathRootDir=str(tmp_path)), store, consuming)  # type: ignore[arg-type]
     assert p.files is not None
     store.journal = p.files
     sent: list[tuple[str, bytes]] = []
     p.hold_answers(lambda conn, data: sent.append((conn, data)) is None)
     store.put("T", 0, b"x", 0, "UNIQ_KEY\x01A\x02", 0, 1, bytes(4), 1, 0, None)
-    p.hold_answer("c1", b"answer-1")
+    p.hold_answer("c1", b"answer-1", 1, SerializeType.JSON)
     await trio.sleep(0.2)
     assert sent == [], "held while the message is only queued"
     p.files.start()
@@ -209,7 +210,7 @@ async def test_a_held_answer_goes_out_only_after_the_writer_wrote_its_message(tm
             await trio.sleep(0.01)
     assert sent == [("c1", b"answer-1")]
     assert (tmp_path / "messages" / "T" / "0" / f"{0:020d}").stat().st_size > 0
-    p.hold_answer("c2", b"answer-2")  # nothing pending: straight out
+    p.hold_answer("c2", b"answer-2", 2, SerializeType.JSON)  # nothing pending: straight out
     assert sent[-1] == ("c2", b"answer-2")
     p.files.close()
 

@@ -19,8 +19,8 @@ from types import SimpleNamespace
 
 import trio
 
-from mqadmin.cliutil import self_command
-from mqadmin.watch import suspect_limit
+from mqadmin.client.snapshot import suspect_limit
+from mqadmin.commands.results import self_command
 from namesrv.liveinfo import LIVE_TABLE_CODE
 from remoting import requests as rq
 from remoting.bodies import DataVersion, TopicConfig

@@ -20,11 +20,12 @@ from pathlib import Path
 import pytest
 import trio
 
-from mqadmin import cluster
 from mqadmin.client import AdminClient
 from mqadmin.fanout import spark
 from mqadmin.fanout.report import to_json
 from mqadmin.fanout.runner import FanoutOptions, run
+from mqadmin.localcluster import processes
+from mqadmin.localcluster.state import STATE_FILE, ClusterState
 
 MQADMIN = [sys.executable, "-c", "from mqadmin.cli import entry; entry()"]
 
@@ -38,20 +39,20 @@ def spark_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         session.stop()
 
 
-def _start_cluster(directory: Path, topics: tuple[str, ...]) -> cluster.ClusterState:
-    return cluster.start(directory, cluster.StartOptions(namesrvs=1, brokers=2, topics=topics, topic_queues=4))
+def _start_cluster(directory: Path, topics: tuple[str, ...]) -> ClusterState:
+    return processes.start(directory, processes.StartOptions(namesrvs=1, brokers=2, topics=topics, topic_queues=4))
 
 
 @pytest.fixture
-def local_cluster(tmp_path: Path) -> Iterator[cluster.ClusterState]:
+def local_cluster(tmp_path: Path) -> Iterator[ClusterState]:
     state = _start_cluster(tmp_path / "cluster", ("FanoutTopic0", "FanoutTopic1"))
     try:
         yield state
     finally:
-        cluster.stop_procs(state.procs)
+        processes.stop_procs(state.procs)
 
 
-def put_totals(state: cluster.ClusterState) -> dict[str, int]:
+def put_totals(state: ClusterState) -> dict[str, int]:
     """What each live master stub says it stored in all (msgPutTotalTodayNow of GET_BROKER_RUNTIME_INFO)."""
     masters = {p.broker_name: p.addr for p in state.brokers if p.broker_id == 0 and p.alive()}
 
@@ -68,7 +69,7 @@ def dead_addr() -> str:
         return f"127.0.0.1:{s.getsockname()[1]}"
 
 
-def test_sends_reported_are_the_sends_the_brokers_counted(spark_session: object, local_cluster: cluster.ClusterState) -> None:
+def test_sends_reported_are_the_sends_the_brokers_counted(spark_session: object, local_cluster: ClusterState) -> None:
     before = put_totals(local_cluster)
     opts = FanoutOptions(producers=400, topics=2, messages_per_producer=3, rate=5.0, send_timeout=10.0,
                          namesrv=local_cluster.namesrv_addr, partitions=2, start_delay=1.0)
@@ -98,7 +99,7 @@ def test_killed_broker_shows_up_as_failover(spark_session: object, tmp_path: Pat
         result = run(opts, session=spark_session)
         after = put_totals(state)
     finally:
-        cluster.stop_procs(state.procs)
+        processes.stop_procs(state.procs)
     doc = to_json(result)
     (kill,) = doc["events"]
     assert kill["ok"] and kill["broker"] == "broker-a" and 1.4 < kill["t"] < 3.0
@@ -150,7 +151,7 @@ def test_scenario_timeline_runs_on_the_fanout_cluster(spark_session: object, tmp
     assert not Path(result.cluster_dir or "/nonexistent").exists()  # the run's own cluster is gone
 
 
-def test_consumers_in_the_partitions_reconcile_with_the_brokers(spark_session: object, local_cluster: cluster.ClusterState) -> None:
+def test_consumers_in_the_partitions_reconcile_with_the_brokers(spark_session: object, local_cluster: ClusterState) -> None:
     """Consumers beside the producers: every acknowledged message consumed or lagging, checked against the
     offsets the groups committed on the brokers and the brokers' own queue offsets."""
     opts = FanoutOptions(producers=200, topics=2, duration=4.0, rate=5.0, namesrv=local_cluster.namesrv_addr,
@@ -172,7 +173,7 @@ def test_consumers_in_the_partitions_reconcile_with_the_brokers(spark_session: o
     assert 0 < cons["latency_ms"]["p50"] < 1000
 
 
-def test_multiprocessing_engine_runs_the_same_partitions(local_cluster: cluster.ClusterState) -> None:
+def test_multiprocessing_engine_runs_the_same_partitions(local_cluster: ClusterState) -> None:
     before = put_totals(local_cluster)
     opts = FanoutOptions(producers=100, topics=2, messages_per_producer=2, rate=5.0, send_timeout=10.0,
                          namesrv=local_cluster.namesrv_addr, engine="multiprocessing", workers=2, start_delay=1.0)
@@ -196,8 +197,8 @@ def test_cli_start_run_writes_report_and_plot(tmp_path: Path) -> None:
     assert doc["sends"]["outcomes"]["ok"] == 120 and doc["agreement"]["brokers_counted"] == 120
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "broker-a" in proc.stdout and "route queries" in proc.stdout
-    state = cluster.ClusterState(dir=str(tmp_path / "c"))
-    assert not (Path(state.dir) / cluster.STATE_FILE).exists()  # stopped at the end
+    state = ClusterState(dir=str(tmp_path / "c"))
+    assert not (Path(state.dir) / STATE_FILE).exists()  # stopped at the end
 
 
 @pytest.mark.parametrize(
@@ -222,7 +223,7 @@ def test_cli_unreachable_namesrv_is_one_line_before_spark_starts() -> None:
     assert f"cannot reach the NameServer(s) {addr}" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_cli_unreachable_spark_master_is_one_line(local_cluster: cluster.ClusterState) -> None:
+def test_cli_unreachable_spark_master_is_one_line(local_cluster: ClusterState) -> None:
     master = f"spark://{dead_addr()}"
     proc = subprocess.run(
         [*MQADMIN, "fanout", "-q", "-n", local_cluster.namesrv_addr, "--master", master, "--spark-timeout", "2"],
@@ -235,7 +236,7 @@ def test_cli_unreachable_spark_master_is_one_line(local_cluster: cluster.Cluster
 
 def test_consumer_groups_that_do_not_reconcile_fail_the_check_with_exit_1() -> None:
     """README exit statuses: a failed check is 1 (never 3), with one line saying which check."""
-    from mqadmin.fanout_cli import failed_check
+    from mqadmin.commands.fanout import failed_check
 
     row = {"group": "g0", "offsets_read": True}
     doc: dict[str, object] = {"agreement": {"agree": True, "explained": False, "note": ""}, "scenario_verdicts": [],

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import trio
 
-from mqadmin import broker_admin as ba
 from mqadmin.client import AdminClient, SyncAdminClient
+from mqadmin.client import broker_admin as ba
 from remoting.admin_bodies import decode_reset_offsets
 from remoting.codec import FrameDecoder, encode
 from remoting.codes import RequestCode, ResponseCode

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mqadmin import cluster
+from mqadmin.localcluster.state import STATE_FILE, ClusterState, pid_alive
 from tests.mqadmin_procs import (
     mqadmin,
     mqadmin_json,
@@ -39,7 +39,7 @@ def test_start_with_slaves_and_topics_then_stop_leaves_no_process(state_dir: Pat
         ("broker-b-0", "master"), ("broker-b-1", "slave 1"),
     ]
     assert set(procs[0]) == {"name", "kind", "role", "brokerName", "brokerId", "addr", "pid", "state", "log", "config"}
-    assert all(p["state"] == "running" and cluster.pid_alive(p["pid"]) for p in procs)
+    assert all(p["state"] == "running" and pid_alive(p["pid"]) for p in procs)
     addr = {p["name"]: p["addr"] for p in procs}
 
     # start returned only once everything is routable, on every NameServer: slaves included.
@@ -61,7 +61,7 @@ def test_start_with_slaves_and_topics_then_stop_leaves_no_process(state_dir: Pat
 
     out = mqadmin("stop", "--dir", str(state_dir), in_process=False)
     assert out.returncode == 0 and out.stdout.strip() == "stopped 6 processes"
-    assert not any(cluster.pid_alive(p["pid"]) for p in procs)
+    assert not any(pid_alive(p["pid"]) for p in procs)
     assert procs_mentioning(str(state_dir)) == []
     assert mqadmin("status", "--dir", str(state_dir)).returncode == 1
 
@@ -69,7 +69,7 @@ def test_start_with_slaves_and_topics_then_stop_leaves_no_process(state_dir: Pat
 def test_summary_and_namesrv_kill_restart_on_its_port(state_dir: Path) -> None:
     out = mqadmin("start", "--brokers", "0", "--dir", str(state_dir))
     assert out.returncode == 0, out.stderr
-    state = cluster.ClusterState.load(state_dir)
+    state = ClusterState.load(state_dir)
     assert "cluster DefaultCluster is up: 2 NameServer(s), 0 master(s), 0 slave(s)" in out.stdout
     assert f"export NAMESRV_ADDR='{state.namesrv_addr}'" in out.stdout
     assert f"stop: mqadmin stop --dir {state_dir}" in out.stdout
@@ -81,9 +81,9 @@ def test_summary_and_namesrv_kill_restart_on_its_port(state_dir: Path) -> None:
     status = mqadmin_json("status", "--dir", str(state_dir))
     assert [p["state"] for p in status["procs"]] == ["running", "stopped"]
     assert mqadmin("restartNamesrv", "-i", "1", "--dir", str(state_dir)).returncode == 0
-    after = cluster.ClusterState.load(state_dir).namesrvs[1]
+    after = ClusterState.load(state_dir).namesrvs[1]
     assert after.port == before.port and after.pid != before.pid and after.alive()
-    configs = mqadmin_json("getNamesrvConfig", "-n", cluster.ClusterState.load(state_dir).namesrv_addr)
+    configs = mqadmin_json("getNamesrvConfig", "-n", ClusterState.load(state_dir).namesrv_addr)
     assert len(configs) == 2
 
     logs = mqadmin("logs", "namesrv-1", "-l", "5", "--dir", str(state_dir))
@@ -100,7 +100,7 @@ def test_paused_namesrv_is_still_stopped_cleanly(state_dir: Path) -> None:
         assert status["procs"][0]["state"] == "paused (SIGSTOP)"
         out = mqadmin("stop", "--dir", str(state_dir))
         assert out.returncode == 0
-        assert not cluster.pid_alive(started["procs"][0]["pid"])
+        assert not pid_alive(started["procs"][0]["pid"])
         assert procs_mentioning(str(state_dir)) == []
 
 
@@ -114,7 +114,7 @@ def test_runner_errors_are_one_line(state_dir: Path) -> None:
         "mqadmin: Invalid value: --topics needs at least one broker group (--brokers >= 1) (see mqadmin -h)\n")
     out = mqadmin("start", "--topics", "bad topic", "--dir", str(state_dir))
     assert out.returncode == 2 and "bad topic" in out.stderr and out.stderr.count("\n") == 1
-    assert not (state_dir / cluster.STATE_FILE).exists()  # nothing was started
+    assert not (state_dir / STATE_FILE).exists()  # nothing was started
     with running_cluster(state_dir, "--brokers", "0", "--namesrvs", "1"):
         out = mqadmin("killBroker", "-b", "broker-z", "--dir", str(state_dir))
         assert out.returncode == 1 and out.stderr == "mqadmin: no broker broker-z in the cluster (brokers: none)\n"

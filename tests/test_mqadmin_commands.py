@@ -23,7 +23,8 @@ import typer
 from typer.testing import CliRunner
 
 from mqadmin.cli import app
-from mqadmin.client import NotFound, SyncAdminClient
+from mqadmin.client import SyncAdminClient
+from mqadmin.client.errors import NotFound
 from remoting.codes import RequestCode
 from remoting.command import request
 from tests.mqadmin_procs import CLI, cli_env, mqadmin, mqadmin_json, running_cluster

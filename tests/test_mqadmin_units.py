@@ -10,15 +10,12 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
-from mqadmin import clusterlist, messages
-from mqadmin.client import (
-    AdminError,
-    PerServer,
-    parse_attributes,
-    topic_config_text,
-)
-from mqadmin.messaging_client import _writable_queues
-from mqadmin.render import Col, fit_table
+from mqadmin.client import clusterlist, messages
+from mqadmin.client.errors import AdminError, PerServer
+from mqadmin.client.messaging import _writable_queues
+from mqadmin.client.topic_text import parse_attributes, topic_config_text
+from mqadmin.commands.cluster import base_cells
+from mqadmin.output.tables import Col, fit_table
 from remoting.bodies import BrokerData, QueueData, TopicConfig, TopicRouteData
 
 
@@ -111,7 +108,7 @@ def test_cluster_list_row_from_runtime_info() -> None:
     assert (r["inTps"], r["outTps"], r["hours"], r["space"], r["activated"]) == (12.5, 3.25, 2.0, 0.25, True)
     assert (r["inTotalYest"], r["outTotalYest"], r["inTotalToday"], r["outTotalToday"]) == (20, 1, 5, 1)
     assert (r["ackQueue"], r["ackWaitMs"]) == (None, None)  # a 4.9.x broker has no ack pool
-    cells = [c.plain if isinstance(c, Text) else c for c in clusterlist.base_cells(r)]
+    cells = [c.plain if isinstance(c, Text) else c for c in base_cells(r)]
     assert cells == ["C", "b", "0", "h:1", "V5_3_3", "12.50(4,7ms)", "3.25(0,0ms|N,Nms)", "5-6(2.5w, 1.5, 2.0)", "3",
                      "2.00", "0.2500", "true", "OK"]
     for nothing_stored in ("0", "-1"):
@@ -123,7 +120,7 @@ def test_cluster_list_row_of_a_silent_broker() -> None:
     r = clusterlist.row("C", "b", 1, "h:1", PerServer("h:1", error="h:1: no response to request code 28 within 1 s"), 0)
     assert r["reachable"] is False and r["error"] == "no response to request code 28 within 1 s"
     assert r["version"] is None and r["inTps"] is None
-    cells = clusterlist.base_cells(r)
+    cells = base_cells(r)
     assert cells[4:12] == ["-"] * 8 and str(cells[-1]) == "no answer: no response to request code 28 within 1 s"
 
 

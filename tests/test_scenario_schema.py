@@ -17,7 +17,7 @@ import pytest
 from mqadmin.scenario import schema
 from mqadmin.scenario.expectations import evaluate, first_true, holds, percentile
 from mqadmin.scenario.observer import Observer, diff_text
-from mqadmin.scenario_cli import shipped_dir
+from mqadmin.scenario.shipped import shipped_dir
 from simclient import SendRecord
 
 ROOT = Path(__file__).resolve().parent.parent

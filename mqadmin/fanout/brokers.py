@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 import trio
 
-from mqadmin.client import AdminClient, AdminError, NotFound
+from mqadmin.client import AdminClient
+from mqadmin.client.errors import AdminError, NotFound
 from mqadmin.fanout import FanoutError
 from remoting.bodies import TopicConfig
 from remoting.climain import first_of

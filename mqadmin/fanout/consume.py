@@ -127,7 +127,8 @@ def end_of_consumers(plan: FanoutPlan) -> float:
 
 async def _read_offsets(view: ClusterView, metrics: ConsumeMetrics, timeout: float
                         ) -> tuple[dict[tuple[str, str, str, int], int], dict[QueueKey, int]] | None:
-    from mqadmin.client import AdminClient, AdminError
+    from mqadmin.client import AdminClient
+    from mqadmin.client.errors import AdminError
 
     keys = sorted({(t, b, q) for (b, t), n in view.queues.items() for q in range(n)})
     wanted = [(g, k) for g, topics in metrics.topics.items() for k in keys if k[0] in topics]

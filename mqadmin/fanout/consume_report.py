@@ -17,7 +17,7 @@ from rich.console import Console, RenderableType
 from rich.text import Text
 
 from mqadmin.fanout.consume import consumers_doc
-from mqadmin.render import Col, fit_table
+from mqadmin.output.tables import Col, fit_table
 
 if TYPE_CHECKING:
     from mqadmin.fanout.runner import FanoutResult

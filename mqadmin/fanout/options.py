@@ -10,7 +10,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mqadmin.client import AdminError, split_addrs
+from mqadmin.client.addresses import split_addrs
+from mqadmin.client.errors import AdminError
 from mqadmin.fanout import FanoutUsageError
 
 ENGINES = ("spark", "multiprocessing")
@@ -94,7 +95,7 @@ class FanoutOptions:
             if (self.start or self.scenario is not None) and not on_this_host(self.master):
                 raise FanoutUsageError(f"a local cluster listens on 127.0.0.1, which executors of {self.master} cannot reach: "
                                        "give --namesrv with addresses the workers can reach instead of --start/--scenario")
-        if self.namesrv:
+        if self.namesrv is not None:  # -n '' is a usage error, not "the default"
             try:
                 split_addrs(self.namesrv)
             except AdminError as exc:

@@ -23,7 +23,7 @@ from mqadmin.fanout.metrics import (
     FanoutMetrics,
 )
 from mqadmin.fanout.runner import FanoutResult
-from mqadmin.render import Col, fit_table
+from mqadmin.output.tables import Col, fit_table
 from simclient.stats import Histogram
 
 #: A broker counts as "still in use at the end" if it was tried this close to the end of the load (s).
@@ -303,7 +303,7 @@ def plot(doc: dict[str, Any], path: str | Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mqadmin.plotmarks import draw_marks, layout, legend_outside, merge_marks, seconds_edges
+    from mqadmin.output.plotmarks import draw_marks, layout, legend_outside, merge_marks, seconds_edges
 
     tl = doc["timeline"]
     n = len(tl["ok"])

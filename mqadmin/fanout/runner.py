@@ -27,14 +27,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from mqadmin import cluster
-from mqadmin.client import AdminError, namesrv_from_env, split_addrs
+from mqadmin.client.errors import AdminError
 from mqadmin.fanout import FanoutError
 from mqadmin.fanout.brokers import ClusterView, Counter, StoredCount, probe
 from mqadmin.fanout.metrics import FanoutMetrics, merge_blobs
 from mqadmin.fanout.options import FanoutOptions
 from mqadmin.fanout.partition import FanoutPlan
 from mqadmin.fanout.timeline import Event, KillTimeline, ScenarioTimeline, Timeline
+from mqadmin.localcluster import processes
+from mqadmin.localcluster.namesrvs import namesrv_addrs
+from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, default_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -164,7 +166,7 @@ class Driver:
         self.own_session = False
         self.status = status
         self.progress = progress  # a rich.progress.Progress, or None
-        self.state: cluster.ClusterState | None = None
+        self.state: ClusterState | None = None
         self.own_cluster_dir: Path | None = None
         self.spark_dir: Path | None = None  # the session's work dir (log, code zip, spark.local.dir)
         self.timings: dict[str, float] = {}
@@ -180,15 +182,15 @@ class Driver:
 
             start_opts = start_options(self.scenario)
         else:
-            start_opts = cluster.StartOptions(namesrvs=2, brokers=2, topics=topics, topic_queues=opts.queues)
+            start_opts = processes.StartOptions(namesrvs=2, brokers=2, topics=topics, topic_queues=opts.queues)
         directory = opts.cluster_dir
         if directory is None:
             directory = self.own_cluster_dir = Path(tempfile.mkdtemp(prefix="mqadmin-fanout-cluster-"))
         self.status(f"starting {start_opts.namesrvs} NameServer(s) and {start_opts.brokers} broker(s) in {directory}")
         begin = time.monotonic()
         try:
-            self.state = cluster.start(directory, start_opts)
-        except cluster.ClusterError as exc:
+            self.state = processes.start(directory, start_opts)
+        except ClusterError as exc:
             raise FanoutError(f"local cluster did not start: {exc}") from None
         self.timings["cluster_start_s"] = time.monotonic() - begin
 
@@ -196,35 +198,22 @@ class Driver:
         if self.state is not None:
             return [p.addr for p in self.state.namesrvs]
         try:
-            if self.opts.namesrv:
-                return split_addrs(self.opts.namesrv)
-            env = namesrv_from_env()
-            if env:
-                return env
+            return namesrv_addrs(self.opts.namesrv, self.opts.cluster_dir, "--namesrv")
         except AdminError as exc:
             raise FanoutError(str(exc)) from None
-        state = self._local_state()
-        running = [p.addr for p in state.namesrvs if p.alive()] if state else []
-        if not running:
-            raise FanoutError("no NameServer address: give --namesrv host:port, set NAMESRV_ADDR, run mqadmin start, or use --start")
-        return running
 
-    def _local_state(self) -> cluster.ClusterState | None:
+    def _local_state(self) -> ClusterState | None:
         try:
-            return cluster.ClusterState.load(self.opts.cluster_dir or cluster.default_dir())
-        except cluster.ClusterError:
+            return ClusterState.load(self.opts.cluster_dir or default_dir())
+        except ClusterError:
             return None
 
     def _stop_cluster(self) -> None:
         if self.state is None:
             return
-        procs = self.state.procs
-        cluster.stop_procs(procs)
-        left = [p.name for p in procs if p.alive()]
+        _, left = processes.stop_cluster(self.state)
         if left:
             self.notes.append(f"could not stop {', '.join(left)} (state in {self.state.dir})")
-            return
-        (Path(self.state.dir) / cluster.STATE_FILE).unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ engines
 
@@ -297,7 +286,7 @@ class Driver:
         """The temporary directories this run made (cluster state, Spark's work dir): gone at the end,
         unless ``keep_named_in`` (an error message) points into one."""
         for d in self._temp_dirs():
-            if d == self.own_cluster_dir and (d / cluster.STATE_FILE).exists():
+            if d == self.own_cluster_dir and (d / STATE_FILE).exists():
                 continue  # processes it could not stop: their state stays (the notes say so)
             if str(d) in keep_named_in:
                 continue
@@ -407,7 +396,7 @@ class Driver:
     def _engine_text(self, parallelism: int) -> str:
         return f"Spark {self.opts.master}" if self.opts.engine == "spark" else f"{parallelism} processes"
 
-    def _kill_state(self, view: ClusterView) -> cluster.ClusterState | None:
+    def _kill_state(self, view: ClusterView) -> ClusterState | None:
         if not self.opts.kills:
             return None
         state = self.state or self._local_state()
@@ -418,11 +407,11 @@ class Driver:
                 raise FanoutError(f"--kill-broker {name}: no such master (brokers: {', '.join(view.masters)})")
             try:
                 state.find_broker(name, 0)
-            except cluster.ClusterError as exc:
+            except ClusterError as exc:
                 raise FanoutError(f"--kill-broker: {exc}") from None
         return state
 
-    def _timeline(self, start_wall: float, namesrvs: list[str], kill_state: cluster.ClusterState | None) -> Timeline:
+    def _timeline(self, start_wall: float, namesrvs: list[str], kill_state: ClusterState | None) -> Timeline:
         if self.scenario is not None:
             assert self.state is not None
             return ScenarioTimeline(self.scenario, self.state, namesrvs, start_wall)

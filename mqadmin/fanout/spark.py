@@ -50,6 +50,8 @@ LOOPBACK_HOSTS = re.compile(r"^(localhost|127(\.\d{1,3}){3}|\[?::1\]?)$")
 MASTER_PROBE_TIMEOUT = 5.0
 #: Longest a JVM start may take on a busy machine (s); remote masters add the executor wait.
 JVM_START_TIMEOUT = 90.0
+#: How to get pyspark (the project is not on any package index).
+SPARK_INSTALL = "run pip install -e '.[spark,plot]' in the project directory"
 #: Our packages that partitions import (shipped to workers as one zip).
 SHIPPED = ("remoting", "simclient", "mqadmin")
 
@@ -211,8 +213,6 @@ def start_session(
     try:
         from pyspark.sql import SparkSession
     except ImportError:
-        from mqadmin.cliutil import SPARK_INSTALL  # driver side only: workers have no typer
-
         raise FanoutError(f"pyspark is not installed: {SPARK_INSTALL}, or use --engine multiprocessing") from None
     probe_master(master)
     work = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="mqadmin-fanout-spark-"))

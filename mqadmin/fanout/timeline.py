@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from mqadmin import cluster
 from mqadmin.fanout.metrics import FanoutMetrics
+from mqadmin.localcluster import processes
+from mqadmin.localcluster.state import ClusterError, ClusterState
 
 if TYPE_CHECKING:
-    from mqadmin.scenario.observer import Observer
     from mqadmin.scenario.model import Expectation, Scenario
+    from mqadmin.scenario.observer import Observer
 
 
 @dataclass
@@ -71,7 +72,7 @@ class Timeline:
 class KillTimeline(Timeline):
     """SIGKILL to a broker's master at given times (``--kill-broker``)."""
 
-    def __init__(self, state: cluster.ClusterState | None, kills: tuple[tuple[str, float], ...], start_wall: float) -> None:
+    def __init__(self, state: ClusterState | None, kills: tuple[tuple[str, float], ...], start_wall: float) -> None:
         super().__init__(start_wall)
         self.state = state
         self.kills = sorted(kills, key=lambda k: k[1])
@@ -83,9 +84,9 @@ class KillTimeline(Timeline):
             assert self.state is not None
             try:
                 proc = self.state.find_broker(name, 0)[0]
-                cluster.signal_proc(proc, signal.SIGKILL)
+                processes.signal_proc(proc, signal.SIGKILL)
                 ok, detail = not proc.alive(), f"SIGKILL to {proc.name} (pid {proc.pid})"
-            except cluster.ClusterError as exc:
+            except ClusterError as exc:
                 ok, detail = False, str(exc)
             self.events.append(Event(self.now(), f"kill {name}", ok, detail, "kill_broker", name, at))
 
@@ -93,7 +94,7 @@ class KillTimeline(Timeline):
 class ScenarioTimeline(Timeline):
     """A scenario's timeline and route observer, on a trio loop of this thread."""
 
-    def __init__(self, scn: Scenario, state: cluster.ClusterState, namesrvs: list[str], start_wall: float) -> None:
+    def __init__(self, scn: Scenario, state: ClusterState, namesrvs: list[str], start_wall: float) -> None:
         super().__init__(start_wall)
         self.scn = scn
         self.state = state

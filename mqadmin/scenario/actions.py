@@ -1,6 +1,6 @@
 """Carry out timeline actions on the scenario's local cluster.
 
-Process actions use :mod:`mqadmin.cluster` (signals, graceful stop,
+Process actions use :mod:`mqadmin.localcluster.processes` (signals, graceful stop,
 restart on the same port); the blocking ones run in a worker thread so the
 producers and the observer keep going meanwhile. Broker faults go to the
 broker stub's fault switchboard (request code 9000, see
@@ -17,12 +17,14 @@ from typing import Any
 
 import trio
 
-from mqadmin import cluster
-from mqadmin.client import AdminClient, AdminError
+from mqadmin.client import AdminClient
+from mqadmin.client.errors import AdminError
+from mqadmin.localcluster import processes
+from mqadmin.localcluster.state import ClusterError, ClusterState, Proc
 from mqadmin.scenario.consumer_schema import ACTION_KINDS as CONSUMER_ACTIONS
 from mqadmin.scenario.expectations import holds, holds_through, stable_hold
-from mqadmin.scenario.observer import Observer
 from mqadmin.scenario.model import Action
+from mqadmin.scenario.observer import Observer
 from remoting.bodies import TopicConfig
 
 RPC_TIMEOUT = 3.0
@@ -33,7 +35,7 @@ class ActionError(Exception):
 
 
 class Executor:
-    def __init__(self, state: cluster.ClusterState, observer: Observer) -> None:
+    def __init__(self, state: ClusterState, observer: Observer) -> None:
         self.state = state
         self.observer = observer
         #: carries out start/stop/kill_consumer (mqadmin.scenario.consumers.ConsumerFleet.action)
@@ -41,13 +43,13 @@ class Executor:
 
     # ------------------------------------------------------------------
 
-    def _broker(self, action: Action) -> cluster.Proc:
+    def _broker(self, action: Action) -> Proc:
         try:
             return self.state.find_broker(action.args["broker"], action.args.get("broker_id", 0))[0]
-        except cluster.ClusterError as exc:
+        except ClusterError as exc:
             raise ActionError(str(exc)) from None
 
-    def _namesrv(self, index: int) -> cluster.Proc:
+    def _namesrv(self, index: int) -> Proc:
         return self.state.namesrvs[index]
 
     def _admin(self) -> AdminClient:
@@ -57,16 +59,16 @@ class Executor:
         """Run a blocking cluster operation in a thread (not abandoned: no process may start after cleanup)."""
         try:
             await trio.to_thread.run_sync(fn)
-        except cluster.ClusterError as exc:
+        except ClusterError as exc:
             raise ActionError(str(exc)) from None
 
-    async def _signal(self, proc: cluster.Proc, sig: signal.Signals) -> str:
-        await self._blocking(lambda: cluster.signal_proc(proc, sig))
+    async def _signal(self, proc: Proc, sig: signal.Signals) -> str:
+        await self._blocking(lambda: processes.signal_proc(proc, sig))
         if sig in (signal.SIGKILL, signal.SIGTERM) and proc.alive():
-            raise ActionError(f"{proc.name} (pid {proc.pid}) still runs {cluster.SIGNAL_WAIT:g} s after {sig.name}")
+            raise ActionError(f"{proc.name} (pid {proc.pid}) still runs {processes.SIGNAL_WAIT:g} s after {sig.name}")
         return f"{sig.name} to {proc.name} (pid {proc.pid})"
 
-    async def _fault(self, proc: cluster.Proc, action: str, **params: object) -> str:
+    async def _fault(self, proc: Proc, action: str, **params: object) -> str:
         if not proc.alive():
             raise ActionError(f"{proc.name} is not running")
         try:
@@ -92,7 +94,7 @@ class Executor:
         if kind in ("restart_broker", "restart_namesrv"):
             proc = self._broker(action) if kind == "restart_broker" else self._namesrv(a["namesrv"])
             was = "running" if proc.alive() else "stopped"
-            await self._blocking(lambda: cluster.restart(proc))
+            await self._blocking(lambda: processes.restart(proc))
             self.state.save()
             return f"{proc.name} restarted ({was} before) as pid {proc.pid} on {proc.addr}"
         if kind == "kill_namesrv":

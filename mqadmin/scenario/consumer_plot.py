@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mqadmin.plotmarks import legend_outside
+from mqadmin.output.plotmarks import legend_outside
 from mqadmin.scenario.consumer_eval import account
 from mqadmin.scenario.consumer_report import per_second
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from mqadmin.render import Col, fit_table
+from mqadmin.output.tables import Col, fit_table
 from mqadmin.scenario.consumer_eval import GroupAccount, account
 from mqadmin.scenario.expectations import percentile
 

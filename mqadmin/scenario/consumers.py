@@ -39,10 +39,6 @@ class ConsumerRun:
     broker_losses: list[tuple[str, float]] = field(default_factory=list)
     message_store: str = "disk"
 
-    def spec_of_group(self, group: str) -> ConsumerGroupSpec | None:
-        """The spec whose wire group name (``scenario_NAME``) is ``group``."""
-        return next((s for s in self.specs if s.group == group), None)
-
 
 def consumer_options(spec: ConsumerGroupSpec, namesrvs: list[str]) -> ConsumerOptions:
     return ConsumerOptions(

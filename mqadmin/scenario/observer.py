@@ -19,7 +19,8 @@ from typing import Any
 
 import trio
 
-from mqadmin.client import AdminClient, AdminError, NotFound
+from mqadmin.client import AdminClient
+from mqadmin.client.errors import AdminError, NotFound
 from remoting.bodies import TopicRouteData
 from remoting.codes import MASTER_ID, PERM_WRITE
 

@@ -11,7 +11,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from mqadmin.plotmarks import draw_marks, layout, legend_outside, merge_marks
+from mqadmin.output.plotmarks import draw_marks, layout, legend_outside, merge_marks
 from mqadmin.scenario.observer import writable
 from mqadmin.scenario.report import per_second
 from mqadmin.scenario.runner import RunResult

@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from mqadmin.render import Col, fit_table, status_text
+from mqadmin.output.tables import Col, fit_table, status_text
 from mqadmin.scenario import consumer_report
 from mqadmin.scenario.expectations import percentile
 from mqadmin.scenario.observer import diff_text, summary_text

@@ -23,12 +23,13 @@ from typing import Any
 
 import trio
 
-from mqadmin import cluster
+from mqadmin.localcluster import processes
+from mqadmin.localcluster.state import ClusterError, ClusterState, Proc
 from mqadmin.scenario.actions import ActionError, Executor
 from mqadmin.scenario.consumers import ConsumerFleet, ConsumerRun
 from mqadmin.scenario.expectations import Verdict, evaluate_all
-from mqadmin.scenario.observer import Observer
 from mqadmin.scenario.model import Action, ProducerGroup, Scenario
+from mqadmin.scenario.observer import Observer
 from simclient import (
     ClientPool,
     ConsumeRecord,
@@ -106,9 +107,9 @@ class RunResult:
         return {a.action.label: a.effect for a in self.actions if a.action.label and a.ok}
 
 
-def start_options(scn: Scenario) -> cluster.StartOptions:
+def start_options(scn: Scenario) -> processes.StartOptions:
     c = scn.cluster
-    return cluster.StartOptions(
+    return processes.StartOptions(
         namesrvs=c.namesrvs,
         brokers=c.brokers,
         slaves=c.slaves,
@@ -169,14 +170,14 @@ def run(
     """
     workdir = Path(tempfile.mkdtemp(prefix=f"mqscenario-{scn.name}-", dir=base_dir))
     result = RunResult(scn, state_dir=str(workdir) if keep_dir else None)
-    state: cluster.ClusterState | None = None
+    state: ClusterState | None = None
     try:
         with _signals(_raise_interrupted):
             begin = time.monotonic()
             progress(f"starting {scn.cluster.namesrvs} NameServer(s) and {scn.cluster.brokers} broker group(s) in {workdir}")
             try:
-                state = cluster.start(workdir, start_options(scn))
-            except cluster.ClusterError as exc:
+                state = processes.start(workdir, start_options(scn))
+            except ClusterError as exc:
                 raise ScenarioRunError(f"cluster did not start: {exc}") from None
             result.setup_seconds = time.monotonic() - begin
             result.namesrvs = [p.addr for p in state.namesrvs]
@@ -187,7 +188,7 @@ def run(
         with _signals(signal.SIG_IGN):  # a second Ctrl-C must not cut the cleanup short
             begin = time.monotonic()
             procs = state.procs if state is not None else _recorded_procs(workdir)
-            result.leftover = cluster.stop_procs(procs)
+            result.leftover = processes.stop_procs(procs)
             still = [p.name for p in procs if p.alive()]
             result.teardown_seconds = time.monotonic() - begin
             if not keep_dir:
@@ -206,11 +207,11 @@ def run(
     return result
 
 
-def _recorded_procs(workdir: Path) -> list[cluster.Proc]:
-    """The processes cluster.start recorded before it was interrupted (it stops them itself on errors)."""
+def _recorded_procs(workdir: Path) -> list[Proc]:
+    """The processes :func:`processes.start` recorded before it was interrupted (it stops them itself on errors)."""
     try:
-        return cluster.ClusterState.load(workdir).procs
-    except cluster.ClusterError:
+        return ClusterState.load(workdir).procs
+    except ClusterError:
         return []
 
 
@@ -222,7 +223,7 @@ async def _watch_signals() -> None:
 
 async def _run_async(
     scn: Scenario,
-    state: cluster.ClusterState,
+    state: ClusterState,
     result: RunResult,
     records_path: str | Path | None,
     progress: Callable[[str], None],
@@ -244,7 +245,7 @@ async def _run_async(
 
 async def _main(
     scn: Scenario,
-    state: cluster.ClusterState,
+    state: ClusterState,
     result: RunResult,
     writer: RecordWriter | None,
     progress: Callable[[str], None],

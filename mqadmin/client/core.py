@@ -1,0 +1,152 @@
+"""How the admin client reaches servers: one call, a connection pool, fan-out.
+
+Every higher-level call (NameServer, broker, messaging) goes through
+:meth:`ClientCore.invoke`, so the timeout, the pooling and the error
+wording are decided in one place. ``_any`` asks one NameServer (the first
+that answers, in random order, like a Java client); ``_each``/``_all`` ask
+every address in parallel and keep one :class:`PerServer` result each,
+because RocketMQ writes go to every NameServer and they need not agree.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Self
+
+import trio
+
+from mqadmin.client.errors import AdminError, NotFound, PerServer, check_answer
+from remoting.bodies import BodyError
+from remoting.command import RemotingCommand
+from remoting.transport import RemotingClient, RemotingError, connect
+
+DEFAULT_TIMEOUT = 3.0
+
+
+async def call(addr: str, req: RemotingCommand, timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
+    """One request over a fresh connection to ``addr``."""
+    try:
+        async with connect(addr, connect_timeout=timeout) as client:
+            return await client.invoke(req, timeout)
+    except RemotingError as exc:
+        raise AdminError(str(exc)) from None
+
+
+class _Pool:
+    """One persistent connection per address, each held open by a task of the pool's nursery."""
+
+    def __init__(self, nursery: trio.Nursery, timeout: float) -> None:
+        self.nursery = nursery
+        self.timeout = timeout
+        self.conns: dict[str, RemotingClient] = {}
+        self.closers: dict[str, trio.Event] = {}
+        self.locks: dict[str, trio.Lock] = {}
+
+    async def get(self, addr: str) -> RemotingClient:
+        conn = self.conns.get(addr)
+        if conn is not None and not conn.closed:
+            return conn
+        async with self.locks.setdefault(addr, trio.Lock()):
+            conn = self.conns.get(addr)
+            if conn is not None and not conn.closed:
+                return conn
+            self.drop(addr)
+            conn = await self.nursery.start(self._hold, addr)
+            self.conns[addr] = conn
+            return conn
+
+    def drop(self, addr: str) -> None:
+        self.conns.pop(addr, None)
+        closer = self.closers.pop(addr, None)
+        if closer is not None:
+            closer.set()
+
+    async def _hold(self, addr: str, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        done = trio.Event()
+        self.closers[addr] = done
+        async with connect(addr, connect_timeout=self.timeout) as conn:
+            task_status.started(conn)
+            await done.wait()
+
+
+class ClientCore:
+    """A set of NameServer addresses, a timeout, and the ways to send a request."""
+
+    def __init__(self, namesrv_addrs: list[str], *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """``namesrv_addrs`` may be empty for broker-only calls; NameServer calls then fail clearly."""
+        self.namesrv_addrs = list(namesrv_addrs)
+        self.timeout = timeout
+        self._pool: _Pool | None = None
+
+    @asynccontextmanager
+    async def pooled(self) -> AsyncIterator[Self]:
+        """Reuse one connection per address for the block (many sends or pulls in a row)."""
+        async with trio.open_nursery() as nursery:
+            self._pool = _Pool(nursery, self.timeout)
+            try:
+                yield self
+            finally:
+                self._pool = None
+                nursery.cancel_scope.cancel()
+
+    async def invoke(self, addr: str, req: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
+        """One request to any server, pooled when a pool is open."""
+        t = self.timeout if timeout is None else timeout
+        pool = self._pool
+        if pool is None:
+            return await call(addr, req, t)
+        try:
+            conn = await pool.get(addr)
+            return await conn.invoke(req, t)
+        except RemotingError as exc:
+            pool.drop(addr)
+            raise AdminError(str(exc)) from None
+
+    async def _any(self, req_factory: Callable[[], RemotingCommand], what: str) -> tuple[str, RemotingCommand]:
+        """Ask NameServers in random order until one answers (like a Java client)."""
+        self._need_namesrv()
+        errors = []
+        for addr in random.sample(self.namesrv_addrs, len(self.namesrv_addrs)):
+            try:
+                return addr, check_answer(addr, await self.invoke(addr, req_factory()), what)
+            except NotFound:
+                raise
+            except AdminError as exc:
+                errors.append(str(exc))
+        raise AdminError("; ".join(errors))
+
+    async def _each(
+        self,
+        addrs: list[str],
+        req_factory: Callable[[], RemotingCommand],
+        what: str,
+        parse: Callable[[RemotingCommand], Any] = lambda r: None,
+    ) -> list[PerServer]:
+        """The same request to every address in parallel, one result each (in ``addrs`` order)."""
+        results = [PerServer(addr) for addr in addrs]
+
+        async def one(result: PerServer) -> None:
+            try:
+                resp = check_answer(result.addr, await self.invoke(result.addr, req_factory()), what)
+                result.value = parse(resp)
+            except AdminError as exc:
+                result.error = str(exc)
+            except (BodyError, ValueError) as exc:
+                result.error = f"{result.addr}: malformed answer to {what}: {exc}"
+
+        async with trio.open_nursery() as nursery:
+            for result in results:
+                nursery.start_soon(one, result)
+        return results
+
+    async def _all(
+        self, req_factory: Callable[[], RemotingCommand], what: str, parse: Callable[[RemotingCommand], Any] = lambda r: None
+    ) -> list[PerServer]:
+        self._need_namesrv()
+        return await self._each(self.namesrv_addrs, req_factory, what, parse)
+
+    def _need_namesrv(self) -> None:
+        if not self.namesrv_addrs:
+            raise AdminError("no NameServer address given")

@@ -1,0 +1,72 @@
+"""What every admin call fails with, and how an answer becomes a value or a failure.
+
+Shared by the NameServer, broker and messaging calls so that every refusal
+reads the same: one line, naming the address, the request and the code,
+which the CLI can print as it is. :class:`NotFound` is split out because
+callers treat "no such topic" as an answer, not as a fault.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from mqadmin.client import messages
+from remoting.bodies import BodyError
+from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand
+
+T = TypeVar("T")
+
+
+class AdminError(Exception):
+    """A request failed; the message is one line naming the address."""
+
+
+class NotFound(AdminError):
+    """The server answered that the thing asked for does not exist."""
+
+
+@dataclass
+class PerServer:
+    """The outcome of one request to one server (NameServer or broker)."""
+
+    addr: str
+    value: Any = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"addr": self.addr, "ok": self.ok, "error": self.error, "value": self.value}
+
+
+def code_name(code: int) -> str:
+    """The ResponseCode's name for messages, or the bare number for a code we do not know."""
+    return ResponseCode(code).name if code in ResponseCode._value2member_map_ else str(code)
+
+
+def check_answer(addr: str, resp: RemotingCommand, what: str, ok: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
+    """``resp`` if its code is one of ``ok``, else the one-line error every caller prints.
+
+    TOPIC_NOT_EXIST and QUERY_NOT_FOUND become :class:`NotFound` so callers
+    can fall back (TBW102, an empty KV value) without parsing messages.
+    """
+    if resp.code in ok:
+        return resp
+    remark = (resp.remark or "").strip().splitlines()[0] if resp.remark else ""
+    message = f"{addr}: {what} failed: {code_name(resp.code)}" + (f" ({remark})" if remark else "")
+    if resp.code in (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.QUERY_NOT_FOUND):
+        raise NotFound(message)
+    raise AdminError(message)
+
+
+def parse_answer(addr: str, parse: Callable[[bytes], T], body: bytes) -> T:
+    """``parse(body)``, with a malformed body reported as an :class:`AdminError` naming ``addr``."""
+    try:
+        return parse(body)
+    except (BodyError, messages.MessageFormatError) as exc:
+        raise AdminError(f"{addr}: malformed answer: {exc}") from None

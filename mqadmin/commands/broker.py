@@ -1,0 +1,203 @@
+"""Broker commands (Apache's tools/command/broker): brokerStatus, getBrokerConfig, updateBrokerConfig,
+and ours, brokerFault (the broker stub's fault switchboard).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import typer
+
+from mqadmin.client import AdminClient, run
+from mqadmin.client import broker_admin as ba
+from mqadmin.client.addresses import check_addr
+from mqadmin.client.errors import AdminError, PerServer, code_name
+from mqadmin.commands.options import JsonOpt, NamesrvOpt, TimeoutOpt, addr_opt, bad_option, client_for, one_target
+from mqadmin.commands.results import error_line, print_results
+from mqadmin.output.console import out, print_json
+from mqadmin.output.tables import Col, fit_table
+
+
+def broker_status(
+    broker_addr: str | None = typer.Option(None, "-b", "--brokerAddr", help="Broker address (host:port)."),
+    cluster: str | None = typer.Option(None, "-c", "--clusterName", help="Every broker (masters and slaves) of this cluster."),
+    namesrv: str | None = NamesrvOpt,
+    as_json: bool = JsonOpt,
+    timeout: float = TimeoutOpt,
+) -> None:
+    one_target(broker_addr, cluster)
+    if broker_addr is not None:
+        addrs = [check_addr(broker_addr)]
+        results = run(AdminClient([], timeout=timeout).runtime_infos, addrs)  # no NameServer needed
+    else:
+        client = client_for(namesrv, timeout)
+        results = run(_cluster_runtime_infos, client, cluster)
+    if as_json:
+        print_json({"brokers": [{"addr": r.addr, "reachable": r.ok, "error": r.error,
+                                 "table": dict(sorted(r.value.items())) if r.ok else None} for r in results]})
+    else:
+        for r in results:
+            if r.ok:
+                rows = [[k, v] for k, v in sorted(r.value.items())]
+                out.print(fit_table([Col("#Key"), Col("#Value", wrap=True)], rows, title=f"broker {r.addr}"))
+    failed = [r for r in results if not r.ok]
+    for r in failed:  # errors go where every other command's go: stderr, one line each
+        print(f"mqadmin: {error_line(r.addr, r.error or 'no answer')}", file=sys.stderr)
+    if failed:
+        raise typer.Exit(1)
+
+
+async def _cluster_runtime_infos(client: AdminClient, cluster: str) -> list[PerServer]:
+    groups = await client.brokers_of_cluster(cluster)
+    addrs = [addr for ids in groups.values() for _, addr in sorted(ids.items())]
+    return await client.runtime_infos(addrs)
+
+
+def get_broker_config(
+    broker_addr: str | None = typer.Option(None, "-b", "--brokerAddr", help="This broker (host:port)."),
+    cluster: str | None = typer.Option(None, "-c", "--clusterName", help="Every broker of this cluster."),
+    namesrv: str | None = NamesrvOpt,
+    as_json: bool = JsonOpt,
+    timeout: float = TimeoutOpt,
+) -> None:
+    one_target(broker_addr, cluster)
+    if broker_addr is not None:
+        addr = addr_opt("-b", broker_addr)
+        targets = [(f"============{addr}============", addr, None)]
+        client = AdminClient([], timeout=timeout)
+    else:
+        client = client_for(namesrv, timeout)
+        assert cluster is not None
+        groups = run(client.brokers_of_cluster, cluster)
+        targets = []
+        for ids in groups.values():
+            master = ids.get(0)
+            if master is not None:
+                targets.append((f"============Master: {master}============", master, None))
+            for bid, slave in sorted(ids.items()):
+                if bid != 0:
+                    targets.append((f"============My Master: {master}=====Slave: {slave}============", slave, master))
+
+    async def fetch() -> list[PerServer]:
+        async def one(target: tuple[str, str, str | None]) -> PerServer:
+            try:
+                return PerServer(target[1], await ba.broker_config(client, target[1]))
+            except AdminError as exc:
+                return PerServer(target[1], error=str(exc))
+
+        return await ba.gather(targets, one)
+
+    results = run(fetch)
+    if as_json:
+        print_json({"brokers": [{"addr": t[1], "master": t[2], "config": r.value, "error": r.error}
+                                for t, r in zip(targets, results)]})
+    else:
+        for (title, _, _), r in zip(targets, results):
+            out.print(title)
+            if not r.ok:
+                out.print(r.error, style="red")
+                continue
+            for key, value in r.value.items():
+                out.print(f"{key:<50}=  {value}")
+            out.print("")
+    if not all(r.ok for r in results):
+        raise typer.Exit(1)
+
+
+def update_broker_config(
+    key: str = typer.Option(..., "-k", "--key", help="Config key."),
+    value: str = typer.Option(..., "-v", "--value", help="New value."),
+    broker_addr: str | None = typer.Option(None, "-b", "--brokerAddr", help="This broker (host:port)."),
+    cluster: str | None = typer.Option(None, "-c", "--clusterName", help="Every master of this cluster."),
+    all_brokers: str | None = typer.Option(None, "-a", "--updateAllBroker", metavar="true",
+                                           help="With -c: slaves too (any value, as Java's option)."),
+    namesrv: str | None = NamesrvOpt,
+    as_json: bool = JsonOpt,
+    timeout: float = TimeoutOpt,
+) -> None:
+    one_target(broker_addr, cluster)
+    key, value = key.strip(), value.strip()
+    if not key:
+        raise bad_option("-k", "the key is empty")
+    if broker_addr is not None:
+        addrs = [addr_opt("-b", broker_addr)]
+        client = AdminClient([], timeout=timeout)
+    else:
+        client = client_for(namesrv, timeout)
+        assert cluster is not None
+        groups = run(client.brokers_of_cluster, cluster)
+        addrs = [a for ids in groups.values() for bid, a in sorted(ids.items()) if bid == 0 or all_brokers is not None]
+        if not addrs:
+            raise AdminError(f"cluster {cluster} has no broker to update")
+    results = run(ba.update_broker_config, client, addrs, key, value)
+    if as_json:
+        print_json({"key": key, "value": value, "results": [r.to_json() for r in results]})
+    else:
+        print_results(results, "update broker config success, {addr}", "update broker config failed: {error}")
+    if not all(r.ok for r in results):
+        raise typer.Exit(1)
+
+
+def broker_fault(
+    broker: str = typer.Option(..., "-b", "--broker", help="Broker address (host:port) or broker name (via the NameServer)."),
+    broker_id: int = typer.Option(0, "--id", min=0, help="With a broker name: which brokerId (0 = master)."),
+    latency: int | None = typer.Option(None, "--latency", min=0, max=600_000, metavar="MS", help="Answer every send MS later."),
+    reject: int | None = typer.Option(None, "--reject", metavar="CODE", help="Answer every send with response CODE."),
+    remark: str | None = typer.Option(None, "--remark", help="With --reject: the remark sent back."),
+    hang: bool = typer.Option(False, "--hang", help="Answer nothing (connections stay open) until --resume."),
+    resume: bool = typer.Option(False, "--resume", help="End --hang; waiting requests are answered."),
+    partition: str | None = typer.Option(None, "--partition", metavar="NAMESRV", help="Stop registering/heartbeating to this NameServer (host:port)."),
+    heal: str | None = typer.Option(None, "--heal", metavar="NAMESRV|all", help="Undo --partition for one NameServer, or all."),
+    clear: bool = typer.Option(False, "--clear", help="Back to normal: no latency, reject, hang or partition."),
+    namesrv: str | None = NamesrvOpt,
+    as_json: bool = JsonOpt,
+    timeout: float = TimeoutOpt,
+) -> None:
+    """With no fault option, show the switchboard; otherwise change one thing and show the result."""
+    chosen: list[tuple[str, dict[str, object]]] = []
+    if latency is not None:
+        chosen.append(("latency", {"millis": latency}))
+    if reject is not None:
+        chosen.append(("reject", {"code": reject, **({"remark": remark} if remark else {})}))
+    elif remark is not None:
+        raise bad_option("--remark", "only goes with --reject")
+    if hang:
+        chosen.append(("hang", {}))
+    if resume:
+        chosen.append(("resume", {}))
+    if partition is not None:
+        chosen.append(("partition", {"namesrv": check_addr(partition)}))
+    if heal is not None:
+        chosen.append(("heal", {} if heal.strip().lower() == "all" else {"namesrv": check_addr(heal)}))
+    if clear:
+        chosen.append(("clear", {}))
+    if len(chosen) > 1:
+        raise bad_option("brokerFault", "give at most one of --latency, --reject, --hang, --resume, --partition, --heal, --clear")
+    action, params = chosen[0] if chosen else ("status", {})
+    by_addr = ":" in broker
+
+    async def call() -> tuple[str, dict[str, Any]]:
+        # A hung broker answers nothing but fault requests, so a fresh connection is used each time.
+        addr = check_addr(broker) if by_addr else await client_for(namesrv, timeout).broker_addr_of(broker, broker_id)
+        return addr, await AdminClient([], timeout=timeout).broker_fault(addr, action, **params)
+
+    addr, state = run(call)
+    if as_json:
+        print_json({"broker": addr, "action": action, "state": state})
+        return
+    rows = [
+        ["send latency", f"{state.get('sendLatencyMillis', 0)} ms"],
+        ["reject sends with", "-" if state.get("rejectCode") is None else code_name(int(state["rejectCode"]))],
+        ["hung", "yes" if state.get("hung") else "no"],
+        ["partitioned from", ", ".join(state.get("partitioned") or []) or "-"],
+    ]
+    title = f"broker {addr}: " + ("fault state" if action == "status" else f"{action} applied")
+    out.print(fit_table([Col("#Fault"), Col("#State", wrap=True)], rows, title=title))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("brokerStatus", help="Fetch a broker's runtime status data (GET_BROKER_RUNTIME_INFO).")(broker_status)
+    app.command("getBrokerConfig", help="Show a broker's (or a cluster's brokers') configuration.")(get_broker_config)
+    app.command("updateBrokerConfig", help="Change one broker setting on a broker or a cluster.")(update_broker_config)
+    app.command("brokerFault", help="Inject a fault into a broker stub (latency, reject, hang, partition) or show its faults.")(broker_fault)

@@ -1,0 +1,215 @@
+"""The local cluster's commands (ours; Apache has none): start, status, stop, killBroker, restartBroker,
+killNamesrv, restartNamesrv, logs. The processes are run by :mod:`mqadmin.localcluster`."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Group
+from rich.text import Text
+
+from mqadmin.client.errors import AdminError
+from mqadmin.commands.options import JsonOpt, bad_option, state_dir_option
+from mqadmin.commands.results import self_command
+from mqadmin.localcluster import processes
+from mqadmin.localcluster.state import ClusterError, ClusterState, Proc, default_dir, proc_state
+from mqadmin.output.console import out, print_json
+from mqadmin.output.tables import Col, fit_table
+
+DirOpt = typer.Option(None, "--dir", help="State directory of the local cluster (default ~/.local/state/mqadmin/cluster).")
+SIGNALS = {"KILL": signal.SIGKILL, "TERM": signal.SIGTERM, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT}
+
+
+def _dir(directory: Path | None) -> Path:
+    return directory if directory is not None else default_dir()
+
+
+def _role(p: Proc) -> str:
+    return "namesrv" if p.kind == "namesrv" else ("master" if p.broker_id == 0 else f"slave {p.broker_id}")
+
+
+def status_table(state: ClusterState) -> Any:
+    rows = []
+    for p in state.procs:
+        st = proc_state(p)
+        style = "green" if st == "running" else "yellow" if st.startswith("paused") else "red"
+        rows.append([p.name, _role(p), p.addr, str(p.pid), Text(st, style=style)])
+    cols = [Col("#Process"), Col("#Role"), Col("#Addr"), Col("#PID", 1), Col("#State")]
+    return fit_table(cols, rows, title=f"cluster {state.cluster} in {state.dir}")
+
+
+def state_json(state: ClusterState) -> dict[str, Any]:
+    """The documented shape of ``start --json`` and ``status --json``."""
+    return {
+        "dir": state.dir, "cluster": state.cluster, "namesrvAddr": state.namesrv_addr, "topics": state.topics,
+        "procs": [{"name": p.name, "kind": p.kind, "role": _role(p), "brokerName": p.broker_name,
+                   "brokerId": p.broker_id, "addr": p.addr, "pid": p.pid, "state": proc_state(p),
+                   "log": p.log, "config": p.config} for p in state.procs],
+    }
+
+
+def start_cmd(
+    namesrvs: int = typer.Option(2, "--namesrvs", min=1, max=16, help="NameServer processes."),
+    brokers: int = typer.Option(2, "--brokers", min=0, max=26, help="Broker groups (broker-a, broker-b, ...)."),
+    slaves: int = typer.Option(0, "--slaves", min=0, max=4, help="Slaves per broker group (brokerId 1..S)."),
+    topics: str | None = typer.Option(None, "--topics", metavar="A,B", help="Topics to create on every master."),
+    topic_queues: int = typer.Option(8, "--topic-queues", min=1, max=1024, help="Read/write queues of --topics."),
+    cluster_name: str = typer.Option("DefaultCluster", "--cluster", help="Cluster name."),
+    register_period: int = typer.Option(30000, "--register-period", min=100, help="Broker registration period, ms."),
+    broker_timeout: int = typer.Option(120000, "--broker-timeout", min=100,
+                                       help="NameServer brokerChannelExpiredTime: silence after which a broker is dropped, ms."),
+    scan_interval: int = typer.Option(5000, "--scan-interval", min=10,
+                                      help="NameServer scanNotActiveBrokerInterval: how often silence is checked, ms."),
+    directory: Path | None = DirOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    topic_list = tuple(t.strip() for t in (topics or "").split(",") if t.strip())
+    opts = processes.StartOptions(
+        namesrvs=namesrvs, brokers=brokers, slaves=slaves, cluster=cluster_name, register_period_ms=register_period,
+        broker_expired_ms=broker_timeout, scan_interval_ms=scan_interval, topics=topic_list, topic_queues=topic_queues,
+    )
+    try:
+        processes.validate_options(opts)
+    except ClusterError as exc:
+        raise typer.BadParameter(str(exc)) from None  # the message names the option
+    state = processes.start(state_dir_option(directory), opts)
+    if as_json:
+        print_json(state_json(state))
+        return
+    out.print(summary(state, directory))
+
+
+def summary(state: ClusterState, directory: Path | None) -> Group:
+    """The table of processes and what to type next."""
+    masters = sum(1 for p in state.brokers if p.broker_id == 0)
+    slaves = len(state.brokers) - masters
+    topics = ", ".join(["TBW102", *state.topics]) if state.brokers else "none (no brokers)"
+    dir_opt = "" if directory is None else f" --dir {state.dir}"
+    lines = [
+        Text(f"cluster {state.cluster} is up: {len(state.namesrvs)} NameServer(s), {masters} master(s), "
+             f"{slaves} slave(s); topics: {topics}", style="bold green"),
+        Text(f"export NAMESRV_ADDR='{state.namesrv_addr}'"),
+    ]
+    hint = "" if directory is None else "  (with NAMESRV_ADDR set)"
+    me = self_command()
+    lines.append(Text(f"try:  {me} clusterList | {me} topicRoute -t TBW102 | {me} killBroker -b broker-a{dir_opt}{hint}"))
+    lines.append(Text(f"stop: {me} stop{dir_opt}"))
+    return Group(status_table(state), *lines)
+
+
+def status_cmd(directory: Path | None = DirOpt, as_json: bool = JsonOpt) -> None:
+    state = ClusterState.load(_dir(directory))
+    if as_json:
+        print_json(state_json(state))
+    else:
+        out.print(status_table(state))
+        out.print(f"export NAMESRV_ADDR='{state.namesrv_addr}'")
+
+
+def stop_cmd(directory: Path | None = DirOpt) -> None:
+    state = ClusterState.load(_dir(directory))
+    running = [p for p in state.procs if p.alive()]
+    forced, left = processes.stop_cluster(state)
+    if left:
+        raise ClusterError(f"could not stop {', '.join(left)} (state kept in {state.dir})")
+    out.print(f"stopped {len(running)} processes" + (f" (forced: {', '.join(forced)})" if forced else ""))
+
+
+def _signal(value: str) -> signal.Signals:
+    sig = SIGNALS.get(value.strip().upper().removeprefix("SIG"))
+    if sig is None:
+        raise bad_option("--signal", f"unknown signal {value!r}: use KILL, TERM, STOP or CONT")
+    return sig
+
+
+def _sent(p: Proc, signum: signal.Signals) -> None:
+    out.print(f"sent SIG{signum.name.removeprefix('SIG')} to {p.name} (pid {p.pid}, {p.addr}): {proc_state(p)}")
+
+
+def kill_broker(
+    broker: str = typer.Option(..., "-b", "--brokerName", help="Broker group name (broker-a, ...)."),
+    broker_id: int | None = typer.Option(None, "--id", help="Only this broker id (default: all of the group)."),
+    sig: str = typer.Option("KILL", "--signal", help="KILL (crash), TERM (graceful), STOP (hang) or CONT (resume)."),
+    directory: Path | None = DirOpt,
+) -> None:
+    signum = _signal(sig)
+    state = ClusterState.load(_dir(directory))
+    for p in state.find_broker(broker, broker_id):
+        processes.signal_proc(p, signum)
+        _sent(p, signum)
+
+
+def restart_broker(
+    broker: str = typer.Option(..., "-b", "--brokerName", help="Broker group name."),
+    broker_id: int | None = typer.Option(None, "--id", help="Only this broker id (default: all of the group)."),
+    directory: Path | None = DirOpt,
+) -> None:
+    state = ClusterState.load(_dir(directory))
+    for p in state.find_broker(broker, broker_id):
+        processes.restart(p)
+        state.save()
+        out.print(f"restarted {p.name} (pid {p.pid}, {p.addr})")
+
+
+def _namesrv(state: ClusterState, index: int) -> Proc:
+    if not 0 <= index < len(state.namesrvs):
+        raise AdminError(f"no NameServer {index}: the cluster has {len(state.namesrvs)} (0-{len(state.namesrvs) - 1})")
+    return state.namesrvs[index]
+
+
+def kill_namesrv(
+    index: int = typer.Option(0, "-i", "--index", help="Which NameServer (0-based, see status)."),
+    sig: str = typer.Option("KILL", "--signal", help="KILL, TERM, STOP or CONT."),
+    directory: Path | None = DirOpt,
+) -> None:
+    signum = _signal(sig)
+    state = ClusterState.load(_dir(directory))
+    p = _namesrv(state, index)
+    processes.signal_proc(p, signum)
+    _sent(p, signum)
+
+
+def restart_namesrv(
+    index: int = typer.Option(0, "-i", "--index", help="Which NameServer (0-based)."),
+    directory: Path | None = DirOpt,
+) -> None:
+    state = ClusterState.load(_dir(directory))
+    p = _namesrv(state, index)
+    processes.restart(p)
+    state.save()
+    out.print(f"restarted {p.name} (pid {p.pid}, {p.addr})")
+
+
+def logs_cmd(
+    name: str | None = typer.Argument(None, help="Process name (see status); default: all."),
+    lines: int = typer.Option(20, "-l", "--lines", min=1, help="Lines from the end of each log."),
+    directory: Path | None = DirOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    state = ClusterState.load(_dir(directory))
+    procs = [p for p in state.procs if name is None or p.name == name]
+    if not procs:
+        known = ", ".join(p.name for p in state.procs)
+        raise AdminError(f"no process named {name} (processes: {known})")
+    tails = {p.name: (p.log, processes.log_tail(Path(p.log), lines)) for p in procs}
+    if as_json:
+        print_json({"logs": {n: {"path": path, "lines": text} for n, (path, text) in tails.items()}})
+        return
+    for n, (path, text) in tails.items():
+        out.print(f"==> {n} ({path}) <==", style="bold")
+        for line in text:
+            out.print(line)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("start", help="Start a local cluster of NameServers and broker stubs on 127.0.0.1; returns once routable.")(start_cmd)
+    app.command("status", help="Show the local cluster's processes.")(status_cmd)
+    app.command("stop", help="Stop every process of the local cluster (graceful, then forced).")(stop_cmd)
+    app.command("killBroker", help="Send a signal to a broker's processes (default KILL: a crash).")(kill_broker)
+    app.command("restartBroker", help="Restart a broker's processes on their previous ports.")(restart_broker)
+    app.command("killNamesrv", help="Send a signal to one NameServer (default KILL).")(kill_namesrv)
+    app.command("restartNamesrv", help="Restart one NameServer on its previous port (its routes start empty).")(restart_namesrv)
+    app.command("logs", help="Print the last lines of a process's log.")(logs_cmd)

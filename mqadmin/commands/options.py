@@ -1,0 +1,146 @@
+"""What every mqadmin command shares on the way in: the common options and the checks of option values.
+
+A bad option value is a usage error: one line naming the option, exit 2 (:func:`bad_option`), raised
+before anything is sent or started. The NameServers a command talks to are found in one place,
+:func:`mqadmin.localcluster.namesrvs.namesrv_addrs`; :func:`client_for` only turns a bad ``-n`` into
+a usage error.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.util
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from mqadmin.client import AdminClient
+from mqadmin.client.errors import AdminError
+from mqadmin.localcluster.namesrvs import namesrv_addrs
+from mqadmin.localcluster.processes import make_state_dir
+from mqadmin.localcluster.state import ClusterError, default_dir
+from remoting.transport import parse_addr
+
+NamesrvOpt = typer.Option(None, "-n", "--namesrvAddr", metavar="ADDR",
+                          help="NameServer(s), 'host:port;host:port' (default: $NAMESRV_ADDR, else the local cluster).")
+JsonOpt = typer.Option(False, "--json", help="Print JSON (shapes in the README) instead of text.")
+TimeoutOpt = typer.Option(3.0, "--timeout", min=0.05, help="Seconds to wait for each server.")
+
+#: Typer/Click settings of every mqadmin command group: -h as well as --help, and help laid out for
+#: the terminal's real width (Click's default caps it at 80 and cuts command summaries with "...").
+CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 250}
+
+TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+
+def bad_option(option: str, message: str) -> typer.BadParameter:
+    """A usage error naming the option (one line, exit 2)."""
+    return typer.BadParameter(message, param_hint=option)
+
+
+def client_for(namesrv: str | None, timeout: float) -> AdminClient:
+    """A client of the NameServers given by ``-n``, else ``$NAMESRV_ADDR``, else the local cluster's (all of them)."""
+    if namesrv is not None:
+        try:
+            return AdminClient(namesrv_addrs(namesrv), timeout=timeout)
+        except AdminError as exc:  # a bad option value (``-n ''`` too) is a usage error (exit 2)
+            raise bad_option("-n", str(exc)) from None
+    return AdminClient(namesrv_addrs(None), timeout=timeout)
+
+
+def addr_opt(option: str, value: str) -> str:
+    """A ``host:port`` option value."""
+    try:
+        parse_addr(value)
+    except ValueError as exc:
+        raise bad_option(option, str(exc)) from None
+    return value.strip()
+
+
+def one_target(broker_addr: str | None, cluster: str | None) -> None:
+    """Apache's ``-b brokerAddr | -c clusterName`` pair: exactly one (Java prints its help otherwise)."""
+    if (broker_addr is None) == (cluster is None):
+        raise bad_option("-b/-c", "give exactly one of -b brokerAddr or -c clusterName")
+
+
+def bool_opt(option: str, value: str | None) -> bool | None:
+    """Java's ``Boolean.parseBoolean`` options, but a value that is neither true nor false is refused."""
+    if value is None:
+        return None
+    text = value.strip().lower()
+    if text not in ("true", "false"):
+        raise bad_option(option, f"{value!r} is not true or false")
+    return text == "true"
+
+
+def time_opt(option: str, text: str) -> int:
+    """``now``, milliseconds since the epoch, or local ``yyyy-MM-dd#HH:mm:ss:SSS`` (Apache's forms)."""
+    text = text.strip()
+    if text == "now":
+        return int(time.time() * 1000)
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        moment = datetime.datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f")
+    except ValueError:
+        raise bad_option(option, f"{text!r} is not now, milliseconds or yyyy-MM-dd#HH:mm:ss:SSS") from None
+    return int(moment.timestamp() * 1000)
+
+
+def topic_opt(topic: str) -> str:
+    """A ``-t`` topic name as Apache's TopicValidator accepts it."""
+    topic = topic.strip()
+    if not topic or len(topic) > 127 or not TOPIC_PATTERN.match(topic):
+        raise bad_option("-t", f"topic {topic!r} must be 1-127 characters of ^[%|a-zA-Z0-9_-]+$")
+    return topic
+
+
+def state_dir_option(directory: Path | None) -> Path:
+    """``--dir`` for a command that creates the state directory: a usage error (exit 2) if it cannot be one."""
+    path = directory if directory is not None else default_dir()
+    try:
+        make_state_dir(path)
+    except ClusterError as exc:
+        raise bad_option("--dir", str(exc)) from None
+    return path
+
+
+def check_output(option: str, path: Path | None, suffixes: tuple[str, ...] = ()) -> Path | None:
+    """Refuse an output file that cannot be written, before any work is done (a usage error, exit 2).
+
+    Its directory must exist and be writable, the path must not be a directory, and with
+    ``suffixes`` its name must end with one of them: a run that took minutes must not end in a
+    failed write that loses its result.
+    """
+    if path is None:
+        return None
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise bad_option(option, f"{path}: the file name must end with one of {', '.join(suffixes)}")
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise bad_option(option, f"cannot write {path}: it is a directory")
+    if not parent.is_dir():
+        raise bad_option(option, f"cannot write {path}: directory {parent} does not exist")
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise bad_option(option, f"cannot write {path}: permission denied")
+        return path
+    try:  # the only reliable test (root, read-only mounts, /proc): create a file there
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".mqadmin-check-"):
+            pass
+    except OSError as exc:
+        raise bad_option(option, f"cannot write {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def has_module(name: str) -> bool:
+    """Whether an optional extra (pyspark, matplotlib) can be imported, without importing it."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False

@@ -1,0 +1,139 @@
+"""`mqadmin scenario ...`: YAML outage scenarios (run, list).
+
+Exit codes of ``run`` are mqadmin's (see :mod:`mqadmin.commands.results`): 0 every
+expectation holds, 1 an expectation or an action failed, or the run itself
+failed (cluster did not start, timeout: the line says which), 2 the scenario
+file or an option is invalid (an output file that cannot be written is
+refused before the run), 130 interrupted. Every process a run starts is
+stopped before it exits, whichever way it exits.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from mqadmin.commands.options import CONTEXT_SETTINGS, check_output
+from mqadmin.commands.results import write_output
+from mqadmin.output.console import make_console, out
+from mqadmin.output.plotmarks import PLOT_INSTALL, PLOT_SUFFIXES
+from mqadmin.scenario import schema
+from mqadmin.scenario.shipped import resolve, shipped_dir
+from remoting.climain import first_of
+
+app = typer.Typer(
+    add_completion=False,
+    context_settings=CONTEXT_SETTINGS,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    no_args_is_help=True,
+    help="Stage outages on a local cluster from a YAML scenario and check expectations.",
+)
+
+
+ReportOpt = typer.Option(None, "--report", metavar="OUT.json", help="Write the full result as JSON.")
+PlotOpt = typer.Option(None, "--plot", metavar="OUT.png", help="Draw sends per second and route changes.")
+RecordsOpt = typer.Option(None, "--records", metavar="OUT.msgpack",
+                          help="Keep every send record (msgpack); consume records go beside it (OUT.consumed.msgpack).")
+ListDirOpt = typer.Option(None, "--dir", help="Directory of scenario files (default: the shipped ones).")
+
+
+def _fail(code: int, message: str) -> typer.Exit:
+    print(f"mqadmin scenario: {message}", file=sys.stderr)
+    return typer.Exit(code)
+
+
+@app.command("run", help="Run a scenario: start its cluster, load and timeline, print the verdict (exit 0 iff all hold).")
+def run_cmd(
+    file: str = typer.Argument(..., metavar="FILE", help="Scenario YAML (or the name of a shipped one)."),
+    report: Path | None = ReportOpt,
+    plot: Path | None = PlotOpt,
+    records: Path | None = RecordsOpt,
+    keep_dir: bool = typer.Option(False, "--keep-dir", help="Keep the cluster's state directory (logs) after the run."),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="Only the verdict line and failures."),
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON result instead of the report."),
+) -> None:
+    from mqadmin.scenario import runner
+
+    try:
+        scn = schema.load(resolve(file))
+    except schema.ScenarioError as exc:
+        raise _fail(2, str(exc)) from None
+    check_output("--report", report)
+    check_output("--plot", plot, PLOT_SUFFIXES)
+    check_output("--records", records)
+    if plot is not None:
+        from mqadmin.scenario import plot as plotting
+
+        if not plotting.available():
+            raise _fail(1, f"--plot needs matplotlib, which is not installed: {PLOT_INSTALL}")
+    err = make_console(stderr=True)
+    progress = (lambda line: None) if (quiet or as_json) else (lambda line: err.print(f"[{scn.name}] {line}"))
+    try:
+        consumed = records.with_name(f"{records.stem}.consumed{records.suffix}") if records is not None else None
+        result = runner.run(scn, records_path=records, keep_dir=keep_dir, progress=progress, consume_records_path=consumed)
+    except runner.ScenarioRunError as exc:
+        raise _fail(1, f"the run failed: {exc}") from None
+    except BaseException as exc:
+        interrupt = first_of(exc, KeyboardInterrupt)
+        if interrupt is None:
+            raise
+        why = str(interrupt) or "interrupted"
+        raise _fail(130, f"{why}; every process the run started was stopped") from None
+    from mqadmin.scenario import report as reporting
+
+    doc = reporting.to_json(result)
+    if as_json:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    elif quiet:
+        for v in result.verdicts:
+            if not v.passed:
+                out.print(f"FAIL {v.text}: measured {v.measured_text} (target {v.target})")
+        for a in result.actions:
+            if not a.ok:
+                out.print(f"FAIL action {a.text}: {a.detail}")
+        out.print(f"{'PASS' if result.passed else 'FAIL'} {scn.name}")
+    else:
+        reporting.render(result, out)
+    # Files last: the verdict is on the screen whatever happens to them.
+    if report is not None:
+        write_output(report, json.dumps(doc, indent=2) + "\n")
+    if plot is not None:
+        from mqadmin.scenario import plot as plotting
+
+        try:
+            plotting.draw(result, plot)
+        except OSError as exc:
+            raise _fail(1, f"cannot write {plot}: {exc.strerror or exc}") from None
+    if not result.passed:
+        raise typer.Exit(1)
+
+
+@app.command("list", help="The shipped scenarios, one line each (or those in --dir).")
+def list_cmd(
+    directory: Path | None = ListDirOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    where = directory or shipped_dir()
+    files = sorted(where.glob("*.yaml"), key=lambda p: p.stem) if where.is_dir() else []  # by name: "a" before "a-b"
+    if not files:
+        raise _fail(1, f"no scenario files (*.yaml) in {where}")
+    rows = []
+    for f in files:
+        try:
+            scn = schema.load(f)
+            rows.append({"name": scn.name, "file": str(f), "duration": scn.duration, "description": scn.description,
+                         "valid": True})
+        except schema.ScenarioError as exc:
+            rows.append({"name": f.stem, "file": str(f), "duration": None, "description": str(exc), "valid": False})
+    if as_json:
+        sys.stdout.write(json.dumps({"scenarios": rows}, indent=2) + "\n")
+        return
+    width = max(len(r["name"]) for r in rows)
+    for r in rows:
+        dur = f"{r['duration']:>4g} s" if r["valid"] else "  ?  "
+        line = f"{r['name']:<{width}}  {dur}  {r['description']}"
+        out.print(line, style=None if r["valid"] else "red")

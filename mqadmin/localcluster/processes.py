@@ -1,0 +1,328 @@
+"""Local cluster runner: NameServer and broker-stub processes on loopback.
+
+``start`` launches the processes detached (they outlive the command), each
+on a free loopback port with its own config and log in a state directory,
+and records them in ``cluster.json`` (:mod:`mqadmin.localcluster.state`) so
+that later commands (status, stop, killBroker, restartNamesrv, ...) find
+them. No process is left behind by ``stop``: a graceful SIGTERM first,
+SIGKILL after a bounded wait.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from mqadmin.client import AdminClient
+from mqadmin.client.errors import AdminError
+from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, proc_state, start_ticks
+from remoting.bodies import TopicConfig, TopicRouteData
+
+NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=JSON, address ([\d.]+):(\d+)")
+BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), ([\d.]+):(\d+)\] boot success")
+BOOT_TIMEOUT = 20.0
+STOP_GRACE = 5.0
+SIGNAL_WAIT = 5.0
+ROUTABLE_TIMEOUT = 15.0
+#: At most this much of a log is read to show its last lines (logs can grow without bound).
+LOG_TAIL_BYTES = 1024 * 1024
+
+
+def broker_names(count: int) -> list[str]:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return [f"broker-{letters[i]}" if i < 26 else f"broker-{i}" for i in range(count)]
+
+
+def _write_props(path: Path, props: dict[str, object]) -> None:
+    path.write_text("".join(f"{k}={'true' if v is True else 'false' if v is False else v}\n" for k, v in props.items()))
+
+
+def _spawn(proc: Proc, module: str) -> None:
+    with open(proc.log, "ab") as log:
+        child = subprocess.Popen(
+            [sys.executable, "-m", module, "-c", proc.config],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,  # outlives `mqadmin start`, and Ctrl-C of it
+        )
+    proc.pid = child.pid
+    proc.started = start_ticks(child.pid) or 0
+
+
+def _wait_boot(proc: Proc, pattern: re.Pattern[str], offset: int, timeout: float = BOOT_TIMEOUT) -> re.Match[str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(proc.log, "rb") as fh:
+                fh.seek(offset if offset <= os.fstat(fh.fileno()).st_size else 0)  # rotated since: from its start
+                text = fh.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            text = ""
+        match = pattern.search(text)
+        if match:
+            return match
+        if not proc.alive():
+            tail = text.strip().splitlines()[-1:] or ["(no output)"]
+            raise ClusterError(f"{proc.name} exited during start: {tail[0]} (log: {proc.log})")
+        time.sleep(0.05)
+    raise ClusterError(f"{proc.name} did not start within {timeout:g} s (log: {proc.log})")
+
+
+def _log_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def start_namesrv(proc: Proc) -> None:
+    offset = _log_size(proc.log)
+    _spawn(proc, "namesrv.cli")
+    match = _wait_boot(proc, NAMESRV_BOOT, offset)
+    proc.port = int(match.group(2))
+
+
+def start_broker(proc: Proc) -> None:
+    offset = _log_size(proc.log)
+    _spawn(proc, "broker_stub.cli")
+    match = _wait_boot(proc, BROKER_BOOT, offset)
+    proc.port = int(match.group(3))
+
+
+def signal_proc(proc: Proc, sig: signal.Signals, wait: float = SIGNAL_WAIT) -> None:
+    """Send ``sig`` and wait (bounded) until it took effect, so the caller's next look sees it."""
+    if not proc.alive():
+        raise ClusterError(f"{proc.name} (pid {proc.pid}) is not running")
+    os.kill(proc.pid, sig)
+    done = {
+        signal.SIGKILL: lambda: not proc.alive(),
+        signal.SIGTERM: lambda: not proc.alive(),
+        signal.SIGSTOP: lambda: proc_state(proc) != "running",
+        signal.SIGCONT: lambda: proc_state(proc) != "paused (SIGSTOP)",
+    }.get(sig)
+    deadline = time.monotonic() + wait
+    while done is not None and not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def stop_procs(procs: Iterable[Proc], grace: float = STOP_GRACE) -> list[str]:
+    """SIGTERM, wait, then SIGKILL what is left; returns the names force-killed."""
+    procs = [p for p in procs if p.alive()]
+    for p in procs:
+        try:
+            os.kill(p.pid, signal.SIGCONT)  # a stopped process cannot handle SIGTERM
+            os.kill(p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(p.alive() for p in procs):
+        time.sleep(0.05)
+    forced = []
+    for p in procs:
+        if p.alive():
+            forced.append(p.name)
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(p.alive() for p in procs):
+        time.sleep(0.02)
+    return forced
+
+
+
+def stop_cluster(state: ClusterState, grace: float = STOP_GRACE) -> tuple[list[str], list[str]]:
+    """Stop every process (brokers first, so they unregister), then forget the cluster unless one
+    survived; returns (the names force-killed, the names still running)."""
+    forced = stop_procs(state.brokers, grace) + stop_procs(state.namesrvs, grace)
+    left = [p.name for p in state.procs if p.alive()]
+    if not left:
+        (Path(state.dir) / STATE_FILE).unlink(missing_ok=True)
+    return forced, left
+
+@dataclass
+class StartOptions:
+    namesrvs: int = 2
+    brokers: int = 2
+    slaves: int = 0
+    cluster: str = "DefaultCluster"
+    register_period_ms: int = 30000
+    broker_expired_ms: int = 120000
+    scan_interval_ms: int = 5000
+    namesrv_props: tuple[tuple[str, str], ...] = ()  # more namesrv.properties lines (scenario namesrv_config)
+    topics: tuple[str, ...] = ()  # created on every master once the brokers are routable
+    topic_queues: int = 8
+    ready_timeout: float = ROUTABLE_TIMEOUT
+    broker_props: tuple[tuple[str, str], ...] = ()  # extra broker.properties keys for every broker (scenarios)
+
+
+TOPIC_NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
+
+
+def validate_options(opts: StartOptions) -> None:
+    """ClusterError (one line) for options no cluster can be started with."""
+    if opts.namesrvs < 1:
+        raise ClusterError("a cluster needs at least one NameServer (--namesrvs >= 1)")
+    if opts.brokers < 0 or opts.slaves < 0:
+        raise ClusterError("--brokers and --slaves cannot be negative")
+    if opts.topics and opts.brokers == 0:
+        raise ClusterError("--topics needs at least one broker group (--brokers >= 1)")
+    for topic in opts.topics:
+        if not TOPIC_NAME.match(topic):
+            raise ClusterError(f"topic {topic!r} must be 1-127 characters of ^[%|a-zA-Z0-9_-]+$")
+    if not 1 <= opts.topic_queues <= 1024:
+        raise ClusterError(f"topic queues must be 1-1024, got {opts.topic_queues}")
+
+
+def make_state_dir(directory: Path) -> None:
+    """Create a state directory, or a ClusterError naming why not (a file is there, no permission, ...)."""
+    if directory.exists() and not directory.is_dir():
+        raise ClusterError(f"state directory {directory} is not a directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / ".mqadmin-write-check"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ClusterError(f"cannot use {directory} as a state directory: {exc.strerror or exc}") from None
+
+
+def start(directory: Path, opts: StartOptions) -> ClusterState:
+    """Start a whole cluster and return once it is usable; on any failure stop what was started.
+
+    Usable means: every NameServer routes TBW102 to every broker (masters and
+    slaves) and every ``opts.topics`` topic to every master.
+    """
+    if (directory / STATE_FILE).exists():
+        old = ClusterState.load(directory)
+        if any(p.alive() for p in old.procs):
+            raise ClusterError(f"a cluster is already running in {directory} (mqadmin stop first)")
+    validate_options(opts)
+    make_state_dir(directory)
+    state = ClusterState(dir=str(directory), cluster=opts.cluster, topics=list(opts.topics))
+    try:
+        namesrvs = []
+        for i in range(opts.namesrvs):
+            work = directory / f"namesrv-{i}"
+            work.mkdir(exist_ok=True)
+            proc = Proc("namesrv", f"namesrv-{i}", str(work / "namesrv.properties"), str(work / "namesrv.log"))
+            _write_props(Path(proc.config), {
+                "listenPort": 0, "bindAddress": "127.0.0.1", "kvConfigPath": work / "kvConfig.json", "logFile": proc.log,
+                "scanNotActiveBrokerInterval": opts.scan_interval_ms, "brokerChannelExpiredTime": opts.broker_expired_ms,
+                **dict(opts.namesrv_props),
+            })
+            state.procs.append(proc)
+            namesrvs.append(proc)
+        _start_all(state, namesrvs)
+        brokers = []
+        for name in broker_names(opts.brokers):
+            for broker_id in range(opts.slaves + 1):
+                work = directory / f"{name}-{broker_id}"
+                work.mkdir(exist_ok=True)
+                proc = Proc("broker", f"{name}-{broker_id}", str(work / "broker.properties"), str(work / "broker.log"),
+                            broker_name=name, broker_id=broker_id)
+                _write_props(Path(proc.config), {
+                    "brokerClusterName": opts.cluster, "brokerName": name, "brokerId": broker_id,
+                    "namesrvAddr": state.namesrv_addr, "listenPort": 0, "brokerIP1": "127.0.0.1", "logFile": proc.log,
+                    "registerNameServerPeriod": opts.register_period_ms,
+                    "storePathRootDir": work / "store",  # topics (and messages) survive restartBroker, as with Java
+                    **dict(opts.broker_props),
+                })
+                state.procs.append(proc)
+                brokers.append(proc)
+        _start_all(state, brokers)
+        trio.run(_make_ready, state, opts)
+    except BaseException:
+        stop_procs(state.procs)
+        state.save()
+        raise
+    return state
+
+
+def _start_all(state: ClusterState, procs: list[Proc]) -> None:
+    """Spawn every process first, then wait for each boot line: one start-up time, not the sum."""
+    offsets = [_log_size(p.log) for p in procs]
+    for p in procs:
+        _spawn(p, "namesrv.cli" if p.kind == "namesrv" else "broker_stub.cli")
+    state.save()
+    for p, offset in zip(procs, offsets):
+        match = _wait_boot(p, NAMESRV_BOOT if p.kind == "namesrv" else BROKER_BOOT, offset)
+        p.port = int(match.group(match.lastindex or 0))
+    state.save()
+
+
+async def _make_ready(state: ClusterState, opts: StartOptions) -> None:
+    client = AdminClient([p.addr for p in state.namesrvs], timeout=1.0)
+    try:
+        await wait_routable(client, state, opts.ready_timeout)
+        if opts.topics:
+            masters = [p.addr for p in state.brokers if p.broker_id == 0]
+            for topic in opts.topics:
+                tc = TopicConfig(topic, opts.topic_queues, opts.topic_queues)
+                failed = [r.error for r in await client.create_topic_on(masters, tc) if not r.ok]
+                if failed:
+                    raise ClusterError(f"cannot create topic {topic}: {failed[0]}")
+            await wait_routable(client, state, opts.ready_timeout, opts.topics)
+    except AdminError as exc:
+        raise ClusterError(str(exc)) from None
+
+
+async def wait_routable(client: AdminClient, state: ClusterState, timeout: float, topics: Iterable[str] = ()) -> None:
+    """Until every NameServer routes TBW102 to every broker of ``state`` and each topic to every master."""
+    expected: dict[str, set[int]] = {}
+    for p in state.brokers:
+        if p.alive():
+            expected.setdefault(p.broker_name or "", set()).add(p.broker_id or 0)
+    if not expected:
+        return
+    masters = {name for name, ids in expected.items() if 0 in ids}
+    waiting = "TBW102"
+    with trio.move_on_after(timeout):
+        for topic in ["TBW102", *topics]:
+            waiting = topic
+            while True:
+                results = await client.topic_routes_everywhere(topic)
+                if all(r.ok and _routes_all(r.value, expected if topic == "TBW102" else None, masters) for r in results):
+                    break
+                await trio.sleep(0.05)
+        return
+    raise ClusterError(f"topic {waiting} not routed to every broker on every NameServer after {timeout:g} s "
+                       f"(logs in {state.dir})")
+
+
+def _routes_all(route: TopicRouteData, expected: dict[str, set[int]] | None, masters: set[str]) -> bool:
+    seen = {b.broker_name: set(b.broker_addrs) for b in route.broker_datas}
+    if expected is not None and any(not ids <= seen.get(name, set()) for name, ids in expected.items()):
+        return False
+    return masters <= {q.broker_name for q in route.queue_datas} and all(0 in seen.get(m, set()) for m in masters)
+
+
+def restart(proc: Proc) -> None:
+    """Start a stopped process again on its previous port."""
+    if proc.alive():
+        stop_procs([proc])
+    text = Path(proc.config).read_text()
+    Path(proc.config).write_text(re.sub(r"(?m)^listenPort=.*$", f"listenPort={proc.port}", text))
+    (start_namesrv if proc.kind == "namesrv" else start_broker)(proc)
+
+
+def log_tail(path: Path, lines: int) -> list[str]:
+    """The last ``lines`` lines of a process's log, reading at most :data:`LOG_TAIL_BYTES` of it."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - LOG_TAIL_BYTES))
+            return fh.read().decode("utf-8", "replace").splitlines()[-lines:]
+    except OSError as exc:
+        return [f"(cannot read: {exc})"]

@@ -1,0 +1,138 @@
+"""The local cluster's record: which processes it has, where, and whether each is alive.
+
+``mqadmin start`` writes ``cluster.json`` in the state directory; every later
+command (status, stop, killBroker, restartNamesrv, and the NameServer commands
+that default to the local cluster) reads it back here. A recorded pid counts as
+alive only if it is still the process we started (its start time matches), so
+a pid reused by the system is never signalled. Starting and stopping the
+processes is :mod:`mqadmin.localcluster.processes`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+STATE_FILE = "cluster.json"
+
+
+class ClusterError(Exception):
+    """A cluster operation failed; the message is one line."""
+
+
+def default_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "mqadmin" / "cluster"
+
+
+@dataclass
+class Proc:
+    """One process of the cluster, as recorded in cluster.json."""
+
+    kind: str  # "namesrv" or "broker"
+    name: str  # "namesrv-0", "broker-a-0" (broker name + id)
+    config: str
+    log: str
+    port: int = 0
+    pid: int = 0
+    broker_name: str | None = None
+    broker_id: int | None = None
+    started: int = 0  # the process's start time (/proc ticks): a reused pid is not ours
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def alive(self) -> bool:
+        if not pid_alive(self.pid):
+            return False
+        return not self.started or start_ticks(self.pid) in (None, self.started)
+
+
+@dataclass
+class ClusterState:
+    dir: str
+    cluster: str = "DefaultCluster"
+    procs: list[Proc] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)
+
+    @property
+    def namesrvs(self) -> list[Proc]:
+        return [p for p in self.procs if p.kind == "namesrv"]
+
+    @property
+    def brokers(self) -> list[Proc]:
+        return [p for p in self.procs if p.kind == "broker"]
+
+    @property
+    def namesrv_addr(self) -> str:
+        return ";".join(p.addr for p in self.namesrvs)
+
+    def save(self) -> None:
+        path = Path(self.dir) / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, directory: Path) -> ClusterState:
+        path = directory / STATE_FILE
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ClusterError(f"no local cluster in {directory} (start one with: mqadmin start)") from None
+        except OSError as exc:
+            raise ClusterError(f"cannot read {path}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise ClusterError(f"cannot read {path}: {exc}") from None
+        try:
+            procs = [Proc(**p) for p in data["procs"]]
+            return cls(dir=data["dir"], cluster=data.get("cluster", "DefaultCluster"), procs=procs,
+                       topics=list(data.get("topics", [])))
+        except (KeyError, TypeError) as exc:
+            raise ClusterError(f"cannot read {path}: unexpected content ({exc})") from None
+
+    def find_broker(self, name: str, broker_id: int | None) -> list[Proc]:
+        found = [p for p in self.brokers if p.broker_name == name and (broker_id is None or p.broker_id == broker_id)]
+        if not found:
+            known = ", ".join(sorted({p.broker_name or "" for p in self.brokers})) or "none"
+            raise ClusterError(f"no broker {name}{'' if broker_id is None else f' id {broker_id}'} in the cluster (brokers: {known})")
+        return found
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of ours is not alive
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def start_ticks(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot; Linux), or None where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def proc_state(proc: Proc) -> str:
+    """``running``, ``paused (SIGSTOP)`` or ``stopped``."""
+    if not proc.alive():
+        return "stopped"
+    try:
+        with open(f"/proc/{proc.pid}/stat") as fh:
+            return "paused (SIGSTOP)" if fh.read().rsplit(")", 1)[1].split()[0] in ("T", "t") else "running"
+    except OSError:
+        return "running"

@@ -1,0 +1,137 @@
+"""Build the interop harness once: the Java programs (Maven, both RocketMQ versions), the Go
+client program, and the loopback bind shim.
+
+Run by ``make test`` before pytest (``python -m tests.interop.harness_build``) and again by the
+session fixtures, which find everything up to date and return at once. A missing JDK, Maven, Go,
+C compiler or registry is an error that says so: the interop suite is part of CI, never skipped.
+
+Maven first tries offline (``-o``: every artifact already in ~/.m2, no network and a few seconds
+less), then online. Each module writes its runtime classpath to ``target/classpath.txt``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+INTEROP = REPO / "interop"
+JAVA_DIR = INTEROP / "java"
+GO_DIR = INTEROP / "go"
+BUILD_DIR = INTEROP / "build"
+GO_BINARY = BUILD_DIR / "interop-go"
+SHIM = BUILD_DIR / "libloopback_bind.so"
+SHIM_SOURCE = INTEROP / "loopback" / "loopback_bind.c"
+# Touched after a successful Maven build: Maven leaves an unchanged classpath.txt untouched, so its
+# own mtime cannot tell a stale build from a fresh one.
+JAVA_STAMP = BUILD_DIR / "java.stamp"
+
+# RocketMQ version -> Maven module directory.
+JAVA_MODULES = {"4.9.7": "v4", "5.3.3": "v5"}
+JAVA_VERSIONS = tuple(JAVA_MODULES)
+
+
+class HarnessBuildError(RuntimeError):
+    """The harness could not be built; the message says what is missing or what failed."""
+
+
+@dataclass(frozen=True)
+class JavaBuild:
+    """One RocketMQ version's harness: our classes plus that version's jars."""
+
+    version: str
+    classpath: str
+    java: str
+
+
+def _tool(name: str, why: str) -> str:
+    found = shutil.which(name)
+    if not found:
+        raise HarnessBuildError(f"{name} not found on PATH: {why}")
+    return found
+
+
+def _newest_mtime(paths: list[Path]) -> float:
+    newest = 0.0
+    for base in paths:
+        files = [base] if base.is_file() else [p for p in base.rglob("*") if p.is_file()]
+        for path in files:
+            newest = max(newest, path.stat().st_mtime)
+    return newest
+
+
+def _up_to_date(outputs: list[Path], inputs: list[Path]) -> bool:
+    if not all(out.exists() for out in outputs):
+        return False
+    return min(out.stat().st_mtime for out in outputs) >= _newest_mtime(inputs)
+
+
+def _run(cmd: list[str], cwd: Path, what: str, timeout: float, env: dict[str, str] | None = None) -> None:
+    try:
+        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        raise HarnessBuildError(f"{what}: no result after {timeout:.0f} s ({' '.join(cmd)})") from None
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-30:])
+        raise HarnessBuildError(f"{what} failed (exit {done.returncode}): {' '.join(cmd)}\n{tail}")
+
+
+def build_java() -> dict[str, JavaBuild]:
+    """Compile the Java harness against 4.9.7 and 5.3.3 (downloading from Maven Central if needed)."""
+    java = _tool("java", "the interop suite runs Java RocketMQ (install a JDK 17, e.g. Debian's openjdk-17-jdk)")
+    mvn = _tool("mvn", "the interop suite builds its Java harness with Maven (Debian's maven)")
+    classpath_files = [JAVA_DIR / module / "target" / "classpath.txt" for module in JAVA_MODULES.values()]
+    inputs = [JAVA_DIR / "pom.xml", JAVA_DIR / "src"] + [JAVA_DIR / m / "pom.xml" for m in JAVA_MODULES.values()]
+    if not all(path.exists() for path in classpath_files) or not _up_to_date([JAVA_STAMP], inputs):
+        try:
+            _run([mvn, "-B", "-q", "-o", "compile"], JAVA_DIR, "mvn -o compile", timeout=600)
+        except HarnessBuildError:
+            _run([mvn, "-B", "-q", "compile"], JAVA_DIR, "mvn compile (with downloads from Maven Central)",
+                 timeout=1800)
+        BUILD_DIR.mkdir(exist_ok=True)
+        JAVA_STAMP.touch()
+    builds = {}
+    for version, module in JAVA_MODULES.items():
+        target = JAVA_DIR / module / "target"
+        deps = (target / "classpath.txt").read_text().strip()
+        builds[version] = JavaBuild(version, f"{target / 'classes'}{os.pathsep}{deps}", java)
+    return builds
+
+
+def build_go() -> Path:
+    """Build the Go client program (modules from the Go module proxy, pinned by go.sum)."""
+    go = _tool("go", "the interop suite runs the Apache Go client (rocketmq-client-go/v2)")
+    if not _up_to_date([GO_BINARY], [GO_DIR]):
+        BUILD_DIR.mkdir(exist_ok=True)
+        env = dict(os.environ, GOFLAGS="-mod=readonly -buildvcs=false")
+        _run([go, "build", "-o", str(GO_BINARY), "."], GO_DIR, "go build", timeout=1200, env=env)
+    return GO_BINARY
+
+
+def build_shim() -> Path:
+    """Compile the LD_PRELOAD shim that keeps the Java servers' listening sockets on loopback."""
+    cc = _tool("cc", "the interop suite compiles interop/loopback/loopback_bind.c (Debian's gcc)")
+    if not _up_to_date([SHIM], [SHIM_SOURCE]):
+        BUILD_DIR.mkdir(exist_ok=True)
+        _run([cc, "-shared", "-fPIC", "-O2", "-o", str(SHIM), str(SHIM_SOURCE), "-ldl"], INTEROP, "cc shim", 120)
+    return SHIM
+
+
+def main() -> int:
+    try:
+        build_shim()
+        build_go()
+        builds = build_java()
+    except HarnessBuildError as exc:
+        print(f"interop harness: {exc}", file=sys.stderr)
+        return 1
+    print(f"interop harness ready: Java {', '.join(builds)}, {GO_BINARY.relative_to(REPO)}, {SHIM.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,412 @@
+"""Real Java RocketMQ processes for the interop tests: NameServer, brokers, clients, mqadmin.
+
+Everything runs from the published artifacts' main classes (NamesrvStartup, BrokerStartup,
+MQAdminStartup through our AdminRunner) with config files written here into the test's temp dir:
+small heaps, small mapped files (a default commit log file is 1 GB), logs under the process's own
+``user.home``, and the LD_PRELOAD shim that turns Java's wildcard binds into 127.0.0.1 binds.
+
+Java's servers take fixed port numbers from their config (a broker also opens port-2 for its
+"fast" channel and port+1 for HA), so :func:`free_port_block` picks ports that are free right now
+and a start that loses the race is retried with new ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import selectors
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.interop.harness_build import JavaBuild
+
+# What JDK 17 must open for RocketMQ: direct-buffer cleaners, mmap internals, reflection in fastjson.
+ADD_OPENS = [
+    f"--add-opens=java.base/{pkg}=ALL-UNNAMED"
+    for pkg in ("java.lang", "java.lang.reflect", "java.io", "java.nio", "java.util", "java.util.concurrent",
+                "java.net", "sun.nio.ch", "jdk.internal.misc")
+] + ["--add-exports=java.base/sun.nio.ch=ALL-UNNAMED", "--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED"]
+
+# C1 only and one GC thread: these JVMs live for seconds to minutes on a busy 2-core machine.
+# (Not -XX:-BytecodeVerificationRemote: it saves about a quarter of the start-up CPU, but with it
+# 5.3.3's clients failed their first request here, RemotingSendRequestException, every time.)
+BASE_JVM_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k", "-Djava.net.preferIPv4Stack=true",
+                  "-Dfile.encoding=UTF-8"]
+
+LOGBACK = """<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>{log}</file>
+    <encoder><pattern>%d{{HH:mm:ss.SSS}} %-5level [%thread] %logger{{0}} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
+</configuration>
+"""
+
+STARTUP_TIMEOUT = 180.0
+LOGBACK_STATUS = re.compile(r"^\d\d:\d\d:\d\d,\d{3} \|-")
+
+
+def free_port_block(offsets: tuple[int, ...] = (0,)) -> int:
+    """A port P such that P+offset is free on 127.0.0.1 for every offset (now; a start may still race)."""
+    for _ in range(200):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = probe.getsockname()[1]
+        if not all(1024 < base + off < 65536 for off in offsets):
+            continue
+        held: list[socket.socket] = []
+        try:
+            for off in offsets:
+                sock = socket.socket()
+                held.append(sock)
+                sock.bind(("127.0.0.1", base + off))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in held:
+                sock.close()
+    raise RuntimeError(f"no free port block {offsets} on 127.0.0.1")
+
+
+def rocketmq_home(directory: Path) -> Path:
+    """A ROCKETMQ_HOME with the logback files 4.9.7 insists on (5.3.3 ships its own configs)."""
+    conf = directory / "conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    for name in ("namesrv", "broker", "tools"):
+        (conf / f"logback_{name}.xml").write_text(LOGBACK.format(log=directory / "logs" / f"{name}.log"))
+    return directory
+
+
+def java_command(build: JavaBuild, main: str, args: list[str], home: Path, *, heap: str = "128m",
+                 props: dict[str, str] | None = None, extra_flags: list[str] | None = None) -> list[str]:
+    """The command line of one JVM of ``build``'s version running ``main``."""
+    flags = [f"-Xms{heap}", f"-Xmx{heap}", "-XX:MaxDirectMemorySize=128m", *BASE_JVM_FLAGS, *ADD_OPENS,
+             f"-Duser.home={home}", f"-Drocketmq.home.dir={home}", "-Drocketmq.client.logRoot=" + str(home / "logs"),
+             *(extra_flags or [])]
+    flags += [f"-D{key}={value}" for key, value in (props or {}).items()]
+    return [build.java, *flags, "-cp", build.classpath, main, *args]
+
+
+def java_env(home: Path, *, loopback_shim: Path | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("NAMESRV_ADDR", "JAVA_TOOL_OPTIONS", "CLASSPATH")}
+    env["ROCKETMQ_HOME"] = str(home)
+    if loopback_shim is not None:
+        env["LD_PRELOAD"] = str(loopback_shim)
+    return env
+
+
+def _properties(path: Path, settings: dict[str, object]) -> None:
+    def text(value: object) -> str:
+        return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+    path.write_text("".join(f"{key}={text(value)}\n" for key, value in settings.items()))
+
+
+@dataclass
+class JavaServer:
+    """A Java NameServer or broker: config written, started, waited for, stopped."""
+
+    build: JavaBuild
+    workdir: Path
+    loopback_shim: Path
+    main: str
+    boot: re.Pattern[str]
+    heap: str = "256m"
+    proc: subprocess.Popen[bytes] | None = None
+    port: int = 0
+    attempts: int = 0
+    extra_props: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def version(self) -> str:
+        return self.build.version
+
+    @property
+    def out_path(self) -> Path:
+        return self.workdir / "stdout.log"
+
+    def port_offsets(self) -> tuple[int, ...]:
+        return (0,)
+
+    def settings(self) -> dict[str, object]:
+        raise NotImplementedError
+
+    def start(self) -> JavaServer:
+        """Start the JVM and return at once; :meth:`wait_boot` waits for its boot line."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        home = rocketmq_home(self.workdir / "home")
+        if not self.port or self.attempts:
+            self.port = free_port_block(self.port_offsets())
+        self.attempts += 1
+        config = self.workdir / "server.properties"
+        _properties(config, {**self.settings(), "rocketmqHome": home, **self.extra_props})
+        with open(self.out_path, "wb") as out:
+            self.proc = subprocess.Popen(
+                java_command(self.build, self.main, ["-c", str(config)], home, heap=self.heap),
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir,
+                env=java_env(home, loopback_shim=self.loopback_shim))
+        return self
+
+    def wait_boot(self, timeout: float = STARTUP_TIMEOUT) -> JavaServer:
+        """Wait for the boot line; a start that lost a port race is retried with new ports."""
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.proc is not None
+            text = self.out_path.read_text(errors="replace") if self.out_path.exists() else ""
+            if self.boot.search(text):
+                return self
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                if "Address already in use" in text + self.log() and self.attempts < 4:
+                    self.start()
+                    continue
+                raise RuntimeError(f"{self.main} {self.version} did not boot (exit {self.proc.returncode}):\n"
+                                   f"{text[-3000:]}\n--- log ---\n{self.log()[-3000:]}")
+            time.sleep(0.2)
+
+    def log(self) -> str:
+        logs = sorted((self.workdir / "home" / "logs").rglob("*.log"))
+        return "".join(p.read_text(errors="replace") for p in logs)
+
+    def terminate(self, timeout: float = 60.0) -> int:
+        """SIGTERM (Java runs its shutdown hooks: a broker unregisters) and wait."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL and reap (no shutdown hook runs)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def listening_addresses(self) -> set[str]:
+        """The local addresses this JVM listens on (to check the loopback shim held)."""
+        import psutil
+
+        assert self.proc is not None
+        return {f"{c.laddr.ip}:{c.laddr.port}" for c in psutil.Process(self.proc.pid).net_connections("tcp")
+                if c.status == psutil.CONN_LISTEN}
+
+
+@dataclass
+class JavaNamesrv(JavaServer):
+    main: str = "org.apache.rocketmq.namesrv.NamesrvStartup"
+    boot: re.Pattern[str] = re.compile(r"The Name Server boot success")
+
+    def settings(self) -> dict[str, object]:
+        return {"listenPort": self.port, "bindAddress": "127.0.0.1",
+                "kvConfigPath": self.workdir / "kvConfig.json", "configStorePath": self.workdir / "namesrv.properties"}
+
+
+@dataclass
+class JavaBroker(JavaServer):
+    main: str = "org.apache.rocketmq.broker.BrokerStartup"
+    boot: re.Pattern[str] = re.compile(r"The broker\[[^\]]*\] boot success")
+    cluster: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    broker_id: int = 0
+    namesrv_addrs: tuple[str, ...] = ()
+
+    def port_offsets(self) -> tuple[int, ...]:
+        return (-2, 0, 1)
+
+    def settings(self) -> dict[str, object]:
+        store = self.workdir / "store"
+        return {
+            "brokerClusterName": self.cluster, "brokerName": self.broker_name, "brokerId": self.broker_id,
+            "brokerRole": "ASYNC_MASTER" if self.broker_id == 0 else "SLAVE",
+            "namesrvAddr": ";".join(self.namesrv_addrs), "listenPort": self.port, "haListenPort": self.port + 1,
+            "bindAddress": "127.0.0.1", "brokerIP1": "127.0.0.1", "brokerIP2": "127.0.0.1",
+            "storePathRootDir": store, "storePathCommitLog": store / "commitlog",
+            # Small mapped files: the defaults are a 1 GB commit log file and 6 MB consume queues.
+            "mappedFileSizeCommitLog": 16 * 1024 * 1024, "mappedFileSizeConsumeQueue": 6000 * 20,
+            "maxIndexNum": 20000, "maxHashSlotNum": 5000, "timerWheelEnable": False,
+            "flushDiskType": "ASYNC_FLUSH", "autoCreateTopicEnable": True, "autoCreateSubscriptionGroup": True,
+            "registerNameServerPeriod": 10000, "diskMaxUsedSpaceRatio": 95,
+        }
+
+
+@contextmanager
+def java_servers(*servers: JavaServer) -> Iterator[tuple[JavaServer, ...]]:
+    """Start every server at once (JVM starts overlap), wait for all, kill all on exit."""
+    try:
+        for server in servers:
+            server.start()
+        for server in servers:
+            server.wait_boot()
+        yield servers
+    finally:
+        for server in servers:
+            server.kill()
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    """The JSON objects among a harness program's output lines (other lines are ignored)."""
+    found = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                found.append(json.loads(line))
+            except ValueError:
+                continue
+    return found
+
+
+class AdminRunner:
+    """One JVM running Java mqadmin commands one after another (see AdminRunner.java)."""
+
+    def __init__(self, build: JavaBuild, home: Path) -> None:
+        self.build = build
+        home = rocketmq_home(home)
+        cmd = java_command(build, "interop.harness.AdminRunner", [], home, heap="192m",
+                           extra_flags=["-Djava.security.manager=allow"])
+        with open(home / "runner.err", "wb") as err:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=home,
+                                         env=java_env(home))
+        self._sel = selectors.DefaultSelector()
+        assert self.proc.stdout is not None
+        self._sel.register(self.proc.stdout, selectors.EVENT_READ)
+        self._buffer = b""
+        ready = self._read_line(STARTUP_TIMEOUT)
+        if ready.get("event") != "ready":
+            raise RuntimeError(f"AdminRunner {build.version} did not start: {ready}")
+
+    def _read_line(self, timeout: float) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or self.proc.poll() is not None and not self._sel.select(0):
+                raise RuntimeError(f"AdminRunner {self.build.version}: no answer (exit {self.proc.poll()})")
+            if self._sel.select(min(left, 1.0)):
+                chunk = os.read(self.proc.stdout.fileno(), 65536)
+                if not chunk:
+                    raise RuntimeError(f"AdminRunner {self.build.version} closed its output")
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return json.loads(line)
+
+    def run(self, *args: str, timeout: float = 90.0, stop_after_ms: int | None = None) -> dict[str, Any]:
+        """Run ``mqadmin args...``; returns stdout, stderr, exit (the trapped System.exit status or None).
+
+        ``stop_after_ms`` stops a command that never ends by itself (clusterRT) after that long.
+        """
+        assert self.proc.stdin is not None
+        if any("\t" in a or "\n" in a for a in args):
+            raise ValueError(f"mqadmin args may not hold tabs or newlines: {args!r}")
+        prefix = [f"@timeout={stop_after_ms}"] if stop_after_ms is not None else []
+        self.proc.stdin.write(("\t".join([*prefix, *args]) + "\n").encode())
+        self.proc.stdin.flush()
+        result = self._read_line(timeout)
+        # 5.x's shaded logback prints its own status lines on stdout when it first starts.
+        lines = result["stdout"].splitlines(keepends=True)
+        result["stdout"] = "".join(line for line in lines if not LOGBACK_STATUS.match(line))
+        return result
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._sel.close()
+
+
+class AdminRunners:
+    """One :class:`AdminRunner` per version, started on first use, all closed together."""
+
+    def __init__(self, builds: dict[str, JavaBuild], home_of: Callable[[str], Path]) -> None:
+        self.builds = builds
+        self.home_of = home_of
+        self.runners: dict[str, AdminRunner] = {}
+
+    def __getitem__(self, version: str) -> AdminRunner:
+        if version not in self.runners:
+            self.runners[version] = AdminRunner(self.builds[version], self.home_of(version))
+        return self.runners[version]
+
+    def close(self) -> None:
+        for runner in self.runners.values():
+            runner.close()
+
+
+def run_java_client(build: JavaBuild, main: str, args: list[str], home: Path, *, timeout: float = 120,
+                    props: dict[str, str] | None = None) -> tuple[int, list[dict[str, Any]], str]:
+    """Run one harness client to its end: (exit status, its JSON lines, its stderr)."""
+    rocketmq_home(home)
+    done = subprocess.run(java_command(build, f"interop.harness.{main}", args, home, props=props),
+                          capture_output=True, text=True, timeout=timeout, cwd=home, env=java_env(home),
+                          check=False)
+    return done.returncode, json_lines(done.stdout), done.stderr
+
+
+class LineProcess:
+    """A client process whose JSON lines are read as they come (a consumer: ready, then messages)."""
+
+    def __init__(self, cmd: list[str], cwd: Path, env: dict[str, str]) -> None:
+        self.err_path = cwd / "stderr.log"
+        with open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
+                                         cwd=cwd, env=env)
+        self.lines: list[dict[str, Any]] = []
+        self._buffer = b""
+
+    def wait_for(self, event: str, timeout: float = STARTUP_TIMEOUT, count: int = 1) -> dict[str, Any]:
+        """Read lines until ``count`` with this event arrived (or the process ends or time runs out)."""
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            while True:
+                matching = [line for line in self.lines if line.get("event") == event]
+                if len(matching) >= count:
+                    return matching[count - 1]
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"no {event!r} line: {self.lines} {self.stderr()[-2000:]}")
+                if sel.select(0.5):
+                    chunk = os.read(self.proc.stdout.fileno(), 65536)
+                    if not chunk:
+                        raise RuntimeError(f"ended (exit {self.proc.wait(10)}) before {event!r}: "
+                                           f"{self.lines} {self.stderr()[-2000:]}")
+                    self._buffer += chunk
+                    *complete, self._buffer = self._buffer.split(b"\n")
+                    self.lines += json_lines(b"\n".join(complete).decode(errors="replace"))
+
+    def finish(self, timeout: float = STARTUP_TIMEOUT) -> int:
+        """Wait for the summary and the exit; returns the exit status."""
+        self.wait_for("summary", timeout)
+        return self.proc.wait(30)
+
+    def received(self) -> list[dict[str, Any]]:
+        return [line for line in self.lines if line.get("event") == "received"]
+
+    def stderr(self) -> str:
+        return self.err_path.read_text(errors="replace") if self.err_path.exists() else ""
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def java_consumer(build: JavaBuild, home: Path, args: list[str]) -> LineProcess:
+    rocketmq_home(home)
+    return LineProcess(java_command(build, "interop.harness.PushConsumer", args, home), home, java_env(home))
