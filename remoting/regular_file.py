@@ -2,7 +2,8 @@
 
 Both servers read files at start whose paths come from configuration: the
 NameServer's route snapshot, KV table and config file, the broker's topics,
-subscription groups, consumer offsets and config file. A plain ``open()``
+subscription groups, consumer offsets and config file, and either server's
+accounts file (``aclConfigPath``, also re-read while it runs). A plain ``open()``
 trusts the path: a FIFO there blocks the open until some writer appears, so
 the server never starts, and a symlink to ``/dev/zero`` reads until the
 caller's size bound, holding hundreds of MB before the content is refused.

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,11 +23,13 @@ from broker_stub.offset_store import OFFSETS_FILE_MAX_BYTES
 from broker_stub.subgroups import GROUPS_FILE_MAX_BYTES
 from broker_stub.topic_store import TOPICS_FILE_MAX_BYTES
 from namesrv.snapshot import MAX_SNAPSHOT_BYTES
+from remoting.acl_accounts import MAX_FILE_BYTES as ACCOUNTS_FILE_MAX_BYTES
 from remoting.codes import RequestCode
 from remoting.command import request
 from remoting.regular_file import CONFIG_FILE_MAX_BYTES, RefusedFile, read_regular_file
 from remoting.transport import connect
 from tests.broker_procs import BrokerProcess, broker_command
+from tests.peers import write_accounts
 from tests.procs import NamesrvProcess
 
 #: What a server may hold at its peak after refusing a file (the issue saw 550 MB for /dev/zero).
@@ -140,6 +143,49 @@ def test_namesrv_refuses_a_strange_config_file_with_one_line(tmp_path: Path, kin
     make_strange(conf, kind, oversize=CONFIG_FILE_MAX_BYTES + 1)
     line = one_line_failure([sys.executable, "-m", "namesrv.cli", "-c", str(conf)], tmp_path)
     assert line.startswith(f"mqnamesrv: config file {conf} ") and EXPECTED[kind] in line, line
+
+
+@pytest.mark.parametrize("server", ["namesrv", "broker"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_strange_accounts_file_stops_the_start_with_one_line(tmp_path: Path, server: str, kind: str) -> None:
+    accounts = tmp_path / "acl" / "plain_acl.yml"
+    make_strange(accounts, kind, oversize=ACCOUNTS_FILE_MAX_BYTES + 1)
+    if server == "namesrv":
+        ns = NamesrvProcess(tmp_path / "ns", aclEnable=True, aclConfigPath=accounts)
+        cmd, prog = [sys.executable, "-m", "namesrv.cli", "-c", str(ns.config_path)], "mqnamesrv"
+    else:
+        broker = BrokerProcess(tmp_path / "b", aclEnable=True, aclConfigPath=accounts)
+        cmd, prog = broker_command() + ["-c", str(broker.config_path)], "mqbroker-stub"
+    line = one_line_failure(cmd, tmp_path)
+    assert line.startswith(f"{prog}: cannot read accounts file {accounts}: ") and EXPECTED[kind] in line, line
+
+
+def _wait_for_log(ns: NamesrvProcess, text: str, count: int = 1, seconds: float = 20.0) -> str:
+    deadline = time.monotonic() + seconds
+    while (log := ns.log()).count(text) < count:
+        assert time.monotonic() < deadline, f"{text!r} x{count} not logged in time:\n{log}"
+        time.sleep(0.05)
+    return log
+
+
+def test_namesrv_keeps_serving_when_its_accounts_file_becomes_a_fifo(tmp_path: Path) -> None:
+    """The accounts file is re-read while the server runs; a FIFO renamed over it must not block
+    the housekeeping round that re-reads it (the heartbeat expiry and later reloads run there)."""
+    accounts = write_accounts(tmp_path / "plain_acl.yml")
+    ns = NamesrvProcess(tmp_path / "ns", aclEnable=True, aclConfigPath=accounts, scanNotActiveBrokerInterval=100)
+    try:
+        ns.start(timeout=START_TIMEOUT)
+        fifo = tmp_path / "fifo"
+        os.mkfifo(fifo)
+        os.replace(fifo, accounts)
+        line = [ln for ln in _wait_for_log(ns, "not reloaded").splitlines() if "not reloaded" in ln][0]
+        assert EXPECTED["fifo"] in line, line
+        write_accounts(tmp_path / "plain_acl.yml")  # a good file again: the round still runs and reads it
+        _wait_for_log(ns, "accounts reloaded")
+        assert ns.terminate() == 0
+    finally:
+        ns.kill()
+    assert "Traceback" not in ns.log()
 
 
 # ----------------------------------------------------------------------
