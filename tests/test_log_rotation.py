@@ -17,7 +17,8 @@ import pytest
 import trio
 
 from remoting import requests as rq
-from remoting.codes import ResponseCode
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import request
 from remoting.transport import connect
 from tests.broker_wire import create_topic
 from tests.procs import BOOT_LINE, NamesrvProcess
@@ -153,3 +154,17 @@ def test_mqadmin_start_gives_each_process_a_rotating_log(tmp_path: Path) -> None
         assert broker_log.exists() and "boot success" in broker_log.read_text()
     finally:
         stop_all(directory)
+
+
+async def test_both_servers_rotate_at_50_mib_keeping_5_files_by_default(
+    start_namesrv: Callable[..., NamesrvProcess], start_broker: Callable[..., BrokerProcess]
+) -> None:
+    """The defaults the issue asks for, as the running servers report them."""
+    ns = start_namesrv()
+    broker = start_broker(namesrvAddr=ns.addr)
+    for addr, req in ((ns.addr, rq.get_namesrv_config()), (broker.addr, request(RequestCode.GET_BROKER_CONFIG))):
+        async with connect(addr) as client:
+            resp = await client.invoke(req)
+        assert resp.code == ResponseCode.SUCCESS
+        settings = dict(line.split("=", 1) for line in resp.body.decode().splitlines() if "=" in line)
+        assert (settings["logFile"], settings["logFileMaxSize"], settings["logFileMaxIndex"]) == ("", "52428800", "5")
