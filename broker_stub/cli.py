@@ -18,6 +18,7 @@ from remoting import logfile
 from remoting.acl_accounts import AccountsError
 from remoting.climain import first_of, run_app
 from remoting.regular_file import RefusedFile
+from remoting.tls_config import TlsConfigError
 
 log = logging.getLogger("broker_stub")
 
@@ -87,7 +88,12 @@ async def _serve(server: BrokerServer) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Console-script entry point: one clear line and a non-zero exit on failure."""
-    return run_app(app, "mqbroker-stub", argv, (ConfigError, StartupError, TopicStoreError, SubscriptionGroupError, AccountsError))
+    return run_app(
+        app,
+        "mqbroker-stub",
+        argv,
+        (ConfigError, StartupError, TopicStoreError, SubscriptionGroupError, AccountsError, TlsConfigError),
+    )
 
 
 def entry() -> None:

@@ -26,6 +26,7 @@ from remoting.acl_addresses import LOOPBACK_PATTERNS, AddressPatternError, parse
 from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
 from remoting.logfile import DEFAULT_MAX_INDEX, DEFAULT_MAX_SIZE, MAX_INDEX_RANGE, MAX_SIZE_RANGE
 from remoting.regular_file import RefusedFile, read_regular_text
+from remoting.tls_config import TlsConfigError, TlsSettings
 from remoting.transport import parse_addr
 
 
@@ -128,6 +129,9 @@ class BrokerConfig:
     accessKey: str = ""
     secretKey: str = ""
     innerClientAuthenticationCredentials: str = ""
+    #: The tls.* keys (Java's TlsSystemConfig; see remoting.tls_config): not broker.properties keys in
+    #: Java, so neither listed by keys() nor shown by GET_BROKER_CONFIG.
+    tls: TlsSettings = field(default_factory=TlsSettings, repr=False, metadata={"internal": True})
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -296,8 +300,9 @@ def load_file(path: str) -> BrokerConfig:
     try:
         for key, value in config.parse_values(props).items():
             setattr(config, key, value)
+        config.tls = TlsSettings.from_properties(props)
         config.validate()
         config.java_settings = java_settings(props, config.keys())
-    except ConfigError as exc:
+    except (ConfigError, TlsConfigError) as exc:
         raise ConfigError(f"config file {path}: {exc}") from None
     return config
