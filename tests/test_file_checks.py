@@ -27,6 +27,7 @@ from remoting.acl_accounts import MAX_FILE_BYTES as ACCOUNTS_FILE_MAX_BYTES
 from remoting.codes import RequestCode
 from remoting.command import request
 from remoting.regular_file import CONFIG_FILE_MAX_BYTES, RefusedFile, read_regular_file
+from remoting.tls_config import MAX_CONFIG_FILE_BYTES as TLS_CONFIG_FILE_MAX_BYTES
 from remoting.transport import connect
 from tests.broker_procs import BrokerProcess, broker_command
 from tests.peers import write_accounts
@@ -158,6 +159,21 @@ def test_a_strange_accounts_file_stops_the_start_with_one_line(tmp_path: Path, s
         cmd, prog = broker_command() + ["-c", str(broker.config_path)], "mqbroker-stub"
     line = one_line_failure(cmd, tmp_path)
     assert line.startswith(f"{prog}: cannot read accounts file {accounts}: ") and EXPECTED[kind] in line, line
+
+
+@pytest.mark.parametrize("server", ["namesrv", "broker"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_strange_tls_config_file_stops_the_start_with_one_line(tmp_path: Path, server: str, kind: str) -> None:
+    tls_file = tmp_path / "tls" / "tls.properties"
+    make_strange(tls_file, kind, oversize=TLS_CONFIG_FILE_MAX_BYTES + 1)
+    if server == "namesrv":
+        ns = NamesrvProcess(tmp_path / "ns", **{"tls.config.file": tls_file})
+        cmd, prog = [sys.executable, "-m", "namesrv.cli", "-c", str(ns.config_path)], "mqnamesrv"
+    else:
+        broker = BrokerProcess(tmp_path / "b", **{"tls.config.file": tls_file})
+        cmd, prog = broker_command() + ["-c", str(broker.config_path)], "mqbroker-stub"
+    line = one_line_failure(cmd, tmp_path)
+    assert line.startswith(f"{prog}: tls.config.file {tls_file}: ") and EXPECTED[kind] in line, line
 
 
 def _wait_for_log(ns: NamesrvProcess, text: str, count: int = 1, seconds: float = 20.0) -> str:
