@@ -128,6 +128,13 @@ async def test_stdout_and_stderr_redirected_to_the_log_follow_its_rotation(tmp_p
     check_rotated(log, r"wipe write perm of broker broker-(\d{5})")
 
 
+async def _broker_log_settings(addr: str) -> tuple[str, str, str]:
+    async with connect(addr) as client:
+        resp = await client.invoke(request(RequestCode.GET_BROKER_CONFIG))
+    settings = dict(line.split("=", 1) for line in resp.body.decode().splitlines() if "=" in line)
+    return settings["logFile"], settings["logFileMaxSize"], settings["logFileMaxIndex"]
+
+
 def test_mqadmin_start_gives_each_process_a_rotating_log(tmp_path: Path) -> None:
     """The local runner sets logFile to each process's log; a restart finds its boot line after a rotation."""
     from mqadmin import cluster
@@ -150,8 +157,13 @@ def test_mqadmin_start_gives_each_process_a_rotating_log(tmp_path: Path) -> None
         cluster.restart(ns)
         assert ns.alive() and log.stat().st_size < MAX_SIZE // 2
         assert BOOT_LINE.search(log.read_bytes())
-        broker_log = Path(state.brokers[0].log)
+        broker = state.brokers[0]
+        broker_log = Path(broker.log)
         assert broker_log.exists() and "boot success" in broker_log.read_text()
+        # the broker logs to the same file itself, with the bounds it was given
+        assert [os.readlink(f"/proc/{broker.pid}/fd/{fd}") for fd in (1, 2)] == [str(broker_log)] * 2
+        broker_settings = trio.run(_broker_log_settings, broker.addr)
+        assert broker_settings == (str(broker_log), str(MAX_SIZE), str(MAX_INDEX))
     finally:
         stop_all(directory)
 
