@@ -137,24 +137,24 @@ async def _broker_log_settings(addr: str) -> tuple[str, str, str]:
 
 def test_mqadmin_start_gives_each_process_a_rotating_log(tmp_path: Path) -> None:
     """The local runner sets logFile to each process's log; a restart finds its boot line after a rotation."""
-    from mqadmin import cluster
+    from mqadmin.localcluster import processes
     from tests.mqadmin_procs import stop_all
 
     directory = tmp_path / "cluster"
     rotation = (("logFileMaxSize", str(MAX_SIZE)), ("logFileMaxIndex", str(MAX_INDEX)))
     try:
-        state = cluster.start(directory, cluster.StartOptions(namesrvs=1, brokers=1, namesrv_props=rotation,
+        state = processes.start(directory, processes.StartOptions(namesrvs=1, brokers=1, namesrv_props=rotation,
                                                               broker_props=rotation))
         ns = state.namesrvs[0]
         log = Path(ns.log)
         trio.run(log_lines, ns.addr)  # the runner runs trio itself: this test is synchronous
         assert [os.readlink(f"/proc/{ns.pid}/fd/{fd}") for fd in (1, 2)] == [str(log), str(log)]
-        cluster.stop_procs([ns])
+        processes.stop_procs([ns])
         check_rotated(log, r"wipe write perm of broker broker-(\d{5})")
         # nearly full: the restarted server's first log line rotates the file before its boot line
         with open(log, "ab") as fh:
             fh.write(b"x" * (MAX_SIZE - log.stat().st_size - 2) + b"\n")
-        cluster.restart(ns)
+        processes.restart(ns)
         assert ns.alive() and log.stat().st_size < MAX_SIZE // 2
         assert BOOT_LINE.search(log.read_bytes())
         broker = state.brokers[0]
