@@ -17,6 +17,7 @@ from broker_stub.topic_store import TopicStoreError
 from remoting import logfile
 from remoting.acl_accounts import AccountsError
 from remoting.climain import first_of, run_app
+from remoting.metrics_http import MetricsListenError
 from remoting.regular_file import RefusedFile
 from remoting.tls_config import TlsConfigError
 
@@ -66,6 +67,8 @@ def main(
         err = first_of(exc, OSError)
         if err is None:
             raise
+        if isinstance(err, MetricsListenError):
+            raise StartupError(str(err.strerror)) from None
         where = f"{config.brokerIP1}:{config.listenPort}"
         raise StartupError(f"cannot listen on {where}: {getattr(err, 'strerror', None) or err}") from None
 
@@ -75,6 +78,8 @@ async def _serve(server: BrokerServer) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             addr = await nursery.start(server.serve)
+            if server.metrics is not None:
+                print(f"The broker[{config.brokerName}] metrics at {server.metrics.url}", flush=True)
             line = f"The broker[{config.brokerName}, {addr}] boot success. serializeType=JSON"
             if config.namesrvAddr:
                 line += f" and name server is {config.namesrvAddr}"

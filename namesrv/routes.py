@@ -91,6 +91,8 @@ class RouteTable(RegistrationMixin):
         #: Broker names gone from the table since :meth:`_forget_departed` last ran, and how many may be.
         self._departed = 0
         self._forget_slack = FORGET_SLACK
+        #: Route answers encoded afresh (not served from the per-topic or shared caches), for metrics.
+        self.route_encodes = 0
 
     # ------------------------------------------------------------------
     # cache maintenance
@@ -430,6 +432,7 @@ class RouteTable(RegistrationMixin):
         if obj is None:
             return None
         body = fastjson.dumps(obj, standard=standard)
+        self.route_encodes += 1
         if signature is not None:
             self._shared_bodies[standard][signature] = body
         return body
