@@ -299,28 +299,36 @@ class Reactor:
 
     async def read_pending(self, timeout: float = PENDING_ANSWER_SECONDS) -> int:
         """Read and answer what already waits on every connection, then wait (at most
-        ``timeout``) until the awaiting requests this started have been answered.
+        ``timeout``) until every awaiting request has been answered.
 
         For a server that was paused (see :mod:`remoting.pause`): its peers'
         messages sit unread in the socket buffers, and a task that expires
         peers by silence must see them first. The run loop would read them
         too, but in its own turn, which may come after that task's. Each pass
-        reads every ready connection once; a few passes finish a frame that
-        did not fit one read. Returns the number of reads.
+        accepts the connections waiting in the listen queue (a peer whose
+        request timed out may have reconnected) and reads every ready
+        connection once; a few passes finish a frame that did not fit one read
+        or the first frame of a new connection. Returns the number of reads.
         """
         read: list[Connection] = []
         for _ in range(PENDING_PASSES):
-            ready = [(key.data, events) for key, events in self.selector.select(0) if key.data is not None]
+            ready = self.selector.select(0)
             if not ready:
                 break
             now = self.clock()
-            for conn, events in ready:
+            for key, events in ready:
+                conn = key.data
+                if conn is None:  # peers that connected meanwhile: their first requests are read next pass
+                    self.acceptor.accept(key.fileobj)  # type: ignore[arg-type]
+                    continue
                 if events & WRITE and not conn.closed:
                     self._flush(conn)
                 if events & READ and not conn.closed:
                     self._read(conn, now)
                     read.append(conn)
-        waiting = [conn for conn in read if conn.busy]
+        # Every awaiting request, not only those this call read: after a pause the idle sweep and the
+        # NameServer's expiry both catch up, and the first one to run reads what the other must wait for.
+        waiting = [conn for conn in self.connections.values() if conn.busy]
         with trio.move_on_after(timeout):
             while any(conn.busy for conn in waiting):
                 await trio.sleep(0.005)
