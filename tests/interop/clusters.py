@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from tests.broker_procs import BrokerProcess
 from tests.interop.java_procs import JavaBroker, JavaNamesrv
@@ -31,3 +34,18 @@ class StubCluster:
 
     namesrv: NamesrvProcess
     broker: BrokerProcess
+
+
+@contextmanager
+def running_stub_cluster(base: Path, broker_name: str = "broker-a", **both: object) -> Iterator[StubCluster]:
+    """Our NameServer and one broker stub (cluster ``DefaultCluster``) under ``base``, ``both``'s
+    keys in each one's properties (``tls.server.mode``, ...); both killed on exit, pass or fail."""
+    namesrv = NamesrvProcess(base / "ns", **both).start()
+    broker = BrokerProcess(base / "broker", brokerClusterName="DefaultCluster", brokerName=broker_name,
+                           namesrvAddr=namesrv.addr, storePathRootDir=base / "broker" / "store", **both)
+    try:
+        broker.start()
+        yield StubCluster(namesrv, broker)
+    finally:
+        broker.kill()
+        namesrv.kill()
