@@ -28,7 +28,7 @@ from mqadmin.commands import (
     topic,
     watch,
 )
-from mqadmin.commands.options import CONTEXT_SETTINGS
+from mqadmin.commands.options import CONTEXT_SETTINGS, add_signing
 from mqadmin.localcluster.state import ClusterError
 from remoting.climain import run_app
 
@@ -45,6 +45,7 @@ for commands_of_group in (topic, cluster, namesrv, broker, message, consumer, co
     commands_of_group.register(app)
 app.add_typer(scenario.app, name="scenario")
 fanout.register(app)
+add_signing(app)
 
 
 def full_summaries(app: typer.Typer) -> None:

@@ -45,6 +45,7 @@ def state_json(state: ClusterState) -> dict[str, Any]:
     """The documented shape of ``start --json`` and ``status --json``."""
     return {
         "dir": state.dir, "cluster": state.cluster, "namesrvAddr": state.namesrv_addr, "topics": state.topics,
+        "auth": state.auth,
         "procs": [{"name": p.name, "kind": p.kind, "role": _role(p), "brokerName": p.broker_name,
                    "brokerId": p.broker_id, "addr": p.addr, "pid": p.pid, "state": proc_state(p),
                    "log": p.log, "config": p.config} for p in state.procs],
@@ -63,6 +64,8 @@ def start_cmd(
                                        help="NameServer brokerChannelExpiredTime: silence after which a broker is dropped, ms."),
     scan_interval: int = typer.Option(5000, "--scan-interval", min=10,
                                       help="NameServer scanNotActiveBrokerInterval: how often silence is checked, ms."),
+    auth: bool = typer.Option(False, "--auth", help="Accounts on every process (aclEnable=true), keys generated into "
+                              "<dir>/conf; mqadmin commands to this cluster sign with its admin keys."),
     directory: Path | None = DirOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -70,6 +73,7 @@ def start_cmd(
     opts = processes.StartOptions(
         namesrvs=namesrvs, brokers=brokers, slaves=slaves, cluster=cluster_name, register_period_ms=register_period,
         broker_expired_ms=broker_timeout, scan_interval_ms=scan_interval, topics=topic_list, topic_queues=topic_queues,
+        auth=auth,
     )
     try:
         processes.validate_options(opts)
@@ -93,6 +97,11 @@ def summary(state: ClusterState, directory: Path | None) -> Group:
              f"{slaves} slave(s); topics: {topics}", style="bold green"),
         Text(f"export NAMESRV_ADDR='{state.namesrv_addr}'"),
     ]
+    if state.auth:
+        lines.append(Text(f"accounts: {Path(state.dir) / 'conf' / 'plain_acl.yml'} (localAdmin signs mqadmin's and the "
+                          "brokers' requests, localUser is for applications)"))
+        if directory is not None:  # elsewhere than the default, commands find the keys through ROCKETMQ_HOME
+            lines.append(Text(f"export ROCKETMQ_HOME='{state.dir}'  # its conf/tools.yml: mqadmin (ours and Java's) signs"))
     hint = "" if directory is None else "  (with NAMESRV_ADDR set)"
     me = self_command()
     lines.append(Text(f"try:  {me} clusterList | {me} topicRoute -t TBW102 | {me} killBroker -b broker-a{dir_opt}{hint}"))

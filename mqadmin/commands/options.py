@@ -9,18 +9,23 @@ a usage error.
 from __future__ import annotations
 
 import datetime
+import functools
 import importlib.util
+import inspect
 import os
 import re
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import typer
 
 from mqadmin.client import AdminClient
 from mqadmin.client.errors import AdminError
+from mqadmin.client.security import credentials_from, using_security
+from mqadmin.localcluster.accounts import security_for
 from mqadmin.localcluster.namesrvs import namesrv_addrs
 from mqadmin.localcluster.processes import make_state_dir
 from mqadmin.localcluster.state import ClusterError, default_dir
@@ -144,3 +149,43 @@ def has_module(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
+
+
+# --- signing: --access-key/--secret-key on every command that talks to a server ---------------------
+
+AccessKeyOpt = typer.Option(
+    None, "--access-key", metavar="AK", envvar="ROCKETMQ_ACCESS_KEY", show_envvar=False,
+    help="Sign every request as this account (also $ROCKETMQ_ACCESS_KEY; default: the local cluster's "
+         "keys when talking to it, else $ROCKETMQ_HOME/conf/tools.yml).")
+SecretKeyOpt = typer.Option(
+    None, "--secret-key", metavar="SK", envvar="ROCKETMQ_SECRET_KEY", show_envvar=False,
+    help="The account's secret key (better in $ROCKETMQ_SECRET_KEY or tools.yml: other users can read a command line).")
+
+
+def signing(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``command`` with the ``--access-key``/``--secret-key`` options: the keys are resolved once
+    (:func:`~mqadmin.localcluster.accounts.security_for`) and every client the command builds signs
+    with them, without the command itself knowing."""
+    sig = inspect.signature(command, eval_str=True)
+
+    @functools.wraps(command)
+    def signed(*args: Any, access_key: str | None = None, secret_key: str | None = None, **kwargs: Any) -> Any:
+        try:
+            given = credentials_from(access_key, secret_key)
+        except ValueError as exc:
+            raise bad_option("--access-key/--secret-key", str(exc)) from None
+        with using_security(security_for(kwargs.get("namesrv"), given, kwargs.get("directory"))):
+            return command(*args, **kwargs)
+
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=str | None)
+             for name, opt in (("access_key", AccessKeyOpt), ("secret_key", SecretKeyOpt))]
+    signed.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])  # type: ignore[attr-defined]
+    signed.__annotations__ = {**command.__annotations__, "access_key": str | None, "secret_key": str | None}
+    return signed
+
+
+def add_signing(app: typer.Typer) -> None:
+    """Give every command of ``app`` that talks to servers (it takes ``-n``) the signing options."""
+    for info in app.registered_commands:
+        if info.callback is not None and "namesrv" in inspect.signature(info.callback).parameters:
+            info.callback = signing(info.callback)
