@@ -18,6 +18,7 @@ import trio
 
 from mqadmin.client import AdminClient, SyncAdminClient
 from mqadmin.client import broker_admin as ba
+from remoting.acl import Credentials, sign
 from remoting.admin_bodies import decode_reset_offsets
 from remoting.codec import FrameDecoder, encode
 from remoting.codes import RequestCode, ResponseCode
@@ -67,7 +68,8 @@ class Client:
     """A consumer of GROUP (subscribed to TOPIC, tag TagA) and a producer of PRODUCER_GROUP, connected to
     every master; a thread collects what the brokers send it unasked. Stopped by the context manager."""
 
-    def __init__(self, addrs: list[str]) -> None:
+    def __init__(self, addrs: list[str], credentials: Credentials | None = None) -> None:
+        self.credentials = credentials  # signs the heartbeats (brokers with accounts)
         self.socks = [socket.create_connection(parse_addr(a), timeout=5) for a in addrs]
         self.unasked: list[RemotingCommand] = []
         self.answered: set[int] = set()
@@ -96,15 +98,16 @@ class Client:
                     else:
                         self.unasked.append(cmd)
 
-    def heartbeat(self) -> None:
+    def heartbeat(self, topic: str = TOPIC, group: str = GROUP) -> None:
         sub = {"classFilterMode": False, "codeSet": [2598919], "expressionType": "TAG", "subString": "TagA",
-               "subVersion": 1, "tagsSet": ["TagA"], "topic": TOPIC}
+               "subVersion": 1, "tagsSet": ["TagA"], "topic": topic}
         body = {"clientID": CLIENT_ID, "producerDataSet": [{"groupName": PRODUCER_GROUP}],
                 "consumerDataSet": [{"consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "consumeType": "CONSUME_PASSIVELY",
-                                     "groupName": GROUP, "messageModel": "CLUSTERING", "subscriptionDataSet": [sub],
+                                     "groupName": group, "messageModel": "CLUSTERING", "subscriptionDataSet": [sub],
                                      "unitMode": False}]}
         for sock in self.socks:
-            sock.sendall(encode(request(RequestCode.HEART_BEAT, body=json.dumps(body).encode(), opaque=1)))
+            req = request(RequestCode.HEART_BEAT, body=json.dumps(body).encode(), opaque=1)
+            sock.sendall(encode(req if self.credentials is None else sign(req, self.credentials)))
         deadline = time.monotonic() + 5
         while 1 not in self.answered:
             assert time.monotonic() < deadline, "no heartbeat answer"

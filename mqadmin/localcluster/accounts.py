@@ -94,6 +94,18 @@ def local_accounts(state: ClusterState) -> LocalAccounts | None:
                            f"mqadmin start --auth wrote ({exc})") from None
 
 
+def admin_security(state: ClusterState) -> ClientSecurity:
+    """What tools sign with against this cluster: its admin keys, or nothing without accounts."""
+    accounts = local_accounts(state)
+    return UNSIGNED if accounts is None else ClientSecurity(accounts.admin, f"the local cluster in {state.dir}")
+
+
+def app_credentials(state: ClusterState) -> Credentials | None:
+    """What simulated applications sign with against this cluster: its normal account's keys, or nothing."""
+    accounts = local_accounts(state)
+    return None if accounts is None else accounts.user
+
+
 def _targets_local(state: ClusterState, namesrv: str | None) -> bool:
     """Whether the NameServers a command talks to (``-n``, else $NAMESRV_ADDR, else the local
     cluster's) are all the local cluster's: then its keys are the ones to use."""
@@ -114,10 +126,8 @@ def security_for(namesrv: str | None, given: Credentials | None, state_dir: Path
         state: ClusterState | None = ClusterState.load(state_dir or default_dir())
     except ClusterError:
         state = None
-    if state is not None and _targets_local(state, namesrv):
-        accounts = local_accounts(state)
-        if accounts is not None:
-            return ClientSecurity(accounts.admin, f"the local cluster in {state.dir}")
+    if state is not None and state.auth and _targets_local(state, namesrv):
+        return admin_security(state)
     path = tools_yml_path()
     if path is not None:
         from_file = read_tools_yml(path)

@@ -251,7 +251,8 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
                 state.procs.append(proc)
                 brokers.append(proc)
         _start_all(state, brokers)
-        trio.run(_make_ready, state, opts, _admin_security(accounts))
+        security = UNSIGNED if accounts is None else ClientSecurity(accounts.admin, "the local cluster")
+        trio.run(_make_ready, state, opts, security)
     except BaseException:
         stop_procs(state.procs)
         state.save()
@@ -267,10 +268,6 @@ def _acl_props(accounts: LocalAccounts | None, *, signing: bool = False) -> dict
     if signing:
         props.update(accessKey=accounts.admin.access_key, secretKey=accounts.admin.secret_key)
     return props
-
-
-def _admin_security(accounts: LocalAccounts | None) -> ClientSecurity:
-    return UNSIGNED if accounts is None else ClientSecurity(accounts.admin, "the local cluster")
 
 
 def _start_all(state: ClusterState, procs: list[Proc]) -> None:
