@@ -23,13 +23,15 @@ import typer
 import yaml
 
 from mqadmin.cli import app
+from broker_stub.replication import replicate_request
 from remoting import requests as rq
 from remoting.acl import Credentials
+from remoting.bodies import DataVersion, TopicConfig
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand, request
 from remoting.transport import connect
 from tests.mqadmin_procs import cli_env, mqadmin, running_cluster
-from tests.test_broker_stub import create_topic
+from tests.test_broker_stub import create_topic, fault
 from tests.test_mqadmin_broker_admin import Client
 
 TOPIC = "AuthT"
@@ -150,26 +152,47 @@ async def _ask(addr: str, req: RemotingCommand, credentials: Credentials | None)
         return await c.invoke(req)
 
 
-def test_unsigned_wrong_and_normal_account_writes_are_refused(auth: AuthCluster) -> None:
+def test_the_issue_attacks_are_refused_on_the_auth_cluster(auth: AuthCluster) -> None:
+    """Issue 19's attacks on routing and on the brokers' own requests, against ``start --auth``: refused
+    unsigned, wrongly signed and signed by the normal account; the admin's signed requests go through."""
     wrong = Credentials(auth.admin.access_key, auth.admin.secret_key[::-1])
+    slave = auth.addr["broker-a-1"]
+    hijack = rq.register_broker(cluster="DefaultCluster", broker_name="broker-a", broker_addr="127.0.0.1:6666",
+                                broker_id=0, topics=[TopicConfig(TOPIC, 4, 4, 6)], data_version=DataVersion(9, 1))
+    unregister = rq.unregister_broker(cluster="DefaultCluster", broker_name="broker-a", broker_addr=auth.master,
+                                      broker_id=0)
+    namesrv_attacks = {
+        "admin-write": [rq.put_kv("authNs", "x", "y"), rq.update_namesrv_config({"brokerChannelExpiredTime": "1"}),
+                        rq.update_namesrv_config({"maxBrokers": "1"}), rq.wipe_write_perm("broker-a")],
+        "broker-control": [unregister, hijack],
+    }
+    broker_attacks = {
+        "admin-write": [create_topic("Refused", queues=1), fault("hang"), replicate_request([(TOPIC, 0, 0)]),
+                        request(RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerPermission=2\n"),
+                        request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": TOPIC})],
+        "admin-read": [request(RequestCode.GET_BROKER_CONFIG)],
+    }
 
     async def main() -> None:
         for who in (None, wrong, auth.user):
-            _refused(await _ask(auth.namesrv, rq.put_kv("authNs", "x", "y"), who), "admin-write")
-            _refused(await _ask(auth.master, create_topic("Refused", queues=1), who), "admin-write")
-            _refused(await _ask(auth.namesrv, rq.wipe_write_perm("broker-a"), who), "admin-write")
+            for addr, attacks in ((auth.namesrv, namesrv_attacks), (auth.master, broker_attacks)):
+                for cls, requests in attacks.items():
+                    for req in requests:
+                        _refused(await _ask(addr, req, who), cls)
         _refused(await _ask(auth.namesrv, rq.get_kv("authNs", "x"), None), "admin-read")
-        _refused(await _ask(auth.master, request(RequestCode.GET_BROKER_CONFIG), None), "admin-read")
-        # a registration (broker-control) from a stranger: unsigned or wrongly signed, refused
-        for who in (None, wrong, auth.user):
-            unregister = rq.unregister_broker(cluster="DefaultCluster", broker_name="broker-a",
-                                              broker_addr=auth.master, broker_id=0)
-            _refused(await _ask(auth.namesrv, unregister, who), "broker-control")
-        # the same requests signed by the admin account go through
+        # nothing changed: broker-a is still routed at its own address, writable, and the slave still copies it
+        route = await _ask(auth.namesrv, rq.get_route(TOPIC), None)  # route-read stays open unsigned
+        assert route.code == ResponseCode.SUCCESS and auth.master.encode() in route.body and b"6666" not in route.body
+        assert b'"perm":6' in route.body
+        config = (await _ask(auth.master, request(RequestCode.GET_BROKER_CONFIG), auth.admin)).body.decode()
+        assert "brokerPermission=6" in config
+        info = (await _ask(slave, request(RequestCode.GET_BROKER_RUNTIME_INFO), auth.admin)).code
+        assert info == ResponseCode.SUCCESS
+        # the admin's signature opens admin writes; the floors still keep routing up
         assert (await _ask(auth.namesrv, rq.put_kv("authNs", "x", "y"), auth.admin)).code == ResponseCode.SUCCESS
         assert (await _ask(auth.master, create_topic("Allowed", queues=1), auth.admin)).code == ResponseCode.SUCCESS
-        # route queries stay open unsigned (aclUnsignedClasses=route-read), as for Java clients without a hook
-        assert (await _ask(auth.namesrv, rq.get_route(TOPIC), None)).code == ResponseCode.SUCCESS
+        floor = await _ask(auth.namesrv, rq.update_namesrv_config({"brokerChannelExpiredTime": "1"}), auth.admin)
+        assert floor.code == ResponseCode.SYSTEM_ERROR and "brokerChannelExpiredTime" in (floor.remark or "")
 
     trio.run(main)
 
