@@ -66,9 +66,14 @@ class ReadBudget:
     and learns whether it may have it. ``used`` may exceed ``total`` by the
     bytes a connection had already read when it was refused (at most one
     read each, and reads shrink while the budget is tight).
+
+    ``waiting`` counts the bytes held by refused connections. They are not
+    progress: if only waiting connections hold the budget, the oldest of
+    them is admitted anyway, or many refused first reads together would
+    keep every big frame out for good (the budget would never free up).
     """
 
-    __slots__ = ("big_limit", "total", "used")
+    __slots__ = ("big_limit", "total", "used", "waiting")
 
     def __init__(self, total: int = DEFAULT_TOTAL_READ_BUFFER) -> None:
         if total <= 0:
@@ -76,20 +81,23 @@ class ReadBudget:
         self.total = total
         self.big_limit = total - min(SMALL_RESERVE, total // 8)
         self.used = 0
+        self.waiting = 0
 
     @property
     def tight(self) -> bool:
         """True when big frames can no longer be admitted (reads should be small)."""
         return self.used >= self.big_limit
 
-    def resize(self, held: int, want: int) -> bool:
-        """Move a connection's charge from ``held`` to ``want``; False (nothing changed) if it does not fit."""
+    def resize(self, held: int, want: int, waiting: bool = False) -> bool:
+        """Move a connection's charge from ``held`` to ``want``; False (nothing changed) if it
+        does not fit. ``waiting``: the connection's ``held`` bytes are counted in :attr:`waiting`."""
         extra = want - held
         if extra <= 0:
             self.used += extra
             return True
         limit = self.total if want <= SMALL_FRAME else self.big_limit
-        if self.used + extra <= limit or self.used == held:
+        admitted_elsewhere = self.used - self.waiting - (0 if waiting else held)
+        if self.used + extra <= limit or admitted_elsewhere <= 0:
             self.used += extra
             return True
         return False

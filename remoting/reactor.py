@@ -241,7 +241,8 @@ class Reactor:
         conn.sock.close()
         self.connections.pop(conn.id, None)
         self._backlog.pop(conn.id, None)
-        self._starved.pop(conn.id, None)
+        if self._starved.pop(conn.id, None) is not None:
+            self.budget.waiting -= conn.held
         self.trimmer.note_freed(max(conn.held, conn.decoder.buffered) + len(conn.out))
         conn.decoder.clear()
         conn.out = bytearray()
@@ -401,18 +402,23 @@ class Reactor:
         if want == conn.held and not conn.starved:
             return
         budget = self.budget
-        if budget.resize(conn.held, want):
+        was_waiting = bool(conn.starved)
+        if budget.resize(conn.held, want, was_waiting):
             shrunk = want < conn.held
             if shrunk:
                 self.trimmer.note_freed(conn.held - want)  # a big frame done: its buffer is free
-            conn.held = want
-            if conn.starved:
+            if was_waiting:
+                budget.waiting -= conn.held
                 conn.starved = 0
                 self._starved.pop(conn.id, None)
+            conn.held = want
             if shrunk and self._starved:
                 self._wake_starved()
         else:
+            if was_waiting:
+                budget.waiting -= conn.held
             conn.held = budget.overdraw(conn.held, buffered)
+            budget.waiting += conn.held
             conn.starved = want
             self._starved[conn.id] = conn
 
@@ -420,7 +426,8 @@ class Reactor:
         """Admit waiting frames that fit now, oldest first."""
         budget = self.budget
         for conn in list(self._starved.values()):
-            if budget.resize(conn.held, conn.starved):
+            if budget.resize(conn.held, conn.starved, waiting=True):
+                budget.waiting -= conn.held
                 conn.held = conn.starved
                 conn.starved = 0
                 del self._starved[conn.id]

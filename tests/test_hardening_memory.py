@@ -84,6 +84,26 @@ def test_read_budget_admits_whole_frames_and_keeps_room_for_small_ones() -> None
     assert budget.overdraw(0, 30_000) == 30_000
 
 
+def test_read_budget_is_not_held_forever_by_refused_first_reads() -> None:
+    """CI once saw 39 of 40 big frames never answered: each connection's first read
+    (256 KiB) was charged after its frame was refused, together those reads filled the
+    budget, and no frame was in progress to free any of it."""
+    budget = ReadBudget(8 * MIB)
+    assert budget.resize(0, 4 * MIB)  # the first frame is admitted
+    waiting = []
+    for _ in range(39):
+        assert not budget.resize(0, 4 * MIB)  # the rest are refused after one read each
+        charge = budget.overdraw(0, 256 * 1024)
+        budget.waiting += charge
+        waiting.append(charge)
+    assert not budget.resize(waiting[0], 4 * MIB, waiting=True)  # a frame is in progress
+    assert budget.resize(4 * MIB, 0)  # it completes
+    assert budget.used > budget.big_limit  # only waiting connections' reads are held now...
+    assert budget.resize(waiting[0], 4 * MIB, waiting=True)  # ...so the oldest of them goes on
+    budget.waiting -= waiting[0]
+    assert not budget.resize(waiting[1], 4 * MIB, waiting=True)  # and the next waits for it
+
+
 def test_water_marks_default_to_nettys() -> None:
     assert water_marks(0, 0) == (64 * 1024, 32 * 1024)
     assert water_marks(4 * MIB, 1 * MIB) == (4 * MIB, 1 * MIB)

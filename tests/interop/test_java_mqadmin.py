@@ -100,6 +100,19 @@ COMMANDS = [
         (r"^The older 1 message of the \d queue will be provided$", r"^Consume ok$",
          r"^MSGID: [0-9A-F]{{32}} MessageExt \[brokerName=broker-a, queueId=\d, (?=.*KEYS=ka0 kshared)(?=.*TAGS=TagA)"
          r".*Message\{{topic='{topic}', .* BODY: admin-\d$")),
+    # The commands a Java broker answered and the stub did not (issue table): 12, 307, 317, 328, 907.
+    Cmd("queryMsgByKey -n {ns} -t {topic} -k kshared",
+        (r"^#Message ID\s+#QID\s+#Offset", r"^[0-9A-F]{{32}}\s+\d\s+\d+$")),
+    Cmd("queryMsgByUniqueKey -n {ns} -t {topic} -i {uniq_msg_id}",
+        (r"^Topic:\s+{topic}$", r"^Keys:\s+\[ka0 kshared\]$", r"^Store Host:\s+{broker}$")),
+    Cmd("consumerStatus -n {ns} -g {group}",
+        (r"^Same subscription in the same group of consumer$", r"^Rebalance OK$")),
+    Cmd("brokerConsumeStats -n {ns} -b {broker}",
+        (r"^{topic}\s+{group}\s+broker-a\s+\d\s+\d+\s+\d+\s+\d+", r"^Diff Total: \d+$")),
+    Cmd("producer -n {ns} -b {broker}",
+        (r"^producer group \({pgroup}\) instance : clientId=\S+,remoteIP=/127\.0\.0\.1:\d+, language=JAVA",)),
+    Cmd("haStatus -n {ns} -b {broker}", (r"^#MasterAddr\s+{broker}$", r"^#MasterCommitLogMaxOffset\s+\d+$",
+                                         r"^#SlaveNum\s+\d+$"), versions=("5.3.3",)),
     Cmd("wipeWritePerm -n {ns} -b broker-a", (r"^wipe write perm of broker\[broker-a\] in name server\[{ns}\] OK, \d+$",)),
     Cmd("addWritePerm -n {ns} -b broker-a", (r"^add write perm of broker\[broker-a\] in name server\[{ns}\] OK, \d+$",)),
     Cmd("deleteTopic -n {ns} -c DefaultCluster -t AdminNew{v}",
@@ -117,12 +130,13 @@ class AdminWorld:
     group: str
     pgroup: str
     offset_msg_id: str
+    uniq_msg_id: str
     procs: list[LineProcess] = field(default_factory=list)
 
     def fill(self, text: str, version: str) -> str:
         return text.format(ns=self.stub.namesrv.addr,
                            broker=self.stub.broker.addr, topic=self.topic, group=self.group, pgroup=self.pgroup,
-                           offset_msg_id=self.offset_msg_id, v=version.replace(".", ""),
+                           offset_msg_id=self.offset_msg_id, uniq_msg_id=self.uniq_msg_id, v=version.replace(".", ""),
                            now=time.strftime("%Y-%m-%d#%H:%M:%S:000"))
 
 
@@ -149,7 +163,7 @@ def admin_world(stub_cluster: StubCluster, java_builds: dict[str, JavaBuild],
         assert len(sent) == len(msgs), producer.lines
         consumer.wait_for("received", 120, count=len(msgs))
         _wait_for_committed_offsets(ns, group, len(msgs))
-        yield AdminWorld(stub_cluster, topic, group, pgroup, sent[0]["offsetMsgId"], [consumer, producer])
+        yield AdminWorld(stub_cluster, topic, group, pgroup, sent[0]["offsetMsgId"], sent[0]["msgId"], [consumer, producer])
     finally:
         consumer.kill()
         producer.kill()
