@@ -19,7 +19,7 @@ pytest.register_assert_rewrite("tests.broker_procs")
 
 from tests.broker_procs import BrokerProcess  # noqa: E402
 from tests.interop import harness_build  # noqa: E402
-from tests.interop.clusters import OURS_EXPIRY_MS, JavaCluster, StubCluster  # noqa: E402
+from tests.interop.clusters import OURS_EXPIRY_MS, AuthCluster, JavaCluster, StubCluster, auth_cluster_started  # noqa: E402
 from tests.interop.harness_build import JavaBuild  # noqa: E402
 from tests.interop.java_procs import AdminRunners, JavaBroker, JavaNamesrv, free_port_block, java_servers  # noqa: E402
 from tests.procs import NamesrvProcess  # noqa: E402
@@ -92,6 +92,13 @@ def stub_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubClust
     finally:
         broker.kill()
         namesrv.kill()
+
+
+@pytest.fixture(scope="package")
+def auth_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthCluster]:
+    """Our NameServer and broker stub with accounts on, from ``mqadmin start --auth``."""
+    with auth_cluster_started(tmp_path_factory.mktemp("auth-cluster")) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="package")

@@ -4,30 +4,26 @@
 With authentication off every signed request is answered as an unsigned one would be. With
 accounts on (a local cluster from ``mqadmin start --auth``: aclEnable=true on the NameServer and the
 broker stub, the stub signing its registrations), the client with valid keys gets its route and
-sends, and with a wrong secret or an unknown access key it is refused and nothing is stored; Java
-mqadmin signs with the tools.yml that ``start --auth`` writes, and is refused without it.
+sends; with a wrong secret or an unknown access key the NameServer refuses its route query and the
+broker its own request (NO_PERMISSION, the remark naming the class) and Java's producer fails with
+"No route info of this topic"; without keys it gets its route (route-read is open unsigned by
+default) and the broker refuses the send with NO_PERMISSION. Nothing refused is stored. Java mqadmin signs with the
+tools.yml that ``start --auth`` writes, and is refused without it.
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
-import trio
-import yaml
 
-from remoting.acl import Credentials
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import request
-from remoting.transport import connect
+from remoting.codes import ResponseCode
 from tests.interop.clients_common import create_topic
-from tests.interop.clusters import StubCluster
+from tests.interop.clusters import AuthCluster, StubCluster
 from tests.interop.harness_build import JAVA_VERSIONS, JavaBuild
 from tests.interop.java_procs import AdminRunner, AdminRunners, run_java_client
-from tests.mqadmin_procs import cli_env, running_cluster
 
 NO_PERMISSION = int(ResponseCode.NO_PERMISSION)
 
@@ -49,63 +45,42 @@ def test_signed_route_and_sends_accepted_without_auth(version: str, stub_cluster
         [("sent", 0, "SEND_OK")] * 2, lines
 
 
-@dataclass
-class AuthCluster:
-    """A local cluster with accounts, started by our mqadmin, and its keys."""
-
-    dir: Path
-    namesrv: str
-    broker: str
-    admin: Credentials
-    user: Credentials
-
-
-@pytest.fixture(scope="module")
-def auth_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthCluster]:
-    state = tmp_path_factory.mktemp("auth-cluster")
-    topics = ",".join(f"AuthTopic{v.replace('.', '')}" for v in JAVA_VERSIONS)
-    env = cli_env(state / "xdg")
-    with running_cluster(state, "--auth", "--namesrvs", "1", "--brokers", "1", "--topics", topics, env=env) as started:
-        accounts = yaml.safe_load((state / "conf" / "plain_acl.yml").read_text())["accounts"]
-        keys = {a["accessKey"]: Credentials(a["accessKey"], str(a["secretKey"])) for a in accounts}
-        broker = next(p["addr"] for p in started["procs"] if p["kind"] == "broker")
-        yield AuthCluster(state, started["namesrvAddr"], broker, keys["localAdmin"], keys["localUser"])
-
-
-def _stored(cluster: AuthCluster, topic: str) -> int:
-    async def count() -> int:
-        async with connect(cluster.broker, credentials=cluster.admin) as client:
-            total = 0
-            for queue in range(8):
-                resp = await client.invoke(request(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": queue}))
-                assert resp.code == ResponseCode.SUCCESS, resp
-                total += int(resp.ext("offset") or 0)
-            return total
-
-    return trio.run(count)
-
-
 @pytest.mark.parametrize("version", JAVA_VERSIONS)
-def test_valid_keys_route_and_send_wrong_ones_are_refused(version: str, auth_cluster: AuthCluster,
-                                                          java_builds: dict[str, JavaBuild], tmp_path: Path) -> None:
+def test_valid_keys_route_and_send_wrong_or_missing_ones_are_refused(
+        version: str, auth_cluster: AuthCluster, java_builds: dict[str, JavaBuild], tmp_path: Path) -> None:
     topic = f"AuthTopic{version.replace('.', '')}"
 
-    def client(access_key: str, secret_key: str, count: int) -> list[tuple[str, int, str | None]]:
+    def client(access_key: str, secret_key: str, count: int) -> list[dict[str, Any]]:
         status, lines, stderr = run_java_client(
             java_builds[version], "AclClient",
-            ["--namesrv", auth_cluster.namesrv, "--topic", topic, "--count", str(count), "--group", f"acl_{version.replace('.', '')}",
+            ["--namesrv", auth_cluster.namesrv, "--broker", auth_cluster.broker, "--topic", topic,
+             "--count", str(count), "--group", f"acl_{version.replace('.', '')}",
              "--access-key", access_key, "--secret-key", secret_key], tmp_path)
         assert status == 0, stderr[-3000:]
+        return lines
+
+    def codes(lines: list[dict[str, Any]]) -> list[tuple[str, int, str | None]]:
         return [(line["event"], line["code"], line.get("status")) for line in lines]
 
     user = auth_cluster.user
-    assert client(user.access_key, user.secret_key, 2) == [("route", 0, None)] + [("sent", 0, "SEND_OK")] * 2
-    # a wrong secret: the NameServer refuses the route query, and the producer cannot send
-    wrong = client(user.access_key, "not-the-secret-key", 1)
-    assert wrong[0] == ("route", NO_PERMISSION, None) and [e for e, _, _ in wrong[1:]] == ["send-failed"], wrong
-    unknown = client("nobodyKey1", "whatever123", 1)
-    assert unknown[0] == ("route", NO_PERMISSION, None) and [e for e, _, _ in unknown[1:]] == ["send-failed"], unknown
-    assert _stored(auth_cluster, topic) == 2, "only the validly signed messages were stored"
+    assert codes(client(user.access_key, user.secret_key, 2)) == \
+        [("route", 0, None), ("broker", 0, None)] + [("sent", 0, "SEND_OK")] * 2
+    # A wrong secret or an unknown access key: the NameServer refuses the route query and the broker
+    # its own request, both with NO_PERMISSION, and Java's producer finds no route.
+    for access_key, secret_key in ((user.access_key, "not-the-secret-key"), ("nobodyKey1", "whatever123")):
+        lines = client(access_key, secret_key, 1)
+        assert codes(lines)[:2] == [("route", NO_PERMISSION, None), ("broker", NO_PERMISSION, None)], lines
+        assert lines[0]["remark"].startswith("access denied: request code 105 is route-read"), lines
+        assert lines[1]["remark"].startswith("access denied: request code 30 is client"), lines
+        assert [line["event"] for line in lines[2:]] == ["send-failed"], lines
+        assert "No route info of this topic" in lines[2]["error"], lines
+    # No keys: route queries stay open unsigned (aclUnsignedClasses=route-read, the default), but the
+    # broker refuses the request and the send, and Java's producer reports the broker's NO_PERMISSION.
+    lines = client("", "", 1)
+    assert codes(lines)[:2] == [("route", 0, None), ("broker", NO_PERMISSION, None)], lines
+    assert lines[1]["remark"].startswith("access denied: request code 30 is client: client needs a request signed"), lines
+    assert [(line["event"], line["code"]) for line in lines[2:]] == [("send-failed", NO_PERMISSION)], lines
+    assert auth_cluster.stored(topic) == 2, "only the validly signed messages were stored"
 
 
 @pytest.mark.parametrize("version", JAVA_VERSIONS)
