@@ -13,6 +13,7 @@ tools.yml that ``start --auth`` writes, and is refused without it.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -83,20 +84,34 @@ def test_valid_keys_route_and_send_wrong_or_missing_ones_are_refused(
     assert auth_cluster.stored(topic) == 2, "only the validly signed messages were stored"
 
 
+# Java mqadmin commands against the cluster with accounts: (command line, what the signed run prints,
+# the request code and class the unsigned run is refused for). Placeholders: {ns}, {broker}, {v}.
+ADMIN_COMMANDS = [
+    ("updateKvConfig -n {ns} -s JavaAuth -k k{v} -v {v}", r"^create or update kv config to namespace success\.$",
+     (100, "admin-write")),
+    ("getNamesrvConfig -n {ns}", r"^aclEnable\s+=\s+true$", (319, "admin-read")),
+    ("updateTopic -n {ns} -b {broker} -t JavaAuthTopic{v} -r 2 -w 2", r"^create topic to {broker} success\.$",
+     (17, "admin-write")),
+    ("getBrokerConfig -n {ns} -b {broker}", r"^aclEnable\s+=\s+true$", (26, "admin-read")),
+]
+
+
 @pytest.mark.parametrize("version", JAVA_VERSIONS)
 def test_java_mqadmin_signs_with_the_tools_yml_start_auth_wrote(
         version: str, auth_cluster: AuthCluster, java_builds: dict[str, JavaBuild], java_admin: AdminRunners,
         tmp_path: Path) -> None:
-    args = ("updateKvConfig", "-n", auth_cluster.namesrv, "-s", "JavaAuth", "-k", "k", "-v", version)
-    unsigned = java_admin[version].run(*args)  # its ROCKETMQ_HOME has no tools.yml
-    assert "success" not in unsigned["stdout"], unsigned
-    assert "CODE: 16  DESC: access denied: request code 100 is admin-write: admin-write needs a request signed by" \
-        " an admin account" in unsigned["stderr"], unsigned
+    fill = {"ns": auth_cluster.namesrv, "broker": auth_cluster.broker, "v": version.replace(".", "")}
     (tmp_path / "conf").mkdir()
     shutil.copy(auth_cluster.dir / "conf" / "tools.yml", tmp_path / "conf" / "tools.yml")
-    runner = AdminRunner(java_builds[version], tmp_path)
+    signed_runner = AdminRunner(java_builds[version], tmp_path)
     try:
-        signed = runner.run(*args)
+        for line, printed, (code, cls) in ADMIN_COMMANDS:
+            args = line.format(**fill).split()
+            unsigned = java_admin[version].run(*args)  # its ROCKETMQ_HOME has no tools.yml
+            assert not re.search(printed.format(**fill), unsigned["stdout"], re.M), unsigned
+            assert re.search(rf"CODE: 16\s+DESC: access denied: request code {code} is {cls}: {cls} needs a request"
+                             r" signed by an admin account", unsigned["stderr"]), unsigned
+            signed = signed_runner.run(*args)
+            assert re.search(printed.format(**fill), signed["stdout"], re.M), signed
     finally:
-        runner.close()
-    assert "create or update kv config to namespace success." in signed["stdout"], signed
+        signed_runner.close()
