@@ -9,7 +9,12 @@
  * A response counts as an error unless its JSON header starts with
  * {"code":0, .  Only the address given on the command line is contacted.
  *
- * usage: loadgen HOST PORT CONNS SECONDS DEPTH FRAMES_FILE
+ * usage: loadgen HOST PORT CONNS SECONDS DEPTH FRAMES_FILE [tls]
+ *
+ * With "tls" (built with -DWITH_TLS, linked with -lssl -lcrypto) every
+ * connection speaks TLS, like a Java client with -Dtls.enable=true: the
+ * handshake happens before the clock starts and the server's certificate
+ * is not verified (Java's test mode).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -25,6 +30,11 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef WITH_TLS
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+static SSL_CTX *tls_ctx;
+#endif
 
 #define MAX_CONNS 1024
 #define MAX_DEPTH 64
@@ -32,6 +42,7 @@
 
 typedef struct {
     int fd;
+    void *ssl; /* SSL * when the connection speaks TLS */
     unsigned char *buf;
     size_t len, cap;
     double sent[MAX_DEPTH];
@@ -53,9 +64,15 @@ static void die(const char *what) {
     exit(2);
 }
 
-static void send_all(int fd, const unsigned char *p, size_t n) {
+static void send_all(conn_t *c, const unsigned char *p, size_t n) {
+#ifdef WITH_TLS
+    if (c->ssl) {
+        if (SSL_write((SSL *)c->ssl, p, (int)n) != (int)n) die("SSL_write");
+        return;
+    }
+#endif
     while (n) {
-        ssize_t w = send(fd, p, n, 0);
+        ssize_t w = send(c->fd, p, n, 0);
         if (w < 0) {
             if (errno == EAGAIN || errno == EINTR) continue;
             die("send");
@@ -67,7 +84,7 @@ static void send_all(int fd, const unsigned char *p, size_t n) {
 
 static void send_random(conn_t *c, double t) {
     size_t i = (size_t)random() % nframes;
-    send_all(c->fd, frames_data + frame_off[i], frame_len[i]);
+    send_all(c, frames_data + frame_off[i], frame_len[i]);
     c->sent[(c->head + c->count) % MAX_DEPTH] = t;
     c->count++;
 }
@@ -82,10 +99,19 @@ static double percentile(uint64_t total, double p) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 7) {
-        fprintf(stderr, "usage: %s HOST PORT CONNS SECONDS DEPTH FRAMES_FILE\n", argv[0]);
+    if (argc != 7 && !(argc == 8 && strcmp(argv[7], "tls") == 0)) {
+        fprintf(stderr, "usage: %s HOST PORT CONNS SECONDS DEPTH FRAMES_FILE [tls]\n", argv[0]);
         return 2;
     }
+    int use_tls = argc == 8;
+#ifdef WITH_TLS
+    if (use_tls) {
+        tls_ctx = SSL_CTX_new(TLS_client_method());
+        SSL_CTX_set_verify(tls_ctx, SSL_VERIFY_NONE, NULL);
+    }
+#else
+    if (use_tls) { fprintf(stderr, "built without TLS (-DWITH_TLS)\n"); return 2; }
+#endif
     int nconns = atoi(argv[3]), depth = atoi(argv[5]);
     double seconds = atof(argv[4]);
     if (nconns < 1 || nconns > MAX_CONNS || depth < 1 || depth > MAX_DEPTH || seconds <= 0 || seconds > 600) {
@@ -121,19 +147,29 @@ int main(int argc, char **argv) {
     if ((ntohl(sa.sin_addr.s_addr) >> 24) != 127) { fprintf(stderr, "loopback only\n"); return 2; }
     int ep = epoll_create1(0);
     conn_t *conns = calloc((size_t)nconns, sizeof(conn_t));
-    double start = now();
+    double start = 0;
     for (int i = 0; i < nconns; i++) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) die("connect");
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         conns[i].fd = fd;
+#ifdef WITH_TLS
+        if (use_tls) {
+            SSL *ssl = SSL_new(tls_ctx);
+            SSL_set_fd(ssl, fd);
+            if (SSL_connect(ssl) != 1) { ERR_print_errors_fp(stderr); return 1; }
+            conns[i].ssl = ssl;
+        }
+#endif
         conns[i].cap = 1 << 20;
         conns[i].buf = malloc(conns[i].cap);
         struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
         epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
-        for (int d = 0; d < depth; d++) send_random(&conns[i], now());
     }
+    start = now(); /* connected (and handshaken): the clock starts with the first requests */
+    for (int i = 0; i < nconns; i++)
+        for (int d = 0; d < depth; d++) send_random(&conns[i], now());
     uint64_t done = 0, errors = 0;
     double max_lat = 0, end = start + seconds;
     struct epoll_event evs[MAX_CONNS];
@@ -147,7 +183,16 @@ int main(int argc, char **argv) {
                 c->cap *= 2;
                 c->buf = realloc(c->buf, c->cap);
             }
-            ssize_t r = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
+            ssize_t r;
+#ifdef WITH_TLS
+            if (c->ssl) {
+                /* blocking socket: a partial record is waited for (the server sends whole ones) */
+                int got = SSL_read((SSL *)c->ssl, c->buf + c->len, (int)(c->cap - c->len));
+                if (got <= 0) { fprintf(stderr, "server closed a TLS connection\n"); return 1; }
+                r = got;
+            } else
+#endif
+            r = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
             if (r == 0) { fprintf(stderr, "server closed a connection\n"); return 1; }
             if (r < 0) { if (errno == EINTR) continue; die("recv"); }
             c->len += (size_t)r;

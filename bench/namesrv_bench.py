@@ -25,6 +25,10 @@ Phases (``--phases``, comma-separated; the 32 brokers always register first):
 * ``big``: a 100,000-topic broker registering (compressed, then JSON; first
   registration and a new data version) while 16 connections query routes.
 
+``--tls`` sends the route queries over TLS (the generator links OpenSSL;
+the server's default permissive port with its test-mode certificate),
+for the cost of TLS beside the plaintext figures.
+
 ``--auth`` runs the same phases against a NameServer with accounts
 (``aclEnable``, a generated plain_acl.yml): the brokers sign their
 registrations with an admin account; route queries go ``unsigned`` (the
@@ -220,23 +224,30 @@ class BrokerBody:
         return self.current
 
 
-def build_loadgen(workdir: Path) -> Path:
-    """Compile the C load generator (a Python one would be the bottleneck)."""
+def build_loadgen(workdir: Path, tls: bool = False) -> Path:
+    """Compile the C load generator (a Python one would be the bottleneck); with OpenSSL for ``tls``."""
     exe = workdir / "loadgen"
     cc = os.environ.get("CC", "cc")
-    subprocess.run([cc, "-O2", "-o", str(exe), str(ROOT / "bench" / "loadgen.c")], check=True)
+    tls_flags = (["-DWITH_TLS"], ["-lssl", "-lcrypto"]) if tls else ([], [])
+    subprocess.run([cc, "-O2", *tls_flags[0], "-o", str(exe), str(ROOT / "bench" / "loadgen.c"), *tls_flags[1]],
+                   check=True)
     return exe
 
 
-def loadgen_cmd(loadgen: Path, frames_file: Path, addr: str, conns: int, duration: float) -> list[str]:
+def loadgen_cmd(
+    loadgen: Path, frames_file: Path, addr: str, conns: int, duration: float, tls: bool = False, depth: int = 1
+) -> list[str]:
     host, port = addr.rsplit(":", 1)
-    return [str(loadgen), host, port, str(conns), str(duration), "1", str(frames_file)]
+    command = [str(loadgen), host, port, str(conns), str(duration), str(depth), str(frames_file)]
+    return command + (["tls"] if tls else [])
 
 
-def query_load(loadgen: Path, frames_file: Path, addr: str, conns: int, duration: float) -> dict[str, float]:
-    """Closed-loop random route queries from the C generator pinned to CPU 1."""
+def query_load(
+    loadgen: Path, frames_file: Path, addr: str, conns: int, duration: float, tls: bool = False, depth: int = 1
+) -> dict[str, float]:
+    """Closed-loop random route queries from the C generator pinned to CPU 1 (over TLS with ``tls``)."""
     out = subprocess.run(
-        loadgen_cmd(loadgen, frames_file, addr, conns, duration),
+        loadgen_cmd(loadgen, frames_file, addr, conns, duration, tls, depth),
         capture_output=True, text=True, timeout=duration + 60, preexec_fn=lambda: pin(CLIENT_CPU),
     )
     if out.returncode != 0:
@@ -293,7 +304,10 @@ def queries_with(
         if rereg is not None:
             rereg.stop.set()
             rereg.join()
-    res["server_cpu_pct"] = 100 * (cpu_seconds(pid) - cpu0) / elapsed
+    cpu = cpu_seconds(pid) - cpu0
+    res["server_cpu_pct"] = 100 * cpu / elapsed
+    # CPU per query: steadier than q/s on a shared machine, where the server may get a fraction of its core
+    res["server_cpu_us_per_query"] = 1e6 * cpu / max(1.0, float(res.get("queries", 0)))
     if rereg is not None:
         if rereg.error:
             raise SystemExit(rereg.error)
@@ -321,6 +335,9 @@ def main() -> None:
     ap.add_argument("--churn-period", type=float, default=1.0, help="churn: seconds between a broker's re-registrations")
     ap.add_argument("--churn-modes", default=",".join(CHURN_MODES), help=f"comma-separated, of: {', '.join(CHURN_MODES)}")
     ap.add_argument("--big-topics", type=int, default=100_000)
+    ap.add_argument("--depth", type=int, default=1, help="queries phase: requests in flight per connection (1-64)")
+    ap.add_argument("--tls", action="store_true",
+                    help="route queries over TLS (the server's default permissive port, test-mode certificate)")
     ap.add_argument("--server-root", type=Path, default=ROOT,
                     help="run the NameServer of another checkout (e.g. an export of main), for A/B comparisons")
     ap.add_argument("--warmup", type=float, default=0.0,
@@ -336,6 +353,8 @@ def main() -> None:
         0 <= args.warmup <= 600
     ):
         ap.error(f"bad phase, mode or duration: {', '.join(bad) or args.duration}")
+    if not 1 <= args.depth <= 64:
+        ap.error(f"--depth must be 1-64, got {args.depth}")
     out_path = Path(args.out) if args.out else ROOT / "bench" / "results" / (
         "namesrv.json" if set(phases) == set(PHASES) else f"namesrv-{'-'.join(phases)}.json")
 
@@ -348,6 +367,8 @@ def main() -> None:
         "server_root": str(args.server_root.resolve()),
         "warmup_s": args.warmup,
         "load_average_before": os.getloadavg()[0],
+        "tls": args.tls,
+        "depth": args.depth,
     }
     if "inproc" in phases:
         from bench.namesrv_inproc import measure
@@ -359,7 +380,7 @@ def main() -> None:
             write_results(out_path, results)
             return
     with tempfile.TemporaryDirectory(prefix="namesrv-bench-") as tmp:
-        loadgen = build_loadgen(Path(tmp))
+        loadgen = build_loadgen(Path(tmp), tls=args.tls)
         proc, addr = start_server(Path(tmp), frame_max=64 * 1024 * 1024, auth=args.auth != "off",
                                   server_root=args.server_root.resolve())
         try:
@@ -435,10 +456,10 @@ def run(
         print(f"  {key:18s} {reg[f'{key}_ms_median']:7.2f} / {reg[f'{key}_ms_max']:7.2f}")
 
     def load(n: int) -> Callable[[], dict[str, float]]:
-        return lambda: query_load(loadgen, frames_file, addr, n, args.duration)
+        return lambda: query_load(loadgen, frames_file, addr, n, args.duration, args.tls, args.depth)
 
     if args.warmup > 0:  # every topic asked about (and, with --auth signed, verified) before measuring
-        query_load(loadgen, frames_file, addr, 16, args.warmup)
+        query_load(loadgen, frames_file, addr, 16, args.warmup, args.tls)
 
     if "queries" in phases:
         queries = []
@@ -446,7 +467,8 @@ def run(
             res = queries_with(pid, load(n), conns, brokers, args.rereg_period, "same")
             queries.append(res)
             print(
-                f"{n:3d} conns: {res['qps']:9.0f} q/s  p50 {res['p50_ms']:.3f} ms  p99 {res['p99_ms']:.3f} ms  "
+                f"{n:3d} conns: {res['qps']:9.0f} q/s  {res['server_cpu_us_per_query']:6.1f} us CPU/q  "
+                f"p50 {res['p50_ms']:.3f} ms  p99 {res['p99_ms']:.3f} ms  "
                 f"max {res['max_ms']:.1f} ms  errors {res['errors']}  server CPU {res['server_cpu_pct']:.0f}%  "
                 f"client CPU {res['client_cpu_pct']:.0f}%  re-registrations {res['registrations']}"
             )
@@ -503,7 +525,7 @@ def big_phase(
             )
             frame = encode(acl.sign(cmd, BROKER_KEYS) if args.auth != "off" else cmd)
             gen = subprocess.Popen(
-                loadgen_cmd(loadgen, frames_file, addr, 16, window),
+                loadgen_cmd(loadgen, frames_file, addr, 16, window, args.tls),
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: pin(CLIENT_CPU),
             )
             try:

@@ -16,6 +16,7 @@ from broker_stub.subgroups import SubscriptionGroupError
 from broker_stub.topic_store import TopicStoreError
 from remoting.acl_accounts import AccountsError
 from remoting.climain import first_of, run_app
+from remoting.tls_config import TlsConfigError
 
 log = logging.getLogger("broker_stub")
 
@@ -83,7 +84,12 @@ async def _serve(server: BrokerServer) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Console-script entry point: one clear line and a non-zero exit on failure."""
-    return run_app(app, "mqbroker-stub", argv, (ConfigError, StartupError, TopicStoreError, SubscriptionGroupError, AccountsError))
+    return run_app(
+        app,
+        "mqbroker-stub",
+        argv,
+        (ConfigError, StartupError, TopicStoreError, SubscriptionGroupError, AccountsError, TlsConfigError),
+    )
 
 
 def entry() -> None:

@@ -24,6 +24,7 @@ from remoting.access import ConfigValueError, parse_classes
 from remoting.acl import Credentials
 from remoting.acl_addresses import LOOPBACK_PATTERNS, AddressPatternError, parse_list
 from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
+from remoting.tls_config import TlsConfigError, TlsSettings
 from remoting.transport import parse_addr
 
 
@@ -122,6 +123,9 @@ class BrokerConfig:
     accessKey: str = ""
     secretKey: str = ""
     innerClientAuthenticationCredentials: str = ""
+    #: The tls.* keys (Java's TlsSystemConfig; see remoting.tls_config): not broker.properties keys in
+    #: Java, so neither listed by keys() nor shown by GET_BROKER_CONFIG.
+    tls: TlsSettings = field(default_factory=TlsSettings, repr=False, metadata={"internal": True})
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -284,8 +288,9 @@ def load_file(path: str) -> BrokerConfig:
     try:
         for key, value in config.parse_values(props).items():
             setattr(config, key, value)
+        config.tls = TlsSettings.from_properties(props)
         config.validate()
         config.java_settings = java_settings(props, config.keys())
-    except ConfigError as exc:
+    except (ConfigError, TlsConfigError) as exc:
         raise ConfigError(f"config file {path}: {exc}") from None
     return config

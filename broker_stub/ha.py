@@ -12,6 +12,7 @@ to it, as Java 5.x does).
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Hashable
 
 import trio
@@ -39,6 +40,7 @@ class HighAvailability:
         master_addr: Callable[[], str | None],
         ha_server_addr: Callable[[], str | None] = lambda: None,
         credentials: Credentials | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         consuming = processor.consuming
         self.links = SlaveLinks(trio.current_time)
@@ -58,7 +60,9 @@ class HighAvailability:
         self.sync: SlaveSync | None = None
         if is_master:
             return
-        self.sync = SlaveSync(topics, master_addr=master_addr, set_offset=consuming.set_offset, credentials=credentials)
+        self.sync = SlaveSync(
+            topics, master_addr=master_addr, set_offset=consuming.set_offset, credentials=credentials, tls=tls
+        )
 
         keys = processor.admin.keys
 
@@ -74,6 +78,7 @@ class HighAvailability:
             on_unknown_topic=lambda topic: self.sync.kick() if self.sync is not None else None,
             known_topic=lambda topic: topic in topics,
             credentials=credentials,
+            tls=tls,
         )
         consuming.master_alive = lambda: self.replicator is not None and self.replicator.master_alive
 

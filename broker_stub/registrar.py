@@ -14,6 +14,7 @@ broker signs its NameServer requests.
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Callable
 
 import trio
@@ -41,6 +42,7 @@ class Registrar:
         broker_addr: str,
         ha_addr: str,
         on_first_success: Callable[[], None] = lambda: None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.config = config
         self.topics = topics
@@ -51,6 +53,7 @@ class Registrar:
         self.ha_server_addr: str | None = None
         self.registered: dict[str, DataVersion] = {}  # namesrv -> last version it accepted
         self.on_first_success = on_first_success
+        self.tls = tls  # NameServer connections speak TLS (tls.enable)
         self.credentials = config.credentials()  # signs every request to the NameServers when set
         self._wake = trio.Event()
         self._generation = 0
@@ -103,7 +106,7 @@ class Registrar:
             timeout = self.config.registerBrokerTimeoutMills / 1000.0
             try:
                 async with (
-                    connect(addr, connect_timeout=timeout, credentials=self.credentials) as client,
+                    connect(addr, connect_timeout=timeout, tls=self.tls, credentials=self.credentials) as client,
                     trio.open_nursery() as nursery,
                 ):
                     if self.config.enableSlaveActingMaster:
@@ -226,7 +229,9 @@ class Registrar:
         )
         with trio.move_on_after(UNREGISTER_TIMEOUT):
             try:
-                async with connect(addr, connect_timeout=UNREGISTER_TIMEOUT, credentials=self.credentials) as client:
+                async with connect(
+                    addr, connect_timeout=UNREGISTER_TIMEOUT, tls=self.tls, credentials=self.credentials
+                ) as client:
                     resp = await client.invoke(req, UNREGISTER_TIMEOUT)
                     log.info("unregistered from %s: code=%s", addr, resp.code)
             except RemotingError as exc:

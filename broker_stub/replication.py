@@ -25,6 +25,7 @@ learns the same from the NameServer's broker member group, every second).
 from __future__ import annotations
 
 import logging
+import ssl
 import struct
 import time
 from collections.abc import Callable, Hashable
@@ -133,6 +134,7 @@ class Replicator:
         clock: Callable[[], float] = trio.current_time,
         wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         credentials: Credentials | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.store = store
         self.credentials = credentials  # signs the requests when the master checks accounts
@@ -140,6 +142,7 @@ class Replicator:
         self.on_stored = on_stored
         self.on_unknown_topic = on_unknown_topic
         self.known_topic = known_topic
+        self.tls = tls
         self.clock = clock
         self.last_ok = -float("inf")
         self.copied = 0
@@ -196,7 +199,9 @@ class Replicator:
                 await trio.sleep(RETRY_DELAY)
                 continue
             try:
-                async with connect(addr, connect_timeout=REQUEST_TIMEOUT, credentials=self.credentials) as client:
+                async with connect(
+                    addr, connect_timeout=REQUEST_TIMEOUT, tls=self.tls, credentials=self.credentials
+                ) as client:
                     while self.master_addr() == addr and not client.closed:
                         self.last_write_ms = self.wall_ms()
                         req = replicate_request(self._have(), self.store.commit_offset)

@@ -36,6 +36,8 @@ from remoting.command import RemotingCommand
 from remoting.gate import AccessControl
 from remoting.ratelog import CLIP_ARGS, clip
 from remoting.reactor import Reactor
+from remoting.tls_context import client_context_from
+from remoting.tls_gate import TlsGate
 
 log = logging.getLogger("broker_stub")
 log.addFilter(CLIP_ARGS)  # no client value makes a long log line, whoever logs it
@@ -72,6 +74,12 @@ class BrokerServer:
         self.subgroups = SubscriptionGroups(groups_path(config.storePathRootDir) if config.storePathRootDir else None)
         self.saved_offsets = load_offsets(config)  # consumerOffset.json, read before serving as well
         self.persistence: Persistence | None = None
+        # Certificates are read here too: a bad file stops the start with one line.
+        tls = config.tls.resolved()
+        self.tls = TlsGate.from_settings(tls)
+        #: The broker's own connections (NameServers, a slave's master): TLS with tls.enable=true, or by
+        #: default when its port is enforcing, as a Java broker (BrokerStartup's useTLS).
+        self.client_tls = client_context_from(tls) if tls.client_tls else None
         # The accounts are read before serving too: a bad file is a start-up error.
         self.access = AccessControl(config, os.environ.get("ROCKETMQ_HOME", ""), log)
 
@@ -105,6 +113,7 @@ class BrokerServer:
             read_budget=config.serverTotalReadBufferBytes,
             high_water_mark=config.writeBufferHighWaterMark,
             low_water_mark=config.writeBufferLowWaterMark,
+            tls=self.tls,
         )
         self.reactor = reactor
         _, port = reactor.listen(config.brokerIP1, config.listenPort, BACKLOG)
@@ -118,7 +127,10 @@ class BrokerServer:
         ha_addr = f"{config.brokerIP1}:{config.haListenPort}"
         topics = self.topics
         store = MessageStore(config.brokerIP1, port, config.maxMessagesPerQueue, max_bytes=config.maxStoreBytes)
-        self.registrar = Registrar(config, topics, self.faults, broker_addr=self.addr, ha_addr=ha_addr)
+        self.registrar = Registrar(
+            config, topics, self.faults, broker_addr=self.addr, ha_addr=ha_addr, tls=self.client_tls
+        )
+        log.info("%s; to name servers: %s", self.tls.describe(), "TLS" if self.client_tls else "plaintext")
         self.processor = BrokerProcessor(
             config,
             topics,
@@ -145,7 +157,7 @@ class BrokerServer:
         registrar = self.registrar
         ha = HighAvailability(self.processor, store, topics, is_master=config.is_master,
                               master_addr=lambda: registrar.master_addr, ha_server_addr=lambda: registrar.ha_server_addr,
-                              credentials=registrar.credentials)
+                              credentials=registrar.credentials, tls=self.client_tls)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(reactor.run)
             nursery.start_soon(self._tick)

@@ -12,6 +12,7 @@ a topic the slave does not know yet.
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Callable
 
 import trio
@@ -58,11 +59,13 @@ class SlaveSync:
         master_addr: Callable[[], str | None],
         set_offset: Callable[[str, str, int, int], None],
         credentials: Credentials | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.topics = topics
         self.credentials = credentials  # signs the requests when the master checks accounts
         self.master_addr = master_addr
         self.set_offset = set_offset
+        self.tls = tls
         self._wake = trio.Event()
         self.syncs = 0
 
@@ -83,7 +86,7 @@ class SlaveSync:
             self._wake = trio.Event()
 
     async def sync_once(self, addr: str) -> None:
-        async with connect(addr, connect_timeout=TIMEOUT, credentials=self.credentials) as client:
+        async with connect(addr, connect_timeout=TIMEOUT, tls=self.tls, credentials=self.credentials) as client:
             resp = await client.invoke(request(RequestCode.GET_ALL_TOPIC_CONFIG), TIMEOUT)
             if resp.code == ResponseCode.SUCCESS and resp.body:
                 self._install_topics(parse_topic_table(resp.body))

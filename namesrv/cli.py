@@ -14,6 +14,7 @@ from namesrv.kvconfig import KVConfig, KVConfigError
 from namesrv.server import NameServer
 from remoting.acl_accounts import AccountsError
 from remoting.climain import first_of, run_app
+from remoting.tls_config import TlsConfigError
 
 log = logging.getLogger("namesrv")
 
@@ -77,7 +78,7 @@ async def _serve(config: NamesrvConfig, kv: KVConfig) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Console-script entry point: one clear line and a non-zero exit on failure."""
-    return run_app(app, "mqnamesrv", argv, (ConfigError, KVConfigError, StartupError, AccountsError))
+    return run_app(app, "mqnamesrv", argv, (ConfigError, KVConfigError, StartupError, AccountsError, TlsConfigError))
 
 
 def entry() -> None:

@@ -24,6 +24,7 @@ from remoting.access import ConfigValueError, parse_classes
 from remoting.acl_addresses import LOOPBACK_PATTERNS, AddressPatternError, parse_list
 from remoting.javatypes import JavaRangeError, NotANumber, parse_int
 from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
+from remoting.tls_config import TlsConfigError, TlsSettings, is_secret_key
 
 _HOME = os.path.expanduser("~")
 
@@ -129,9 +130,23 @@ class NamesrvConfig:
             props[key] = _render(getattr(self, key))
         return props
 
-    def render(self) -> str:
-        """The config as properties text, escaped so it parses back to exactly these values."""
-        return properties.store(self.as_properties())
+    def render(self, *, public: bool = False) -> str:
+        """The config as properties text, escaped so it parses back to exactly these values.
+
+        ``public`` (GET_NAMESRV_CONFIG) hides key passwords (``tls.server.keyPassword``):
+        the file keeps them, a config listing does not show them.
+        """
+        props = self.as_properties()
+        if public:
+            props = {k: ("******" if v and is_secret_key(k) else v) for k, v in props.items()}
+        return properties.store(props)
+
+    def tls_settings(self) -> TlsSettings:
+        """The ``tls.*`` keys of the config file (Java reads them as system properties)."""
+        try:
+            return TlsSettings.from_properties(self.extra)
+        except TlsConfigError as exc:
+            raise ConfigError(str(exc)) from None
 
     def parse_values(self, props: Mapping[str, str]) -> dict[str, Any]:
         """Typed values for the known keys in ``props``; ConfigError names a bad one."""
@@ -195,6 +210,7 @@ class NamesrvConfig:
         for key, low in (("routeSnapshotIntervalMillis", 10), ("routeSnapshotMaxAgeMillis", 1)):
             if not low <= getattr(self, key) <= 86_400_000:
                 raise ConfigError(f"{key} must be between {low} and 86400000 (one day), got {getattr(self, key)}")
+        self.tls_settings()
 
 
 #: The access-control keys: never changed by a request.

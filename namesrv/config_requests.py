@@ -37,7 +37,7 @@ class ConfigRequests:
         raise NotImplementedError
 
     def get_config(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
-        text = self.config.render()
+        text = self.config.render(public=True)
         return response_to(req, ResponseCode.SUCCESS, body=text.encode() if text.strip() else b"")
 
     def _validated_update(self, body: bytes) -> tuple[NamesrvConfig, dict[str, str]]:
@@ -54,15 +54,15 @@ class ConfigRequests:
         config_policy.check_text(props)
         config_policy.check_classes(props, self.config)
         updated = copy.deepcopy(self.config)
-        try:
-            updated.apply(updated.parse_values(props))
-            updated.validate()
-        except ConfigError as exc:
-            raise config_policy.UpdateRefused(f"invalid config value: {exc}") from None
-        config_policy.check_update(updated, self.config, self.runtime_state())
         for key, value in props.items():
             if key in updated.extra:  # Java updates only keys it already has
                 updated.extra[key] = value
+        try:
+            updated.apply(updated.parse_values(props))
+            updated.validate()  # tls.* values too: a bad one would stop the next start
+        except ConfigError as exc:
+            raise config_policy.UpdateRefused(f"invalid config value: {exc}") from None
+        config_policy.check_update(updated, self.config, self.runtime_state())
         return updated, props
 
     async def update_config(self, req: RemotingCommand) -> RemotingCommand:

@@ -36,6 +36,7 @@ from namesrv.snapshot import RouteSnapshots
 from remoting.gate import AccessControl
 from remoting.ratelog import CLIP_ARGS
 from remoting.reactor import Reactor
+from remoting.tls_gate import TlsGate
 
 log = logging.getLogger("namesrv")
 log.addFilter(CLIP_ARGS)  # no client value makes a long log line, whoever logs it
@@ -46,6 +47,8 @@ SHUTDOWN_GRACE_SECONDS = 1.5
 class NameServer:
     def __init__(self, config: NamesrvConfig, kv: KVConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
+        # Certificate files are read here: a bad one is a start-up error, before anything listens.
+        self.tls = TlsGate.from_settings(config.tls_settings().resolved())
         self._write_lock = trio.Lock()
         self.processor = NameServerProcessor(
             config, kv, clock=clock, persist=self._persist, connection_count=lambda: len(self.reactor.connections)
@@ -61,6 +64,7 @@ class NameServer:
             read_budget=config.serverTotalReadBufferBytes,
             high_water_mark=config.writeBufferHighWaterMark,
             low_water_mark=config.writeBufferLowWaterMark,
+            tls=self.tls,
         )
         self._stop_event = trio.Event()
         self._nursery: trio.Nursery | None = None
@@ -86,6 +90,7 @@ class NameServer:
         # listenPort=0 asks for any free port; like Java, the bound one is written back so that
         # getNamesrvConfig (and a config persisted later) names the port clients actually use.
         self.config.listenPort = address[1]
+        log.info("%s", self.tls.describe())
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self.reactor.run)

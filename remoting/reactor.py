@@ -22,6 +22,14 @@ read while any of these holds, and nothing queues without bound:
 - it already had :data:`BATCH_REQUESTS` requests answered in this pass:
   until the next pass, so one pipelining peer cannot hold the loop.
 
+TLS (:mod:`remoting.tls_gate`) sits between the socket and the decoder:
+ciphertext read goes through the connection's TLS session and its
+plaintext into the same decoder, answers are encrypted before they join
+``out``, so the read budget and water marks bound TLS connections as they
+do plaintext ones (``out`` holds ciphertext). A plaintext connection costs
+one attribute read and two tests per read, and one per write, more than
+without TLS.
+
 Nothing a peer sends leaves this module as an exception: a frame that
 cannot be decoded closes that connection, a request whose handling or
 encoding fails is answered SYSTEM_ERROR (or closes the connection if even
@@ -40,12 +48,15 @@ from typing import Protocol
 import trio
 
 from remoting.acceptor import Acceptor
-from remoting.codec import FrameDecoder, ProtocolError, encode
+from remoting.codec import ProtocolError, encode
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
+from remoting.connection import READ, WRITE, Connection
 from remoting.limits import ReadBudget, water_marks
 from remoting.memtrim import Trimmer
 from remoting.ratelog import CLIP_ARGS, RateLimitedLog, clip
+from remoting.tls_gate import SUMMARIES, TlsGate, TlsRefused
+from remoting.tls_session import MAX_RECORD_BYTES, Hello, PeerClosed, TlsSession
 
 log = logging.getLogger("remoting")
 log.addFilter(CLIP_ARGS)
@@ -59,8 +70,6 @@ TURN_SECONDS = 0.002
 BATCH_REQUESTS = 512
 #: Answers are joined into one send up to this size (and never past the high water mark).
 BATCH_BYTES = 256 * 1024
-READ = selectors.EVENT_READ
-WRITE = selectors.EVENT_WRITE
 
 
 class Processor(Protocol):
@@ -82,39 +91,6 @@ OnClose = Callable[[int, str, str], None]
 OnResponse = Callable[[int, RemotingCommand], None]
 
 
-class Connection:
-    __slots__ = (
-        "backlogged",
-        "busy",
-        "closed",
-        "decoder",
-        "held",
-        "id",
-        "interest",
-        "last_active",
-        "out",
-        "peer",
-        "sock",
-        "starved",
-        "unwritable",
-    )
-
-    def __init__(self, conn_id: int, sock: socket.socket, peer: str, max_frame: int, now: float) -> None:
-        self.id = conn_id
-        self.sock = sock
-        self.peer = peer
-        self.decoder = FrameDecoder(max_frame)
-        self.out = bytearray()  # answers the kernel would not take yet
-        self.busy = False  # an awaiting handler owns this connection
-        self.closed = False
-        self.last_active = now
-        self.interest = READ
-        self.held = 0  # bytes charged to the read budget
-        self.starved = 0  # bytes wanted from the read budget and refused (0: not waiting)
-        self.unwritable = False  # unsent answers passed the high mark, not yet below the low one
-        self.backlogged = False  # answered a full batch this pass; more whole frames may wait
-
-
 class Reactor:
     def __init__(
         self,
@@ -128,6 +104,7 @@ class Reactor:
         read_budget: int | None = None,
         high_water_mark: int = 0,
         low_water_mark: int = 0,
+        tls: TlsGate | None = None,
         on_response: OnResponse | None = None,
     ) -> None:
         self.processor = processor
@@ -155,6 +132,7 @@ class Reactor:
             open_connections=self.connections.__len__,
         )
         self.reading = True
+        self.tls = tls  # None: no TLS at all, not even to recognise and refuse a handshake
 
     # ------------------------------------------------------------------
     # setup
@@ -168,14 +146,19 @@ class Reactor:
         select = self.selector.select
         clock = self.clock
         read = self._read
+        tls = self.tls
         async with trio.open_nursery() as nursery:
             self._nursery = self.acceptor.nursery = nursery
             nursery.start_soon(self._sweep_idle)
             while True:
-                if self._backlog:
-                    await trio.lowlevel.checkpoint()  # others' turn, then the batches left over
+                if self._backlog or (tls is not None and tls.deferred):
+                    await trio.lowlevel.checkpoint()  # others' turn, then the batches or hellos left over
                 else:
                     await trio.lowlevel.wait_readable(fd)
+                if tls is not None:
+                    deferred = tls.new_turn()
+                    if deferred:
+                        self._resume_tls(deferred)  # new TLS connections the last turn had no time for
                 # Peers that answered while we worked are served in the same
                 # turn, saving a trip through trio; bounded in polls and time
                 # so timers and other tasks still run.
@@ -209,6 +192,8 @@ class Reactor:
 
     def _accepted(self, sock: socket.socket, peer: str) -> None:
         conn = Connection(next(self._ids), sock, peer, self.max_frame, self.clock())
+        if self.tls is not None:
+            conn.tls = Hello()
         self.connections[conn.id] = conn
         self.selector.register(sock, READ, conn)
 
@@ -235,6 +220,11 @@ class Reactor:
         if conn.closed:
             return
         conn.closed = True
+        if type(conn.tls) is TlsSession and not conn.out:
+            try:
+                conn.sock.send(conn.tls.close_notify())
+            except OSError:
+                pass  # best effort: the peer may be gone
         if conn.interest:
             self.selector.unregister(conn.sock)
             conn.interest = 0
@@ -274,6 +264,9 @@ class Reactor:
             limit = self.clock() - self.idle_seconds()
             for conn in [c for c in self.connections.values() if c.last_active < limit and not c.busy]:
                 self.close(conn, "idle" if not conn.out else "peer stopped reading")
+            if self.tls is not None:
+                for stalled, refusal in self.tls.stalled(list(self.connections.values()), self.clock()):
+                    self._refuse(stalled, refusal)
             self.warn.flush()
             self.trimmer.maybe_trim()
 
@@ -283,10 +276,12 @@ class Reactor:
     def _read(self, conn: Connection, now: float) -> None:
         if not self._readable(conn):
             return  # the selector's list was taken before this connection paused
+        tls = conn.tls
         decoder = conn.decoder
         partial = decoder.partial_frame_size
         if partial:
-            size = min(RECV_SIZE, partial - decoder.buffered)  # only the rest of the admitted frame
+            # Only the rest of the admitted frame; on TLS, plus one record (its ciphertext is longer).
+            size = min(RECV_SIZE, partial - decoder.buffered + (0 if tls is None else MAX_RECORD_BYTES))
         else:
             size = TIGHT_RECV_SIZE if self.budget.tight else RECV_SIZE
         try:
@@ -300,12 +295,75 @@ class Reactor:
             self.close(conn, "closed by peer")
             return
         conn.last_active = now
+        if tls is not None:
+            data = self._tls_receive(conn, data, now)
+            if not data:
+                return
         try:
             decoder.push(data)
         except ProtocolError as exc:
             self.close(conn, f"malformed frame: {exc}")
             return
         self._process(conn)
+
+    # ------------------------------------------------------------------
+    # TLS
+
+    def _tls_receive(self, conn: Connection, data: bytes, now: float) -> bytes:
+        """Plaintext for the decoder out of bytes read from a TLS or not yet classified connection."""
+        assert self.tls is not None
+        try:
+            plain, out = self.tls.receive(conn, data, now)
+        except TlsRefused as refusal:
+            self._refuse(conn, refusal)
+            return b""
+        except PeerClosed:
+            self.close(conn, "closed by peer")
+            return b""
+        if out:
+            self._send(conn, out)
+            if conn.closed:
+                return b""
+        if conn.busy or out:
+            self._set_interest(conn)  # parked until the certificate is ready, or handshake bytes to flush
+            if self.tls.start_preparing():
+                assert self._nursery is not None
+                self._nursery.start_soon(self._tls_ready)
+        return plain
+
+    async def _tls_ready(self) -> None:
+        """Serve the connections that waited for the test-mode certificate (or refuse them)."""
+        assert self.tls is not None
+        self._resume_tls(await self.tls.prepare())
+
+    def _resume_tls(self, conns: list[Connection]) -> None:
+        """Go on with connections the gate parked after their first bytes (their hello is kept)."""
+        for conn in conns:
+            if conn.closed:
+                continue
+            plain = self._tls_receive(conn, b"", self.clock())
+            if conn.closed:
+                continue
+            if plain:
+                try:
+                    conn.decoder.push(plain)
+                except ProtocolError as exc:
+                    self.close(conn, f"malformed frame: {exc}")
+                    continue
+            self._process(conn)
+
+    def _refuse(self, conn: Connection, refusal: TlsRefused) -> None:
+        """Close a connection the TLS mode or handshake refuses, with one rate-limited line."""
+        if refusal.output and not conn.out:
+            try:
+                conn.sock.send(refusal.output)  # the alert, so the peer learns why
+            except OSError:
+                pass
+        self.warn.warning(
+            f"tls-{refusal.kind}", SUMMARIES[refusal.kind],
+            "closing connection from %s: %s", conn.peer, refusal.message,
+        )
+        self.close(conn, f"tls: {refusal.message}")
 
     def _process(self, conn: Connection) -> None:
         """Answer the whole frames buffered, in order, until one of the pause reasons holds."""
@@ -448,8 +506,17 @@ class Reactor:
         return not conn.closed
 
     def _write(self, conn: Connection, data: bytes) -> None:
+        """Send an answer (encrypted on a TLS connection); what the kernel does not take joins ``out``."""
         if conn.closed:
             return
+        tls = conn.tls
+        if tls is not None:
+            if type(tls) is not TlsSession:
+                return  # nothing is answered before a connection's first bytes were classified
+            data = tls.encrypt(data)
+        self._send(conn, data)
+
+    def _send(self, conn: Connection, data: bytes) -> None:
         if conn.out:
             conn.out += data
         else:

@@ -1,8 +1,11 @@
 """A trio client for the remoting protocol: one connection, many requests.
 
 Responses are matched to requests by ``opaque``; every call has a
-timeout; the number of requests in flight is bounded. Given credentials,
-the client signs every request it sends (:func:`remoting.acl.sign`), as a
+timeout; the number of requests in flight is bounded. With an
+``ssl.SSLContext`` (see :func:`remoting.tls_context.client_context`) the
+connection speaks TLS, as a Java client with ``-Dtls.enable=true``; the
+handshake counts against the connect timeout. Given credentials, the
+client signs every request it sends (:func:`remoting.acl.sign`), as a
 Java client with ``AclClientRPCHook`` does.
 """
 
@@ -11,6 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -70,7 +74,7 @@ class RemotingClient:
     """Use through :func:`connect`; it owns the reader task."""
 
     def __init__(
-        self, addr: str, stream: trio.SocketStream, *, max_frame_length: int, credentials: Credentials | None = None
+        self, addr: str, stream: trio.abc.Stream, *, max_frame_length: int, credentials: Credentials | None = None
     ) -> None:
         self.addr = addr
         self.credentials = credentials
@@ -159,24 +163,56 @@ class RemotingClient:
         return encode(sign(req, self.credentials) if self.credentials is not None else req)
 
 
+async def open_stream(addr: str, *, connect_timeout: float, tls: ssl.SSLContext | None = None) -> trio.abc.Stream:
+    """A connected stream to ``addr``, TLS once its handshake is done when ``tls`` is given.
+
+    ConnectError with the OS's reason (a refused connection fails at once),
+    the TLS failure, or the timeout, which covers connect and handshake.
+    """
+    host, port = parse_addr(addr)
+    tcp: trio.SocketStream | None = None
+    with trio.move_on_after(connect_timeout):
+        try:
+            tcp = await trio.open_tcp_stream(host, port)
+        except OSError as exc:
+            raise ConnectError(f"cannot connect to {addr}: {_reason(exc)}") from None
+        if tls is None:
+            return tcp
+        stream = trio.SSLStream(tcp, tls, server_hostname=host if tls.check_hostname else None)
+        try:
+            await stream.do_handshake()
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            await trio.aclose_forcefully(tcp)
+            raise ConnectError(f"TLS handshake with {addr} failed: {_tls_reason(exc)}") from None
+        return stream
+    if tcp is not None:
+        await trio.aclose_forcefully(tcp)
+        raise ConnectError(f"TLS handshake with {addr} failed: timed out after {connect_timeout:g} s")
+    raise ConnectError(f"cannot connect to {addr}: timed out after {connect_timeout:g} s")
+
+
+def _tls_reason(exc: BaseException) -> str:
+    """What broke a handshake: OpenSSL's reason, or the server closing the connection."""
+    cause = exc.__cause__
+    if isinstance(cause, ssl.SSLEOFError) or cause is None:
+        return "the server closed the connection (is TLS enabled on it?)"
+    if isinstance(cause, ssl.SSLError):
+        return str(cause.reason or cause).lower().replace("_", " ")
+    return str(cause) or type(cause).__name__
+
+
 @asynccontextmanager
 async def connect(
     addr: str,
     *,
     connect_timeout: float = DEFAULT_TIMEOUT,
     max_frame_length: int = 16 * 1024 * 1024,
+    tls: ssl.SSLContext | None = None,
     credentials: Credentials | None = None,
 ) -> AsyncIterator[RemotingClient]:
-    """Open a connection to ``addr`` (``host:port``) for the duration of a block; with
-    ``credentials``, every request on it is signed."""
-    host, port = parse_addr(addr)
-    with trio.move_on_after(connect_timeout) as scope:
-        try:
-            stream = await trio.open_tcp_stream(host, port)
-        except OSError as exc:
-            raise ConnectError(f"cannot connect to {addr}: {_reason(exc)}") from None
-    if scope.cancelled_caught:
-        raise ConnectError(f"cannot connect to {addr}: timed out after {connect_timeout:g} s")
+    """Open a connection to ``addr`` (``host:port``) for the duration of a block: TLS with
+    ``tls``; with ``credentials``, every request on it is signed."""
+    stream = await open_stream(addr, connect_timeout=connect_timeout, tls=tls)
     client = RemotingClient(addr, stream, max_frame_length=max_frame_length, credentials=credentials)
     async with stream:
         try:
@@ -201,5 +237,6 @@ __all__ = [
     "RemotingError",
     "RemotingTimeout",
     "connect",
+    "open_stream",
     "parse_addr",
 ]

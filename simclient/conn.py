@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
+import ssl
 from collections.abc import Callable
 
 import outcome
@@ -37,7 +37,7 @@ from trio.lowlevel import Abort, Task, current_task, reschedule, wait_task_resch
 from remoting.acl import Credentials, sign
 from remoting.codec import FrameDecoder, ProtocolError, encode
 from remoting.command import RemotingCommand
-from remoting.transport import ConnectError, RemotingError, RemotingTimeout, parse_addr
+from remoting.transport import RemotingError, RemotingTimeout, open_stream
 from simclient.ticker import ticker
 
 log = logging.getLogger("simclient.conn")
@@ -53,7 +53,7 @@ class PipelinedConnection:
     def __init__(
         self,
         addr: str,
-        stream: trio.SocketStream,
+        stream: trio.abc.Stream,
         *,
         max_frame_length: int,
         max_in_flight: int = MAX_IN_FLIGHT,
@@ -205,35 +205,18 @@ class PipelinedConnection:
         self._wake.set()
 
 
-def _reason(exc: OSError) -> str:
-    """The OS's words for a failed connect (trio wraps them in a summary)."""
-    if exc.strerror:
-        return exc.strerror
-    cause = exc.__cause__
-    inner = getattr(cause, "exceptions", None) or ([cause] if cause is not None else [])
-    for err in inner:
-        if isinstance(err, OSError) and err.errno:
-            return os.strerror(err.errno)
-    return str(exc)
-
-
 async def open_connection(
     addr: str,
     *,
     connect_timeout: float,
     max_frame_length: int,
     max_in_flight: int = MAX_IN_FLIGHT,
+    tls: ssl.SSLContext | None = None,
     credentials: Credentials | None = None,
 ) -> PipelinedConnection:
-    """Connect to ``addr``; ConnectError with the OS's reason (refused fails at once) or on timeout.
-    With ``credentials``, every request on the connection is signed."""
-    host, port = parse_addr(addr)
-    with trio.move_on_after(connect_timeout):
-        try:
-            stream = await trio.open_tcp_stream(host, port)
-        except OSError as exc:
-            raise ConnectError(f"cannot connect to {addr}: {_reason(exc)}") from None
-        return PipelinedConnection(
-            addr, stream, max_frame_length=max_frame_length, max_in_flight=max_in_flight, credentials=credentials
-        )
-    raise ConnectError(f"cannot connect to {addr}: timed out after {connect_timeout:g} s")
+    """Connect to ``addr`` (TLS with ``tls``); ConnectError with the OS's reason (refused fails at
+    once), the TLS failure, or on timeout. With ``credentials``, every request on it is signed."""
+    stream = await open_stream(addr, connect_timeout=connect_timeout, tls=tls)
+    return PipelinedConnection(
+        addr, stream, max_frame_length=max_frame_length, max_in_flight=max_in_flight, credentials=credentials
+    )

@@ -19,6 +19,7 @@ from typing import Any
 
 import trio
 
+from remoting.tls_context import client_context
 from simclient.pool import ClientPool
 from simclient.producer import ProducerOptions, SimProducer
 from simclient.records import OUTCOMES, SendRecord
@@ -261,7 +262,7 @@ async def run_load(
     garbage; the hold ends with the last concurrent run_load.
     """
     if pool is None:
-        async with ClientPool() as own_pool:
+        async with ClientPool(tls=client_context() if options.use_tls else None) as own_pool:
             return await run_load(
                 options, spec, sink, pool=own_pool, first_producer_id=first_producer_id, t0=t0,
                 on_start=on_start, rng=rng, tune_gc=tune_gc,

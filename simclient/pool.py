@@ -19,6 +19,7 @@ load is the same; only the socket count differs from real clients).
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
@@ -65,6 +66,7 @@ class ClientPool:
         max_in_flight: int = MAX_IN_FLIGHT,
         max_frame_length: int = 16 * 1024 * 1024,
         close_on_timeout: bool = False,
+        tls: ssl.SSLContext | None = None,
         credentials: Credentials | None = None,
     ) -> None:
         if max_in_flight < 1:
@@ -73,6 +75,7 @@ class ClientPool:
         self.max_frame_length = max_frame_length
         self.close_on_timeout = close_on_timeout
         self.max_in_flight = max_in_flight
+        self.tls = tls  # every connection speaks TLS (remoting.tls_context.client_context)
         self.credentials = credentials
         self._conns: dict[str, _Conn] = {}
         self._nursery: trio.Nursery | None = None
@@ -117,6 +120,7 @@ class ClientPool:
             connect_timeout=self.connect_timeout,
             max_frame_length=self.max_frame_length,
             max_in_flight=self.max_in_flight,
+            tls=self.tls,
             credentials=self.credentials,
         )
         client.on_request = self._server_request

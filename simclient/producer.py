@@ -116,6 +116,7 @@ class ProducerOptions:
     namesrv_failover_in_call: bool = True
     unregister_on_close: bool = True
     compress_over: bool = True  # zlib-compress bodies >= 4 KiB like the Java producer
+    use_tls: bool = False  # ClientConfig.useTLS (-Dtls.enable): run_load's own pool speaks TLS, test mode
 
     def __post_init__(self) -> None:
         if not self.namesrv_addrs:
