@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -68,12 +69,15 @@ class Client:
     """A consumer of GROUP (subscribed to TOPIC, tag TagA) and a producer of PRODUCER_GROUP, connected to
     every master; a thread collects what the brokers send it unasked. Stopped by the context manager."""
 
-    def __init__(self, addrs: list[str], credentials: Credentials | None = None) -> None:
+    def __init__(self, addrs: list[str], credentials: Credentials | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.credentials = credentials  # signs the heartbeats (brokers with accounts)
-        self.socks = [socket.create_connection(parse_addr(a), timeout=5) for a in addrs]
+        socks = [socket.create_connection(parse_addr(a), timeout=5) for a in addrs]
+        self.socks = socks if tls is None else [tls.wrap_socket(s) for s in socks]  # brokers enforcing TLS
         self.unasked: list[RemotingCommand] = []
         self.answered: set[int] = set()
         self.lock = threading.Lock()
+        self.io = threading.Lock()  # one thread at a time in a socket (a TLS socket's state is shared)
         self.stop = threading.Event()
         self.threads = [threading.Thread(target=self._read, args=(s,), daemon=True) for s in self.socks]
         for t in self.threads:
@@ -84,7 +88,8 @@ class Client:
         sock.settimeout(0.1)
         while not self.stop.is_set():
             try:
-                data = sock.recv(65536)
+                with self.io:
+                    data = sock.recv(65536)
             except TimeoutError:
                 continue
             except OSError:
@@ -107,7 +112,8 @@ class Client:
                                      "unitMode": False}]}
         for sock in self.socks:
             req = request(RequestCode.HEART_BEAT, body=json.dumps(body).encode(), opaque=1)
-            sock.sendall(encode(req if self.credentials is None else sign(req, self.credentials)))
+            with self.io:
+                sock.sendall(encode(req if self.credentials is None else sign(req, self.credentials)))
         deadline = time.monotonic() + 5
         while 1 not in self.answered:
             assert time.monotonic() < deadline, "no heartbeat answer"

@@ -24,18 +24,30 @@ from remoting.command import RemotingCommand
 from remoting.transport import RemotingClient, RemotingError, connect
 
 DEFAULT_TIMEOUT = 3.0
+#: What a server enforcing TLS does to a plaintext request (it closes the connection unanswered).
+_CLOSED = "connection closed by peer"
+
+
+def _failure(exc: RemotingError, security: ClientSecurity | None) -> AdminError:
+    """The error of a failed request; a plaintext one cut off may have met a server that needs TLS."""
+    text = str(exc)
+    if text.endswith(_CLOSED) and (security is None or security.tls is None):
+        text += " (a server that enforces TLS does this to plaintext: try --tls)"
+    return AdminError(text)
 
 
 async def call(
     addr: str, req: RemotingCommand, timeout: float = DEFAULT_TIMEOUT, security: ClientSecurity | None = None
 ) -> RemotingCommand:
-    """One request over a fresh connection to ``addr`` (signed as ``security`` says, default: unsigned)."""
+    """One request over a fresh connection to ``addr`` (signed and over TLS as ``security`` says,
+    default: unsigned, plain TCP)."""
     credentials = security.credentials if security is not None else None
+    tls = security.ssl_context() if security is not None else None
     try:
-        async with connect(addr, connect_timeout=timeout, credentials=credentials) as client:
+        async with connect(addr, connect_timeout=timeout, credentials=credentials, tls=tls) as client:
             return await client.invoke(req, timeout)
     except RemotingError as exc:
-        raise AdminError(str(exc)) from None
+        raise _failure(exc, security) from None
 
 
 class _Pool:
@@ -71,7 +83,8 @@ class _Pool:
     async def _hold(self, addr: str, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         done = trio.Event()
         self.closers[addr] = done
-        async with connect(addr, connect_timeout=self.timeout, credentials=self.security.credentials) as conn:
+        async with connect(addr, connect_timeout=self.timeout, credentials=self.security.credentials,
+                           tls=self.security.ssl_context()) as conn:
             task_status.started(conn)
             await done.wait()
 
@@ -113,7 +126,7 @@ class ClientCore:
             return await conn.invoke(req, t)
         except RemotingError as exc:
             pool.drop(addr)
-            raise AdminError(str(exc)) from None
+            raise _failure(exc, self.security) from None
 
     async def _any(self, req_factory: Callable[[], RemotingCommand], what: str) -> tuple[str, RemotingCommand]:
         """Ask NameServers in random order until one answers (like a Java client)."""

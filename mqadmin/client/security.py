@@ -1,4 +1,4 @@
-"""How the admin client proves who it is: the keys it signs with (and, with TLS, the channel).
+"""How the admin client proves who it is and guards the channel: the keys it signs with, and TLS.
 
 A :class:`ClientSecurity` travels with every client (:class:`~mqadmin.client.core.ClientCore`
 takes one); a client built without one takes the value of the context it is built in, which the
@@ -9,11 +9,17 @@ Apache's ``mqadmin`` reads its keys from ``$ROCKETMQ_HOME/conf/tools.yml`` (``ac
 ``secretKey``); :func:`read_tools_yml` reads that file the same way, except that a file which
 exists but gives only one of the two keys, or is not YAML, is an error here (Java logs it and sends
 unsigned requests, which the server then refuses with a less helpful message).
+
+TLS (:class:`TlsOptions`) is what a Java client does with ``-Dtls.enable=true``: by default no check
+of the server's certificate (Java's ``tls.test.mode.enable``), or, with a trusted certificate file,
+only servers whose chain it anchors. Host names are never checked, as in Java's clients.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import ssl
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -32,21 +38,54 @@ TOOLS_YML_MAX_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
-class ClientSecurity:
-    """What every connection of a client does beyond plain TCP: sign its requests with ``credentials``.
+class TlsOptions:
+    """Connections speak TLS; with ``trust_cert`` (a PEM file), only to servers whose chain it anchors."""
 
-    Small and picklable: the fan-out ships it to its workers.
+    trust_cert: str = ""
+
+    def context(self) -> ssl.SSLContext:
+        """The client context (built once per process; AdminError for a trust file that cannot be used)."""
+        return _client_context(self.trust_cert)
+
+    def describe(self) -> str:
+        return f"TLS, trusting {self.trust_cert}" if self.trust_cert else "TLS (server certificate not checked)"
+
+
+@functools.lru_cache(maxsize=8)
+def _client_context(trust_cert: str) -> ssl.SSLContext:
+    from remoting.tls_config import TlsConfigError
+    from remoting.tls_context import client_context
+
+    try:
+        return client_context(verify=bool(trust_cert), trust_cert_path=trust_cert)
+    except TlsConfigError as exc:
+        raise AdminError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """What every connection of a client does beyond plain TCP: sign its requests with
+    ``credentials``, and speak TLS when ``tls`` is set.
+
+    Small and picklable: the fan-out ships it to its workers (each builds its own TLS context).
     """
 
     credentials: Credentials | None = None
     #: Where the keys came from, for messages ("--access-key", "tools.yml at ...", "the local cluster").
     source: str = ""
+    tls: TlsOptions | None = None
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context connections use, or None for plain TCP."""
+        return self.tls.context() if self.tls is not None else None
 
     def describe(self) -> str:
         """One phrase for a log line or a report: never the secret."""
         if self.credentials is None:
-            return "unsigned"
-        return f"signed as {self.credentials.access_key}" + (f" ({self.source})" if self.source else "")
+            signed = "unsigned"
+        else:
+            signed = f"signed as {self.credentials.access_key}" + (f" ({self.source})" if self.source else "")
+        return signed if self.tls is None else f"{signed}, {self.tls.describe()}"
 
 
 UNSIGNED = ClientSecurity()

@@ -15,6 +15,7 @@ from mqadmin.client.errors import AdminError
 from mqadmin.commands.options import JsonOpt, bad_option, state_dir_option
 from mqadmin.commands.results import self_command
 from mqadmin.localcluster import processes
+from mqadmin.localcluster.certs import cert_path
 from mqadmin.localcluster.state import ClusterError, ClusterState, Proc, default_dir, proc_state
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
@@ -45,7 +46,7 @@ def state_json(state: ClusterState) -> dict[str, Any]:
     """The documented shape of ``start --json`` and ``status --json``."""
     return {
         "dir": state.dir, "cluster": state.cluster, "namesrvAddr": state.namesrv_addr, "topics": state.topics,
-        "auth": state.auth,
+        "auth": state.auth, "tls": state.tls,
         "procs": [{"name": p.name, "kind": p.kind, "role": _role(p), "brokerName": p.broker_name,
                    "brokerId": p.broker_id, "addr": p.addr, "pid": p.pid, "state": proc_state(p),
                    "log": p.log, "config": p.config} for p in state.procs],
@@ -66,6 +67,8 @@ def start_cmd(
                                       help="NameServer scanNotActiveBrokerInterval: how often silence is checked, ms."),
     auth: bool = typer.Option(False, "--auth", help="Accounts on every process (aclEnable=true), keys generated into "
                               "<dir>/conf; mqadmin commands to this cluster sign with its admin keys."),
+    tls: bool = typer.Option(False, "--tls", help="TLS on every process in enforcing mode (no plaintext), with a "
+                             "certificate generated into <dir>/conf/tls; mqadmin commands to this cluster trust it."),
     directory: Path | None = DirOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -73,7 +76,7 @@ def start_cmd(
     opts = processes.StartOptions(
         namesrvs=namesrvs, brokers=brokers, slaves=slaves, cluster=cluster_name, register_period_ms=register_period,
         broker_expired_ms=broker_timeout, scan_interval_ms=scan_interval, topics=topic_list, topic_queues=topic_queues,
-        auth=auth,
+        auth=auth, tls=tls,
     )
     try:
         processes.validate_options(opts)
@@ -102,6 +105,9 @@ def summary(state: ClusterState, directory: Path | None) -> Group:
                           "brokers' requests, localUser is for applications)"))
         if directory is not None:  # elsewhere than the default, commands find the keys through ROCKETMQ_HOME
             lines.append(Text(f"export ROCKETMQ_HOME='{state.dir}'  # its conf/tools.yml: mqadmin (ours and Java's) signs"))
+    if state.tls:
+        cert = cert_path(Path(state.dir))
+        lines.append(Text(f"TLS only (enforcing); certificate: {cert} (other clients: --tls-trust-cert {cert})"))
     hint = "" if directory is None else "  (with NAMESRV_ADDR set)"
     me = self_command()
     lines.append(Text(f"try:  {me} clusterList | {me} topicRoute -t TBW102 | {me} killBroker -b broker-a{dir_opt}{hint}"))

@@ -24,7 +24,7 @@ import typer
 
 from mqadmin.client import AdminClient
 from mqadmin.client.errors import AdminError
-from mqadmin.client.security import credentials_from, using_security
+from mqadmin.client.security import TlsOptions, credentials_from, using_security
 from mqadmin.localcluster.accounts import security_for
 from mqadmin.localcluster.namesrvs import namesrv_addrs
 from mqadmin.localcluster.processes import make_state_dir
@@ -151,7 +151,7 @@ def has_module(name: str) -> bool:
         return False
 
 
-# --- signing: --access-key/--secret-key on every command that talks to a server ---------------------
+# --- signing and TLS: --access-key/--secret-key and --tls on every command that talks to a server ----
 
 AccessKeyOpt = typer.Option(
     None, "--access-key", metavar="AK", envvar="ROCKETMQ_ACCESS_KEY", show_envvar=False,
@@ -160,27 +160,57 @@ AccessKeyOpt = typer.Option(
 SecretKeyOpt = typer.Option(
     None, "--secret-key", metavar="SK", envvar="ROCKETMQ_SECRET_KEY", show_envvar=False,
     help="The account's secret key (better in $ROCKETMQ_SECRET_KEY or tools.yml: other users can read a command line).")
+TlsOpt = typer.Option(
+    False, "--tls", help="Connect with TLS, as a Java client with -Dtls.enable=true: the server's certificate is not "
+                         "checked unless --tls-trust-cert is given (default: on for a local cluster started with --tls).")
+TlsTrustOpt = typer.Option(
+    None, "--tls-trust-cert", metavar="PEM", help="Connect with TLS, only to servers whose certificate chain this "
+                                                  "PEM file anchors (implies --tls).")
+
+#: The options :func:`signing` adds: parameter name -> (typer option, annotation).
+SECURITY_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "access_key": (AccessKeyOpt, str | None), "secret_key": (SecretKeyOpt, str | None),
+    "tls": (TlsOpt, bool), "tls_trust_cert": (TlsTrustOpt, Path | None),
+}
+
+
+def _tls_given(tls: bool, trust_cert: Path | None) -> TlsOptions | None:
+    """``--tls``/``--tls-trust-cert`` as options (None: neither); a trust file that cannot be read is a usage error."""
+    if trust_cert is None:
+        return TlsOptions() if tls else None
+    if not trust_cert.is_file():
+        raise bad_option("--tls-trust-cert", f"{trust_cert} is not a readable file")
+    options = TlsOptions(str(trust_cert.resolve()))
+    try:
+        options.context()
+    except AdminError as exc:
+        raise bad_option("--tls-trust-cert", str(exc)) from None
+    return options
 
 
 def signing(command: Callable[..., Any]) -> Callable[..., Any]:
-    """``command`` with the ``--access-key``/``--secret-key`` options: the keys are resolved once
-    (:func:`~mqadmin.localcluster.accounts.security_for`) and every client the command builds signs
-    with them, without the command itself knowing."""
+    """``command`` with the ``--access-key``/``--secret-key`` and ``--tls`` options: the keys and
+    the channel are resolved once (:func:`~mqadmin.localcluster.accounts.security_for`) and every
+    client the command builds signs and connects that way, without the command itself knowing."""
     sig = inspect.signature(command, eval_str=True)
 
     @functools.wraps(command)
-    def signed(*args: Any, access_key: str | None = None, secret_key: str | None = None, **kwargs: Any) -> Any:
+    def signed(*args: Any, access_key: str | None = None, secret_key: str | None = None, tls: bool = False,
+               tls_trust_cert: Path | None = None, **kwargs: Any) -> Any:
         try:
             given = credentials_from(access_key, secret_key)
         except ValueError as exc:
             raise bad_option("--access-key/--secret-key", str(exc)) from None
-        with using_security(security_for(kwargs.get("namesrv"), given, kwargs.get("directory"))):
+        security = security_for(kwargs.get("namesrv"), given, kwargs.get("directory"),
+                                tls=_tls_given(tls, tls_trust_cert))
+        with using_security(security):
             return command(*args, **kwargs)
 
-    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=str | None)
-             for name, opt in (("access_key", AccessKeyOpt), ("secret_key", SecretKeyOpt))]
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=annotation)
+             for name, (opt, annotation) in SECURITY_OPTIONS.items()]
     signed.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])  # type: ignore[attr-defined]
-    signed.__annotations__ = {**command.__annotations__, "access_key": str | None, "secret_key": str | None}
+    signed.__annotations__ = {**command.__annotations__,
+                              **{name: annotation for name, (_, annotation) in SECURITY_OPTIONS.items()}}
     return signed
 
 

@@ -268,7 +268,8 @@ async def _run(index: int, plan: FanoutPlan, part: PartInfo) -> FanoutMetrics:
             if use.last_stored is None or t > use.last_stored:
                 use.last_stored = t
 
-    async with TrackingPool(clock, metrics, by_addr, credentials=plan.security.credentials) as pool:
+    async with TrackingPool(clock, metrics, by_addr, credentials=plan.security.credentials,
+                            tls=plan.security.ssl_context()) as pool:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(sampler.run)
             consumers_done = trio.Event()

@@ -10,13 +10,14 @@ directory; ``cluster.json`` records only that the cluster has accounts, never a 
 :func:`security_for` is the one answer to "which keys does this command sign with": the keys given
 on the command line (or in the environment), else the local cluster's admin keys when the command
 talks to the local cluster, else ``$ROCKETMQ_HOME/conf/tools.yml`` as Apache's mqadmin reads it,
-else none.
+else none. The same for TLS: ``--tls`` options, else the local cluster's certificate when it was
+started with ``--tls`` and the command talks to it, else plain TCP.
 """
 
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -26,11 +27,13 @@ from mqadmin.client.errors import AdminError
 from mqadmin.client.security import (
     UNSIGNED,
     ClientSecurity,
+    TlsOptions,
     read_tools_yml,
     tools_yml_path,
     write_private,
     write_tools_yml,
 )
+from mqadmin.localcluster.certs import cluster_tls
 from mqadmin.localcluster.state import ClusterError, ClusterState, default_dir
 from remoting.acl import Credentials
 
@@ -95,9 +98,13 @@ def local_accounts(state: ClusterState) -> LocalAccounts | None:
 
 
 def admin_security(state: ClusterState) -> ClientSecurity:
-    """What tools sign with against this cluster: its admin keys, or nothing without accounts."""
+    """How tools talk to this cluster: signed with its admin keys (unsigned without accounts), over
+    TLS trusting its certificate when it was started with ``--tls``."""
     accounts = local_accounts(state)
-    return UNSIGNED if accounts is None else ClientSecurity(accounts.admin, f"the local cluster in {state.dir}")
+    tls = cluster_tls(state)
+    if accounts is None:
+        return UNSIGNED if tls is None else ClientSecurity(tls=tls)
+    return ClientSecurity(accounts.admin, f"the local cluster in {state.dir}", tls)
 
 
 def app_credentials(state: ClusterState) -> Credentials | None:
@@ -117,20 +124,24 @@ def _targets_local(state: ClusterState, namesrv: str | None) -> bool:
     return not given or set(given) <= mine
 
 
-def security_for(namesrv: str | None, given: Credentials | None, state_dir: Path | None = None) -> ClientSecurity:
-    """The keys a command signs with (see the module); AdminError (one line) for a
-    tools.yml that cannot be used."""
-    if given is not None:
-        return ClientSecurity(given, "--access-key")
+def security_for(namesrv: str | None, given: Credentials | None, state_dir: Path | None = None, *,
+                 tls: TlsOptions | None = None) -> ClientSecurity:
+    """The keys a command signs with and how it connects (see the module): ``given`` keys and ``tls``
+    options win; the local cluster's admin keys and certificate apply to the commands that talk to
+    it. AdminError (one line) for a tools.yml that cannot be used."""
     try:
         state: ClusterState | None = ClusterState.load(state_dir or default_dir())
     except ClusterError:
         state = None
-    if state is not None and state.auth and _targets_local(state, namesrv):
-        return admin_security(state)
+    local = admin_security(state) if state is not None and _targets_local(state, namesrv) else None
+    tls = tls if tls is not None else (local.tls if local is not None else None)
+    if given is not None:
+        return ClientSecurity(given, "--access-key", tls)
+    if local is not None and local.credentials is not None:
+        return replace(local, tls=tls)
     path = tools_yml_path()
     if path is not None:
         from_file = read_tools_yml(path)
         if from_file is not None:
-            return ClientSecurity(from_file, str(path))
-    return UNSIGNED
+            return ClientSecurity(from_file, str(path), tls)
+    return ClientSecurity(tls=tls)

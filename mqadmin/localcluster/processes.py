@@ -24,8 +24,9 @@ import trio
 
 from mqadmin.client import AdminClient
 from mqadmin.client.errors import AdminError
-from mqadmin.client.security import UNSIGNED, ClientSecurity, write_private
-from mqadmin.localcluster.accounts import LocalAccounts, create_accounts
+from mqadmin.client.security import ClientSecurity, write_private
+from mqadmin.localcluster.accounts import LocalAccounts, admin_security, create_accounts
+from mqadmin.localcluster.certs import create_certificate, tls_props
 from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, proc_state, start_ticks
 from remoting.bodies import TopicConfig, TopicRouteData
 
@@ -173,6 +174,7 @@ class StartOptions:
     ready_timeout: float = ROUTABLE_TIMEOUT
     broker_props: tuple[tuple[str, str], ...] = ()  # extra broker.properties keys for every broker (scenarios)
     auth: bool = False  # accounts on every process (aclEnable), made by mqadmin.localcluster.accounts
+    tls: bool = False  # every process enforcing TLS with a certificate made by mqadmin.localcluster.certs
 
 
 TOPIC_NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
@@ -218,8 +220,12 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
             raise ClusterError(f"a cluster is already running in {directory} (mqadmin stop first)")
     validate_options(opts)
     make_state_dir(directory)
-    state = ClusterState(dir=str(directory), cluster=opts.cluster, topics=list(opts.topics), auth=opts.auth)
+    state = ClusterState(dir=str(directory), cluster=opts.cluster, topics=list(opts.topics), auth=opts.auth,
+                         tls=opts.tls)
     accounts = create_accounts(directory) if opts.auth else None
+    tls = tls_props(directory if opts.tls else None)
+    if opts.tls:
+        create_certificate(directory)
     try:
         namesrvs = []
         for i in range(opts.namesrvs):
@@ -229,7 +235,7 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
             _write_props(Path(proc.config), {
                 "listenPort": 0, "bindAddress": "127.0.0.1", "kvConfigPath": work / "kvConfig.json",
                 "scanNotActiveBrokerInterval": opts.scan_interval_ms, "brokerChannelExpiredTime": opts.broker_expired_ms,
-                **_acl_props(accounts), **dict(opts.namesrv_props),
+                **_acl_props(accounts), **tls, **dict(opts.namesrv_props),
             })
             state.procs.append(proc)
             namesrvs.append(proc)
@@ -246,13 +252,12 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
                     "namesrvAddr": state.namesrv_addr, "listenPort": 0, "brokerIP1": "127.0.0.1",
                     "registerNameServerPeriod": opts.register_period_ms,
                     "storePathRootDir": work / "store",  # topics (and messages) survive restartBroker, as with Java
-                    **_acl_props(accounts, signing=True), **dict(opts.broker_props),
+                    **_acl_props(accounts, signing=True), **tls, **dict(opts.broker_props),
                 }, private=accounts is not None)
                 state.procs.append(proc)
                 brokers.append(proc)
         _start_all(state, brokers)
-        security = UNSIGNED if accounts is None else ClientSecurity(accounts.admin, "the local cluster")
-        trio.run(_make_ready, state, opts, security)
+        trio.run(_make_ready, state, opts, admin_security(state))
     except BaseException:
         stop_procs(state.procs)
         state.save()
