@@ -4,8 +4,7 @@ elsewhere.
 
 The cluster is started as a user starts it (no ``--dir``), so the commands find its keys and its
 certificate without options. A plaintext client is turned away by the NameServer and the brokers;
-the brokers register (and the slave copies its master) over TLS, checking the NameServer's
-certificate, or there would be no route and no replica.
+the brokers register over TLS, checking the NameServer's certificate, or there would be no route.
 """
 
 from __future__ import annotations
