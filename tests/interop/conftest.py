@@ -102,6 +102,13 @@ def auth_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthClust
 
 
 @pytest.fixture(scope="package")
+def tls_auth_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthCluster]:
+    """The same with ``--tls``: every port enforcing TLS, with a certificate in <dir>/conf/tls/cert.pem."""
+    with auth_cluster_started(tmp_path_factory.mktemp("tls-auth-cluster"), "--tls") as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="package")
 def java_admin(java_builds: dict[str, JavaBuild], tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminRunners]:
     """One Java mqadmin JVM per version for the whole package (started on first use)."""
     runners = AdminRunners(java_builds, lambda version: tmp_path_factory.mktemp(f"mqadmin-{version}"))
