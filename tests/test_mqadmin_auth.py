@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import stat
 import subprocess
 from collections.abc import Iterator
@@ -125,22 +126,30 @@ def _invocations(auth: AuthCluster) -> list[tuple[str, ...]]:
     ]
 
 
-def test_every_server_command_works_on_the_auth_cluster_without_key_options(auth: AuthCluster) -> None:
-    invocations = _invocations(auth)
+def run_every_server_command(cluster: AuthCluster, tls: ssl.SSLContext | None = None) -> None:
+    """Every command of the CLI walk that talks to servers, against ``cluster``, with no key or TLS
+    option: none may fail or be refused. A consumer (over ``tls``) stays connected for the connection
+    commands."""
+    invocations = _invocations(cluster)
     assert {i[0] for i in invocations} == _server_commands(), "a command that talks to servers is not run here"
-    consumer = Client([auth.master], credentials=auth.user)  # online: the connection commands need one
+    consumer = Client([cluster.master], credentials=cluster.user, tls=tls)  # online: the connection commands need one
     try:
         consumer.heartbeat(topic=TOPIC, group=GROUP)
         for args in invocations:
-            done = auth.run(*args, "--timeout", "15") if args[0] != "fanout" else auth.run(*args)
+            done = cluster.run(*args, "--timeout", "15") if args[0] != "fanout" else cluster.run(*args)
             said = done.stdout + done.stderr
             assert done.returncode == 0 and "NO_PERMISSION" not in said and "access denied" not in said, (args, said)
+            assert "handshake" not in said and "closed by peer" not in said, (args, said)
             if args[0] == "fanout":  # simulated producers and consumers in worker processes, signing too
                 run = json.loads(done.stdout)
                 assert run["sends"]["total"] > 0 and run["sends"]["outcomes"]["ok"] == run["sends"]["total"], run
                 assert run["consumers"]["consumptions"] >= run["sends"]["total"], run["consumers"]
     finally:
         consumer.close()
+
+
+def test_every_server_command_works_on_the_auth_cluster_without_key_options(auth: AuthCluster) -> None:
+    run_every_server_command(auth)
 
 
 def _refused(resp: RemotingCommand, cls: str) -> None:

@@ -23,8 +23,7 @@ from remoting.command import request
 from remoting.tls_context import client_context, self_signed_pem
 from remoting.transport import RemotingError, connect
 from tests.mqadmin_procs import cli_env, mqadmin, running_cluster
-from tests.test_mqadmin_auth import GROUP, TOPIC, AuthCluster, _invocations, _server_commands
-from tests.test_mqadmin_broker_admin import Client
+from tests.test_mqadmin_auth import TOPIC, AuthCluster, run_every_server_command
 
 
 @pytest.fixture(scope="module")
@@ -65,22 +64,7 @@ def test_every_process_enforces_tls_with_the_clusters_certificate(secure: AuthCl
 
 
 def test_every_server_command_works_over_tls_without_options(secure: AuthCluster) -> None:
-    invocations = _invocations(secure)
-    assert {i[0] for i in invocations} == _server_commands()
-    tls = client_context(verify=True, trust_cert_path=str(_cert(secure)))
-    consumer = Client([secure.master], credentials=secure.user, tls=tls)
-    try:
-        consumer.heartbeat(topic=TOPIC, group=GROUP)
-        for args in invocations:
-            done = secure.run(*args, "--timeout", "15") if args[0] != "fanout" else secure.run(*args)
-            said = done.stdout + done.stderr
-            assert done.returncode == 0 and "NO_PERMISSION" not in said and "handshake" not in said, (args, said)
-            if args[0] == "fanout":  # simulated producers and consumers in worker processes, over TLS too
-                run = json.loads(done.stdout)
-                assert run["sends"]["total"] > 0 and run["sends"]["outcomes"]["ok"] == run["sends"]["total"], run
-                assert run["consumers"]["consumptions"] >= run["sends"]["total"], run["consumers"]
-    finally:
-        consumer.close()
+    run_every_server_command(secure, tls=client_context(verify=True, trust_cert_path=str(_cert(secure))))
 
 
 def test_tls_options_from_elsewhere(secure: AuthCluster, tmp_path: Path) -> None:
