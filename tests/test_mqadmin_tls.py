@@ -88,3 +88,22 @@ def test_tls_options_from_elsewhere(secure: AuthCluster, tmp_path: Path) -> None
     (tmp_path / "junk.pem").write_text("not a certificate\n")
     junk = mqadmin(*read, "--tls-trust-cert", str(tmp_path / "junk.pem"), env=elsewhere)
     assert junk.returncode == 2 and "--tls-trust-cert" in junk.stderr and junk.stderr.count("\n") <= 2, junk
+
+
+def test_scenario_with_cluster_auth_and_tls(tmp_path: Path) -> None:
+    from mqadmin.scenario import runner, schema
+    from tests.test_mqadmin_auth import AUTH_SCENARIO
+    from tests.test_scenario_run import cluster_procs
+
+    scn = schema.parse(AUTH_SCENARIO.replace("  auth: true\n", "  auth: true\n  tls: true\n"), "tls.yaml")
+    assert scn.cluster.tls is True
+    result = runner.run(scn, base_dir=tmp_path, keep_dir=True)
+    assert cluster_procs(tmp_path) == []
+    assert all(a.ok for a in result.actions), [a.detail for a in result.actions]
+    assert result.passed, [f"{v.index}: {v.measured_text} {v.detail}" for v in result.verdicts]
+    assert len(result.records) > 50 and result.consumers is not None and result.consumers.records
+    assert result.state_dir is not None
+    logs = "".join(p.read_text() for p in Path(result.state_dir).glob("*/*.log"))
+    # the NameServer and both brokers enforcing TLS with the cluster's certificate, nobody refused
+    assert logs.count("tls.server.mode=enforcing: TLS only, with the configured certificate") == 3, logs[-3000:]
+    assert "refused request code" not in logs

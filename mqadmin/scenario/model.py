@@ -33,6 +33,7 @@ class ClusterSpec:
     broker_config: tuple[tuple[str, str], ...] = ()  # extra broker.properties keys for every broker
     namesrv_config: tuple[tuple[str, str], ...] = ()  # more namesrv.properties keys, e.g. warmRestartEnable
     auth: bool = False  # accounts on every process, as mqadmin start --auth; the clients sign
+    tls: bool = False  # every process enforcing TLS, as mqadmin start --tls; the clients connect with TLS
 
     @property
     def broker_names(self) -> list[str]:

@@ -121,6 +121,7 @@ def start_options(scn: Scenario) -> processes.StartOptions:
         topics=c.topics,
         topic_queues=c.queues,
         auth=c.auth,
+        tls=c.tls,
         broker_props=(*c.broker_config, *((("persistMessages", "false"),) if c.message_store == "memory" else ())),
     )
 
@@ -258,6 +259,7 @@ async def _main(
     obs = Observer(namesrvs, scn.observe_topics, interval=scn.observe_interval, timeout=scn.observe_timeout, t0=t0,
                    security=admin_security(state))
     credentials = app_credentials(state)  # the simulated applications sign as the normal account
+    tls = admin_security(state).ssl_context()  # ... and use TLS when the cluster enforces it
     result.observer = obs
 
     def sink(rec: SendRecord) -> None:
@@ -275,11 +277,11 @@ async def _main(
         fleet = None
         if scn.consumers:
             consume_sink: Callable[[ConsumeRecord], None] | None = consume_writer.write if consume_writer else None
-            fleet = ConsumerFleet(scn, namesrvs, t0, sink=consume_sink, credentials=credentials)
+            fleet = ConsumerFleet(scn, namesrvs, t0, sink=consume_sink, credentials=credentials, tls=tls)
             result.consumers = fleet.run_data
             await outer.start(fleet.run)
             executor.consumer_actions = fleet.action
-        async with ClientPool(credentials=credentials) as pool, trio.open_nursery() as work:
+        async with ClientPool(credentials=credentials, tls=tls) as pool, trio.open_nursery() as work:
             for g in scn.groups:
                 work.start_soon(_run_group, g, namesrvs, pool, t0, sink, result)
             await _run_timeline(scn, executor, result, t0, progress)
