@@ -31,7 +31,10 @@ from remoting.transport import ConnectError, RemotingError, connect
 from simclient.load import LoadSpec, run_load
 from simclient.pool import ClientPool
 from simclient.producer import ProducerOptions
-from tests.broker_wire import props_5x, send_v2
+from remoting.codes import RequestCode
+from remoting.command import request
+from tests.broker_wire import create_topic, props_5x, send_v2
+from tests.peers import ADMIN, USER, write_accounts
 from tests.procs import NamesrvProcess
 
 pytest_plugins = ("tests.broker_procs",)  # the start_broker fixture
@@ -258,6 +261,46 @@ async def test_simulated_producers_run_over_tls_against_an_enforcing_cluster(sta
                            LoadSpec(producers=1, topics=("TlsLoad",), rate_per_producer=0, messages_per_producer=2,
                                     duration=5), lambda record: None)
     assert plain.ok == 0
+
+
+async def test_tls_and_accounts_together_brokers_sign_over_tls_and_a_slave_replicates(
+    start_namesrv, start_broker, tmp_path: Path
+) -> None:
+    """Enforcing ports with accounts on: the brokers' own connections are TLS and signed at once."""
+    accounts = write_accounts(tmp_path / "plain_acl.yml")
+    ns = start_namesrv(**ENFORCING, aclEnable=True, aclConfigPath=accounts)
+    keys = {"aclEnable": True, "aclConfigPath": accounts, "accessKey": ADMIN.access_key, "secretKey": ADMIN.secret_key}
+    master = start_broker("m", brokerName="broker-a", namesrvAddr=ns.addr, **ENFORCING, **keys)
+    slave = start_broker("s", brokerName="broker-a", brokerId=1, namesrvAddr=ns.addr, **ENFORCING, **keys)
+    start_broker("u", brokerName="broker-unsigned", namesrvAddr=ns.addr, **ENFORCING)  # TLS, no keys
+    tls = client_context()
+
+    async def registered() -> bool:
+        async with connect(ns.addr, tls=tls, credentials=USER, connect_timeout=10.0) as c:
+            info = ClusterInfo.decode((await c.invoke(rq.cluster_info(), 10.0)).body)
+        return set(info.broker_addr_table) == {"broker-a"} and set(info.broker_addr_table["broker-a"].broker_addrs) == {
+            0, 1}
+
+    await _eventually_true(registered)
+    async with connect(master.addr, tls=tls, credentials=ADMIN, connect_timeout=10.0) as producer:
+        assert (await producer.invoke(create_topic("Orders", queues=1), 10.0)).code == ResponseCode.SUCCESS
+        for i in range(5):
+            resp = await producer.invoke(send_v2("Orders", b"m%d" % i, props_5x(WAIT="true"), queue_id=0), 10.0)
+            assert resp.code == ResponseCode.SUCCESS, resp
+
+    async def copied() -> bool:
+        async with connect(slave.addr, tls=tls, credentials=USER, connect_timeout=10.0) as c:
+            resp = await c.invoke(request(RequestCode.GET_MAX_OFFSET, {"topic": "Orders", "queueId": 0}), 10.0)
+        return resp.code == ResponseCode.SUCCESS and resp.ext("offset") == "5"
+
+    await _eventually_true(copied, timeout=30.0)
+    assert not await _registered_signed(ns.addr, "broker-unsigned", tls)
+    assert PLAINTEXT_REFUSED not in ns.log() + master.log() + slave.log()
+
+
+async def _registered_signed(ns: str, name: str, tls: ssl.SSLContext) -> bool:
+    async with connect(ns, tls=tls, credentials=USER, connect_timeout=10.0) as c:
+        return name in ClusterInfo.decode((await c.invoke(rq.cluster_info(), 10.0)).body).broker_addr_table
 
 
 # ---------------------------------------------------------------------------

@@ -125,6 +125,8 @@ class JavaServer:
     port: int = 0
     attempts: int = 0
     extra_props: dict[str, object] = field(default_factory=dict)
+    #: -D system properties of the JVM (Java reads the tls.* keys only there: {"tls.enable": "true"})
+    system_props: dict[str, str] = field(default_factory=dict)
 
     @property
     def addr(self) -> str:
@@ -155,7 +157,8 @@ class JavaServer:
         _properties(config, {**self.settings(), "rocketmqHome": home, **self.extra_props})
         with open(self.out_path, "wb") as out:
             self.proc = subprocess.Popen(
-                java_command(self.build, self.main, ["-c", str(config)], home, heap=self.heap),
+                java_command(self.build, self.main, ["-c", str(config)], home, heap=self.heap,
+                             props=self.system_props),
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir,
                 env=java_env(home, loopback_shim=self.loopback_shim))
         return self
@@ -407,6 +410,9 @@ class LineProcess:
             self.proc.wait(10)
 
 
-def java_consumer(build: JavaBuild, home: Path, args: list[str]) -> LineProcess:
+def java_consumer(build: JavaBuild, home: Path, args: list[str], *,
+                  props: dict[str, str] | None = None) -> LineProcess:
+    """A harness push consumer; ``props`` become system properties (``{"tls.enable": "true"}``)."""
     rocketmq_home(home)
-    return LineProcess(java_command(build, "interop.harness.PushConsumer", args, home), home, java_env(home))
+    return LineProcess(java_command(build, "interop.harness.PushConsumer", args, home, props=props), home,
+                       java_env(home))

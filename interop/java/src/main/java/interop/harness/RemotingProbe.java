@@ -14,16 +14,19 @@ import org.apache.rocketmq.remoting.protocol.RemotingCommand;
  * 5.3.3.
  *
  * <pre>
- * RemotingProbe --addr H:P --code 105 [--ext topic=T ...] [--body TEXT] [--access-key AK --secret-key SK]
+ * RemotingProbe --addr H:P [--addr H2:P2 ...] --code 105 [--ext topic=T ...] [--body TEXT]
+ *               [--access-key AK --secret-key SK]
  * </pre>
- * TLS follows -Dtls.enable=true, as in every Java client.
+ * With several --addr, the same request goes to each in turn, one JSON line each (one JVM start
+ * for all). TLS follows -Dtls.enable=true, as in every Java client.
  */
 public final class RemotingProbe {
     public static void main(String[] argv) throws Exception {
         Args args = new Args(argv);
-        Json result = request(args.get("addr"), Integer.parseInt(args.get("code")), args.all("ext"),
-            args.get("body", null), Clients.aclHook(args));
-        result.println();
+        for (String addr : args.all("addr")) {
+            request(addr, Integer.parseInt(args.get("code")), args.all("ext"), args.get("body", null),
+                Clients.aclHook(args)).put("addr", addr).println();
+        }
         System.exit(0);
     }
 
