@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run stop test interop bench fuzz clean
+.PHONY: run stop test interop prometheus bench fuzz clean
 
 # Core install (trio, typer, rich, ...): enough to run a cluster.
 $(VENV)/.installed: pyproject.toml
@@ -31,7 +31,13 @@ stop: $(VENV)/.installed
 interop: $(VENV)/.installed-test
 	$(PY) -m tests.interop.harness_build
 
-test: $(VENV)/.installed-test interop
+# A real Prometheus server for the metrics tests (tests/test_metrics_prometheus.py): Debian's package,
+# installed where it is missing (as root, or through passwordless sudo), its service left stopped; the
+# tests start the binary themselves on loopback. Fails, saying what to do, if it cannot be installed.
+prometheus:
+	@sh .ci/install-prometheus
+
+test: $(VENV)/.installed-test interop prometheus
 	$(PY) -m pytest
 
 bench: $(VENV)/.installed-test

@@ -16,6 +16,7 @@ from broker_stub.subgroups import SubscriptionGroupError
 from broker_stub.topic_store import TopicStoreError
 from remoting.acl_accounts import AccountsError
 from remoting.climain import first_of, run_app
+from remoting.metrics_http import MetricsListenError
 from remoting.tls_config import TlsConfigError
 
 log = logging.getLogger("broker_stub")
@@ -62,6 +63,8 @@ def main(
         err = first_of(exc, OSError)
         if err is None:
             raise
+        if isinstance(err, MetricsListenError):
+            raise StartupError(str(err.strerror)) from None
         where = f"{config.brokerIP1}:{config.listenPort}"
         raise StartupError(f"cannot listen on {where}: {getattr(err, 'strerror', None) or err}") from None
 
@@ -71,6 +74,8 @@ async def _serve(server: BrokerServer) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             addr = await nursery.start(server.serve)
+            if server.metrics is not None:
+                print(f"The broker[{config.brokerName}] metrics at {server.metrics.url}", flush=True)
             line = f"The broker[{config.brokerName}, {addr}] boot success. serializeType=JSON"
             if config.namesrvAddr:
                 line += f" and name server is {config.namesrvAddr}"

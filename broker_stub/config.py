@@ -123,6 +123,10 @@ class BrokerConfig:
     accessKey: str = ""
     secretKey: str = ""
     innerClientAuthenticationCredentials: str = ""
+    # metrics (extensions, docs/metrics.md): /metrics in the Prometheus text format
+    metricsPort: int = 0  # 0: no metrics; -1: any free port (printed at start)
+    metricsBindAddress: str = "127.0.0.1"  # where /metrics listens; 0.0.0.0 to let other hosts scrape
+    metricsTopTopics: int = 20  # topics with series of their own; the rest are counted as topic="other"
     #: The tls.* keys (Java's TlsSystemConfig; see remoting.tls_config): not broker.properties keys in
     #: Java, so neither listed by keys() nor shown by GET_BROKER_CONFIG.
     tls: TlsSettings = field(default_factory=TlsSettings, repr=False, metadata={"internal": True})
@@ -179,6 +183,12 @@ class BrokerConfig:
         for key in ("listenPort", "haListenPort"):
             if not 0 <= getattr(self, key) <= 65535:
                 raise ConfigError(f"{key} {getattr(self, key)} is not a TCP port (0-65535)")
+        if not -1 <= self.metricsPort <= 65535:
+            raise ConfigError(f"metricsPort {self.metricsPort} is not a TCP port (1-65535), 0 (off) or -1 (any free port)")
+        if not self.metricsBindAddress.strip():
+            raise ConfigError("metricsBindAddress must not be empty (127.0.0.1 by default)")
+        if not 1 <= self.metricsTopTopics <= 1000:
+            raise ConfigError(f"metricsTopTopics must be 1-1000, got {self.metricsTopTopics}")
         if not 0 <= self.brokerPermission <= 7:
             raise ConfigError(f"brokerPermission must be 0-7, got {self.brokerPermission}")
         if not 1 <= self.defaultTopicQueueNums <= 1024:

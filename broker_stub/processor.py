@@ -150,6 +150,8 @@ class BrokerProcessor:
                     check_fields(req, numeric)
                 resp = handler(req, conn)
         except Reject as rej:
+            if req.code in SEND_CODES:
+                self.sending.refused(rej.code)
             resp = response_to(req, rej.code, rej.remark)
         except Exception as exc:  # a handler bug must not take the connection down
             what = f"{type(exc).__name__}: {clip(exc)}"

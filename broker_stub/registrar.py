@@ -57,6 +57,14 @@ class Registrar:
         self.credentials = config.credentials()  # signs every request to the NameServers when set
         self._wake = trio.Event()
         self._generation = 0
+        #: (NameServer, outcome) -> registrations, for the metrics; the NameServers are the configured ones.
+        self.outcomes: dict[tuple[str, str], int] = {}
+
+    def _count(self, addr: str, outcome: str) -> None:
+        """``success``, ``refused`` (an answer other than SUCCESS), ``failed`` (no answer: down, timed out),
+        ``skipped`` (forceRegister=false and the NameServer already had this data version)."""
+        key = (addr, outcome)
+        self.outcomes[key] = self.outcomes.get(key, 0) + 1
 
     # ------------------------------------------------------------------
 
@@ -120,6 +128,7 @@ class Registrar:
                 reason = "connection closed during the first registration"  # never a tight reconnect loop
             except RemotingError as exc:
                 reason = str(exc)
+                self._count(addr, "failed")  # the NameServer could not be reached
             self.registered.pop(addr, None)
             log.warning("name server %s: %s; next attempt in %.1f s or on a topic change", addr, reason, period)
             await self._wait(period, seen)
@@ -148,6 +157,7 @@ class Registrar:
         version = self.topics.data_version
         try:
             if not config.forceRegister and not await self._needs_register(client, version, timeout):
+                self._count(addr, "skipped")
                 return
             req = rq.register_broker(
                 cluster=config.brokerClusterName,
@@ -163,11 +173,14 @@ class Registrar:
             )
             resp = await client.invoke(req, timeout)
         except RemotingError as exc:
+            self._count(addr, "failed")
             log.warning("register to %s failed: %s", addr, exc)
             return
         if resp.code != ResponseCode.SUCCESS:
+            self._count(addr, "refused")
             log.warning("register to %s refused: code=%s remark=%s", addr, resp.code, resp.remark)
             return
+        self._count(addr, "success")
         first = not self.registered
         if addr not in self.registered:
             log.info("registered to name server %s (dataVersion %s)", addr, version.counter)

@@ -47,6 +47,18 @@ log = logging.getLogger("broker_stub")
 SEND_MESSAGE = int(RequestCode.SEND_MESSAGE)
 SEND_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
 SEND_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
+#: Why a send was refused, by the response code it got (metrics labels; any other code is ``other``).
+REFUSAL_REASONS: dict[int, str] = {
+    ResponseCode.SERVICE_NOT_AVAILABLE: "service_not_available",  # a slave, a full store, a disk that refused
+    ResponseCode.NO_PERMISSION: "not_writable",  # the broker's or the topic's permission, a forbidden topic
+    ResponseCode.SYSTEM_BUSY: "busy",  # the disk is behind: flow control
+    ResponseCode.TOPIC_NOT_EXIST: "topic_not_exist",
+    ResponseCode.MESSAGE_ILLEGAL: "message_illegal",
+    ResponseCode.INVALID_PARAMETER: "invalid",
+    ResponseCode.SYSTEM_ERROR: "error",
+}
+#: Every reason label: the above, ``fault_reject`` (the fault switchboard's reject) and ``other``.
+SEND_REFUSALS = (*REFUSAL_REASONS.values(), "fault_reject", "other")
 NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT})
 #: Text that goes into a JSON string unchanged (printable ASCII without '"' and '\').
 JSON_PLAIN = re.compile(r'[ !#-\[\]-~]*\Z')
@@ -154,6 +166,11 @@ class Sender:
         self._uniq = UniqIds(ipv4_bytes(config.brokerIP1))
         self._region_plain = bool(JSON_PLAIN.match(config.regionId))  # regionId is fixed at start
         self._cluster_pair = cluster_pair(config.brokerClusterName)  # so is the cluster
+        self.refusals = dict.fromkeys(SEND_REFUSALS, 0)  # sends refused, by reason (metrics)
+
+    def refused(self, code: int) -> None:
+        """Count a send refused with ``code`` (the processor calls this for every Reject of a send)."""
+        self.refusals[REFUSAL_REASONS.get(code, "other")] += 1
 
     def connection_closed(self, conn: Hashable) -> None:
         self._born.pop(conn, None)
@@ -176,6 +193,7 @@ class Sender:
     def send_message(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand | bytes | None:
         faults = self.faults
         if faults.reject_code is not None:
+            self.refusals["fault_reject"] += 1
             return response_to(req, faults.reject_code, faults.reject_remark)
         config = self.config
         if config.brokerId != 0:

@@ -24,16 +24,20 @@ from broker_stub import topic_store
 from broker_stub.config import BrokerConfig
 from broker_stub.faults import Faults
 from broker_stub.ha import HighAvailability
+from broker_stub.metrics import StubMetrics
 from broker_stub.persistence import Persistence, load_offsets
 from broker_stub.processor import BrokerProcessor
 from broker_stub.registrar import Registrar
 from broker_stub.request_classes import REQUEST_CLASSES
 from broker_stub.store import MessageStore
 from broker_stub.subgroups import SubscriptionGroups, groups_path
+from broker_stub.topic_traffic import TopicTraffic
 from broker_stub.topics import TopicTable, default_topics
 from remoting.bodies import DataVersion, TopicConfig
 from remoting.command import RemotingCommand
 from remoting.gate import AccessControl
+from remoting.metering import RequestMeter
+from remoting.metrics_http import MetricsEndpoint
 from remoting.ratelog import CLIP_ARGS, clip
 from remoting.reactor import Reactor
 from remoting.tls_context import client_context_from
@@ -82,6 +86,7 @@ class BrokerServer:
         self.client_tls = client_context_from(tls) if tls.client_tls else None
         # The accounts are read before serving too: a bad file is a start-up error.
         self.access = AccessControl(config, os.environ.get("ROCKETMQ_HOME", ""), log)
+        self.metrics: MetricsEndpoint | None = None  # listening once serve() started, with metricsPort set
 
     def stop(self) -> None:
         """Begin an orderly stop (safe to call more than once)."""
@@ -146,6 +151,11 @@ class BrokerServer:
         )
         reactor.processor = self.access.guard(self.processor, REQUEST_CLASSES, peer_of=self._peer_of,
                                               warn=self.processor.warn)
+        if config.metricsPort:
+            # every request counted on its way through (remoting.metering); without metrics, nothing is
+            meter = RequestMeter(reactor.processor, REQUEST_CLASSES)
+            reactor.processor = meter
+            self.metrics = await self._metrics_endpoint(meter, store)
         # messages and offsets read back from storePathRootDir (None: memory only), then written as they come
         self.persistence = persistence = Persistence.open(config, store, self.processor.consuming, self.saved_offsets)
         if persistence is not None:
@@ -159,6 +169,8 @@ class BrokerServer:
                               master_addr=lambda: registrar.master_addr, ha_server_addr=lambda: registrar.ha_server_addr,
                               credentials=registrar.credentials, tls=self.client_tls)
         async with trio.open_nursery() as nursery:
+            if self.metrics is not None:
+                nursery.start_soon(self.metrics.run)
             nursery.start_soon(reactor.run)
             nursery.start_soon(self._tick)
             nursery.start_soon(self._timers)
@@ -189,6 +201,21 @@ class BrokerServer:
                         pass  # logged by the saver
             reactor.close_all("broker stopping")
             nursery.cancel_scope.cancel()
+
+    async def _metrics_endpoint(self, meter: RequestMeter, store: MessageStore) -> MetricsEndpoint:
+        assert self.processor is not None and self.registrar is not None
+        config = self.config
+        traffic = TopicTraffic(config.metricsTopTopics)
+        self.processor.admin.stats.traffic = traffic
+        collector = StubMetrics(
+            config=config, topics=self.topics, store=store, traffic=traffic, sending=self.processor.sending,
+            faults=self.faults, clients=self.processor.consuming.clients, registrar=self.registrar, meter=meter,
+            reactor=self.reactor,
+        )
+        endpoint = MetricsEndpoint(collector.registry(), log, prepare=collector.prepare)
+        await endpoint.listen(config.metricsBindAddress, config.metricsPort)
+        log.info("metrics at %s", endpoint.url)
+        return endpoint
 
     async def _register(self, scope: trio.CancelScope) -> None:
         assert self.registrar is not None

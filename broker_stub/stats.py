@@ -32,6 +32,7 @@ from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from broker_stub.topic_traffic import TopicTraffic
 from remoting.admin_bodies import BrokerStatsData, StatsWindow
 
 TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
@@ -163,6 +164,8 @@ class BrokerStats:
         self._puts: dict[str, list[int]] = {}
         self._gets: dict[tuple[str, str], list[int]] = {}
         self._send_backs: defaultdict[tuple[str, str], int] = defaultdict(int)
+        #: With metrics on: each second's puts and pulls also go to the per-topic metric series.
+        self.traffic: TopicTraffic | None = None
 
     # hot paths: O(1), no item work except creating the items of a key seen for the first time this second
     def put(self, topic: str, size: int) -> None:
@@ -204,6 +207,9 @@ class BrokerStats:
         puts, self._puts = self._puts, {}
         gets, self._gets = self._gets, {}
         backs, self._send_backs = self._send_backs, defaultdict(int)
+        if self.traffic is not None:
+            self.traffic.add(now / 1000.0, ((t, m, s) for t, (m, s) in puts.items()),
+                             ((t, m, s) for (t, _), (m, s, _) in gets.items()))
         sets = self.sets
         put_total = get_total = 0
         for topic, (messages, size) in puts.items():
@@ -240,6 +246,8 @@ class BrokerStats:
         return data.minute.sum if data is not None else 0
 
     def topic_deleted(self, topic: str) -> None:
+        if self.traffic is not None:
+            self.traffic.forget(topic)
         for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
             self.sets[name].items.pop(topic, None)
         for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS):

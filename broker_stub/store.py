@@ -286,6 +286,10 @@ class MessageStore:
         if self.journal is not None:
             self.journal.check_topic(topic)
 
+    def queues(self) -> list[StoredQueue]:
+        """Every queue holding or having held messages (a copy of the list: the metrics sum their offsets)."""
+        return list(self._queues.values())
+
     def queue_keys(self) -> list[tuple[str, int]]:
         """Every (topic, queue id) holding or having held messages."""
         return list(self._queues)

@@ -14,6 +14,7 @@ from namesrv.kvconfig import KVConfig, KVConfigError
 from namesrv.server import NameServer
 from remoting.acl_accounts import AccountsError
 from remoting.climain import first_of, run_app
+from remoting.metrics_http import MetricsListenError
 from remoting.tls_config import TlsConfigError
 
 log = logging.getLogger("namesrv")
@@ -59,6 +60,8 @@ def main(
         err = first_of(exc, OSError)
         if err is None:
             raise
+        if isinstance(err, MetricsListenError):
+            raise StartupError(str(err.strerror)) from None
         where = f"{config.bindAddress}:{config.listenPort}"
         raise StartupError(f"cannot listen on {where}: {getattr(err, 'strerror', None) or err}") from None
 
@@ -68,6 +71,8 @@ async def _serve(config: NamesrvConfig, kv: KVConfig) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             host, port = await nursery.start(server.serve)
+            if server.metrics is not None:
+                print(f"The Name Server metrics at {server.metrics.url}", flush=True)
             print(f"The Name Server boot success. serializeType=JSON, address {host}:{port}", flush=True)
             async for signum in signals:
                 log.info("received %s: stopping", signal.Signals(signum).name)

@@ -109,6 +109,9 @@ class NamesrvConfig:
     aclUnsignedClasses: str = "route-read"  # with accounts: classes open to unsigned requests
     adminAddressesWithoutAuth: str = LOOPBACK_PATTERNS  # without accounts: who may send admin-write
     allowRemoteAdminWithoutAuth: bool = False  # without accounts: admin-write from every peer
+    # metrics (extensions, docs/metrics.md): /metrics in the Prometheus text format
+    metricsPort: int = 0  # 0: no metrics; -1: any free port (printed at start)
+    metricsBindAddress: str = "127.0.0.1"  # where /metrics listens; 0.0.0.0 to let other hosts scrape
 
     #: Keys from a -c file that match no field: kept and shown, like Java.
     extra: dict[str, str] = field(default_factory=dict, repr=False)
@@ -183,6 +186,10 @@ class NamesrvConfig:
     def validate(self) -> None:
         if not 0 <= self.listenPort <= 65535:
             raise ConfigError(f"listenPort {self.listenPort} is not a TCP port (0-65535)")
+        if not -1 <= self.metricsPort <= 65535:
+            raise ConfigError(f"metricsPort {self.metricsPort} is not a TCP port (1-65535), 0 (off) or -1 (any free port)")
+        if not self.metricsBindAddress.strip():
+            raise ConfigError("metricsBindAddress must not be empty (127.0.0.1 by default)")
         for key in ("scanNotActiveBrokerInterval", "brokerChannelExpiredTime", "serverChannelMaxIdleTimeSeconds"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key} must be positive, got {getattr(self, key)}")

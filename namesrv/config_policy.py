@@ -89,7 +89,8 @@ INERT_KEYS = frozenset(
 )
 #: Keys no update may change, whatever the black list says.
 ALWAYS_REFUSED = frozenset(
-    {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome", "listenPort", "bindAddress"}
+    {"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome", "listenPort", "bindAddress",
+     "metricsPort", "metricsBindAddress"}
     | ACCESS_KEYS
 )
 
@@ -244,7 +245,7 @@ def check_classes(props: Mapping[str, str], current: NamesrvConfig) -> None:
     protected = current.protected_keys()
     if any(k in protected or NamesrvConfig.is_path_key(k) for k in props):
         raise UpdateRefused("Can not update config in black list.", permission=True)
-    for key in ("listenPort", "bindAddress"):
+    for key in ("listenPort", "bindAddress", "metricsPort", "metricsBindAddress"):
         if key in props and props[key].strip() != str(getattr(current, key)):
             raise UpdateRefused(
                 f"{key} cannot change at run time (restart-only): set it in the config file and restart",

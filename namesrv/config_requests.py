@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Hashable
 
 from namesrv import config_policy
 from namesrv.config import ConfigError, NamesrvConfig
+from namesrv.counters import NamesrvCounters
 from remoting import properties
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
@@ -29,6 +30,7 @@ class ConfigRequests:
 
     config: NamesrvConfig
     persist: Callable[[str, bytes], Awaitable[None]]
+    counters: NamesrvCounters
 
     def sync_options(self) -> None:  # provided by the processor
         raise NotImplementedError
@@ -44,6 +46,7 @@ class ConfigRequests:
         """The config an update body asks for; UpdateRefused says why not."""
         limit = self.config.configUpdateMaxBytes
         if len(body) > limit:
+            self.counters.refused("config_update_size")
             raise config_policy.UpdateRefused(
                 f"config update body of {len(body)} bytes is larger than configUpdateMaxBytes ({limit})"
             )

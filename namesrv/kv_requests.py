@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 
 from namesrv.config import NamesrvConfig
+from namesrv.counters import NamesrvCounters
 from namesrv.kvconfig import KVConfig
 from remoting.bodies import encode_kv_table
 from remoting.codes import NAMESPACE_ORDER_TOPIC_CONFIG, ResponseCode
@@ -51,6 +52,7 @@ class KVRequests:
     config: NamesrvConfig
     kv: KVConfig
     persist: Callable[[str, bytes], Awaitable[None]]
+    counters: NamesrvCounters
 
     def _kv_refusal(self, namespace: str, key: str, value: str) -> str | None:
         config = self.config
@@ -75,6 +77,7 @@ class KVRequests:
         if value is not None:
             refusal = self._kv_refusal(namespace, key, value)
             if refusal is not None:
+                self.counters.refused("kv_size")
                 return response_to(req, ResponseCode.SYSTEM_ERROR, refusal)
         before = self.kv.get(namespace, key)
         had_namespace = namespace in self.kv.table
@@ -91,6 +94,7 @@ class KVRequests:
             refusal = self._growth_refusal(namespace, len(snapshot))
             if refusal is not None:
                 undo()
+                self.counters.refused("kv_size")
                 return response_to(req, ResponseCode.SYSTEM_ERROR, refusal)
         try:
             await self.persist(self.kv.path, snapshot)

@@ -20,6 +20,7 @@ class KVConfig:
     def __init__(self, path: str) -> None:
         self.path = path
         self.table: dict[str, dict[str, str]] = {}
+        self.entries = 0  # keys in all namespaces (kept as it changes, so the metrics never count)
 
     def load(self) -> None:
         """Read the file if present (missing means empty, as in Java)."""
@@ -45,13 +46,16 @@ class KVConfig:
             for key, value in entries.items():
                 if value is not None:
                     ns[str(key)] = value if isinstance(value, str) else orjson.dumps(value).decode()
+        self.entries = sum(map(len, self.table.values()))
 
     def put(self, namespace: str, key: str, value: str | None) -> None:
         """Set a value; None deletes it (Java stores null, which reads as absent)."""
         if value is None:
             self.delete(namespace, key)
         else:
-            self.table.setdefault(namespace, {})[key] = value
+            ns = self.table.setdefault(namespace, {})
+            self.entries += key not in ns
+            ns[key] = value
 
     def get(self, namespace: str, key: str) -> str | None:
         ns = self.table.get(namespace)
@@ -59,8 +63,8 @@ class KVConfig:
 
     def delete(self, namespace: str, key: str) -> None:
         ns = self.table.get(namespace)
-        if ns is not None:
-            ns.pop(key, None)
+        if ns is not None and ns.pop(key, None) is not None:
+            self.entries -= 1
 
     def namespace(self, namespace: str) -> dict[str, str] | None:
         ns = self.table.get(namespace)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import zlib
+from time import perf_counter
 from collections.abc import Awaitable, Callable, Generator, Hashable
 from typing import Any, TypeVar
 
@@ -23,6 +24,7 @@ from namesrv import liveinfo, provisional
 from namesrv.config import NamesrvConfig
 from namesrv.config_policy import RuntimeState, observed_state
 from namesrv.config_requests import ConfigRequests
+from namesrv.counters import NamesrvCounters
 from namesrv.headers import (
     BROKER_HEARTBEAT_NUMBERS,
     BROKER_ID,
@@ -43,6 +45,7 @@ from namesrv.routes import UNIT_TOPIC_FLAGS, RegisterOutcome, Registration, Rout
 from remoting import fastjson
 from remoting.bodies import BodyError, DataVersion, TopicRouteData, encode_topic_list
 from remoting.codec import encode, encode_success_json
+from remoting.fastjson import BodyLimitError
 from remoting.codes import NAMESPACE_ORDER_TOPIC_CONFIG, RequestCode, ResponseCode, Version
 from remoting.command import RemotingCommand, response_to
 from remoting.ratelog import RateLimitedLog, clip
@@ -51,6 +54,7 @@ from remoting.register_body import RegisterBody, RegisterLimits, parse_register_
 log = logging.getLogger("namesrv")
 
 FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+CRC_MISMATCH = "crc32 not match"
 _STANDARD_JSON_SINCE = int(Version.V4_9_4)  # a plain int: compared on every route query
 Persist = Callable[[str, bytes], Awaitable[None]]
 T = TypeVar("T")
@@ -88,6 +92,7 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         self.connection_count = connection_count
         self.started_at = clock()
         self.warn = RateLimitedLog(log)  # flushed by the server's housekeeping
+        self.counters = NamesrvCounters()  # registrations, removals and refusals, for the metrics
         #: live brokers each connection registered (pruned as they leave), for maxBrokersPerConnection
         self._conn_brokers: dict[Hashable, set[tuple[str, str]]] = {}
         #: size of the last uncompressed registration of each broker (pruned to live ones), for the
@@ -253,13 +258,28 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         after the registration is applied, and an unregistration or
         connection close that arrives meanwhile waits for the lock and wins.
         """
-        parsed = self._registration(req, conn)
-        if isinstance(parsed, RemotingCommand):
-            return parsed
-        reg, raw, new_key = parsed
-        async with self.table_lock:
-            outcome = await run_in_slices(self.table.register_raw(reg, raw, conn=conn, now=self.now_ms()))
-        return self._registered(req, outcome, conn, new_key)
+        began = perf_counter()
+        result = "failed"
+        try:
+            parsed = self._registration(req, conn)
+            if isinstance(parsed, RemotingCommand):
+                result = "failed" if parsed.remark == CRC_MISMATCH else "refused_bound"
+                return parsed
+            reg, raw, new_key = parsed
+            async with self.table_lock:
+                generation = self.table.generation
+                outcome = await run_in_slices(self.table.register_raw(reg, raw, conn=conn, now=self.now_ms()))
+                changed = self.table.generation != generation
+            answer = self._registered(req, outcome, conn, new_key)
+            if outcome.ok:
+                result = "applied" if changed else "unchanged"
+            return answer
+        except BodyLimitError:
+            result = "refused_bound"
+            self.counters.refused("register_body")
+            raise
+        finally:
+            self.counters.registered(result, perf_counter() - began)
 
     def _registration(
         self, req: RemotingCommand, conn: Hashable
@@ -275,13 +295,13 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         compressed = bool(_flag(req, "compressed"))
         body_limit = self.config.registerBodyMaxBytes
         if body_limit and not compressed and len(body) > body_limit:  # before any pass over the body
-            raise BodyError(
+            raise BodyLimitError(
                 f"register body of {len(body)} bytes is larger than registerBodyMaxBytes ({body_limit});"
                 " a broker with this many topics can set compressedRegister=true"
             )
         crc = _long(req, "bodyCrc32") or 0
         if crc and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
-            return response_to(req, ResponseCode.SYSTEM_ERROR, "crc32 not match")
+            return response_to(req, ResponseCode.SYSTEM_ERROR, CRC_MISMATCH)
         key = (cluster, addr)
         new_broker = key not in self.table.live
         if new_broker:
@@ -333,11 +353,13 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         """
         live = self.table.live
         if len(live) >= self.config.maxBrokers:
+            self.counters.refused("max_brokers")
             return f"the NameServer holds {len(live)} brokers, the maxBrokers limit"
         mine = self._conn_brokers.get(conn)
         if mine:
             mine.intersection_update([k for k in mine if (info := live.get(k)) is not None and info.conn == conn])
             if len(mine) >= self.config.maxBrokersPerConnection:
+                self.counters.refused("max_brokers_per_connection")
                 return (
                     f"this connection registered {len(mine)} brokers, the maxBrokersPerConnection limit"
                     f" ({self.config.maxBrokersPerConnection})"
@@ -366,6 +388,7 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         check_numbers(req, BROKER_ID)
         removed = self.table.unregister_broker(cluster, addr, name)
         if removed is not None:
+            self.counters.removed("unregistered")
             log.info("broker %s %s (%s) unregistered", name, addr, cluster)
         return response_to(req, ResponseCode.SUCCESS)
 
@@ -469,6 +492,7 @@ class NameServerProcessor(KVRequests, ConfigRequests):
                     obj["filterServerTable"].pop(addr, None)
         obj["brokerDatas"] = keep
         obj["queueDatas"] = [q for q in obj["queueDatas"] if q["brokerName"] not in dropped]
+        self.table.route_encodes += 1
         return fastjson.dumps(obj)
 
     def cluster_info(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
@@ -500,6 +524,7 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         least = sum(map(len, topics)) + 3 * len(topics)
         body = encode_topic_list(topics, addr) if least <= limit else None
         if body is None or len(body) > limit:
+            self.counters.refused("topic_list_size")
             size = f"{len(body)} bytes" if body is not None else f"at least {least} bytes"
             return response_to(
                 req,

@@ -38,6 +38,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 from remoting.bodies import BodyError, DataVersion, RegisterBody
+from remoting.fastjson import BodyLimitError
 from remoting.codes import Version
 
 #: Target size of a JSON chunk: about 95 topics of a Java broker's table,
@@ -186,7 +187,7 @@ def scan_json(
     # mappings) is small in a real body: count its keys (C speed) before parsing it.
     keys = body.count(b":", 0, tstart) + body.count(b":", tend)
     if keys > MAX_REST_KEYS:
-        raise BodyError(
+        raise BodyLimitError(
             f"register body holds {keys} keys outside its topic table (static-topic mappings,"
             f" currIdMap entries and all), more than {MAX_REST_KEYS}"
         )
@@ -255,7 +256,7 @@ def inflate(
             part = inflater.decompress(pending, INFLATE_STEP)
             total += len(part)
             if total > limit:
-                raise BodyError(f"compressed register body inflates past the size limit ({limit} bytes)")
+                raise BodyLimitError(f"compressed register body inflates past the size limit ({limit} bytes)")
             if not parts and head_ok is not None and not head_ok(part):
                 return None
             parts.append(part)
@@ -283,7 +284,7 @@ def _compact_head_ok(head: bytes, max_topics: int | None) -> bool:
         return False
     count = _I32.unpack_from(head, 4 + dv_len)[0]
     if max_topics is not None and count > max_topics:
-        raise BodyError(f"register body has {count} topics, more than the limit of {max_topics}")
+        raise BodyLimitError(f"register body has {count} topics, more than the limit of {max_topics}")
     return count >= 0
 
 

@@ -85,6 +85,8 @@ class RouteTable(RegistrationMixin):
         #: Bumped whenever an answer may change (every cache invalidation):
         #: the route snapshot writer compares it to know whether to write.
         self.generation = 0
+        #: Route answers encoded afresh (not served from the per-topic or shared caches), for metrics.
+        self.route_encodes = 0
 
     # ------------------------------------------------------------------
     # cache maintenance
@@ -399,6 +401,7 @@ class RouteTable(RegistrationMixin):
         if obj is None:
             return None
         body = fastjson.dumps(obj, standard=standard)
+        self.route_encodes += 1
         if signature is not None:
             self._shared_bodies[standard][signature] = body
         return body

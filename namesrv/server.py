@@ -30,12 +30,15 @@ import trio
 from namesrv.config import NamesrvConfig
 from namesrv.durable import write_atomic
 from namesrv.kvconfig import KVConfig
+from namesrv.metrics import NamesrvMetrics
 from namesrv.processor import NameServerProcessor
 from namesrv.request_classes import REQUEST_CLASSES
 from namesrv.snapshot import RouteSnapshots
 from remoting.gate import AccessControl
+from remoting.metering import RequestMeter
+from remoting.metrics_http import MetricsEndpoint
 from remoting.ratelog import CLIP_ARGS
-from remoting.reactor import Reactor
+from remoting.reactor import Processor, Reactor
 from remoting.tls_gate import TlsGate
 
 log = logging.getLogger("namesrv")
@@ -55,8 +58,11 @@ class NameServer:
         )
         self.access = AccessControl(config, config.rocketmqHome, log)  # reads the accounts: a bad file stops here
         gate = self.access.guard(self.processor, REQUEST_CLASSES, peer_of=self._peer_of, warn=self.processor.warn)
+        # With metrics on, every request is counted on its way through (remoting.metering); off, nothing is.
+        self.meter = RequestMeter(gate, REQUEST_CLASSES) if config.metricsPort else None
+        front: Processor = self.meter if self.meter is not None else gate
         self.reactor = Reactor(
-            gate,
+            front,
             on_close=self._connection_closed,
             max_frame=config.frameMaxLength,
             max_connections=lambda: self.config.serverMaxConnections,
@@ -70,6 +76,7 @@ class NameServer:
         self._nursery: trio.Nursery | None = None
         self.snapshots = RouteSnapshots(self.processor.table, config, now_ms=self.processor.now_ms)
         self.processor.restored = self.snapshots.restore()
+        self.metrics: MetricsEndpoint | None = None  # listening once serve() started, with metricsPort set
 
     def _peer_of(self, conn_id: object) -> str | None:
         conn = self.reactor.connections.get(conn_id) if isinstance(conn_id, int) else None
@@ -90,9 +97,13 @@ class NameServer:
         # listenPort=0 asks for any free port; like Java, the bound one is written back so that
         # getNamesrvConfig (and a config persisted later) names the port clients actually use.
         self.config.listenPort = address[1]
+        if self.meter is not None:
+            self.metrics = await self._metrics_endpoint(self.meter)
         log.info("%s", self.tls.describe())
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            if self.metrics is not None:
+                nursery.start_soon(self.metrics.run)
             nursery.start_soon(self.reactor.run)
             nursery.start_soon(self._housekeeping)
             nursery.start_soon(self.snapshots.run)
@@ -106,6 +117,17 @@ class NameServer:
             await self._final_snapshot()
             self.reactor.close_all("server stopping")
             nursery.cancel_scope.cancel()
+
+    async def _metrics_endpoint(self, meter: RequestMeter) -> MetricsEndpoint:
+        processor = self.processor
+        collector = NamesrvMetrics(
+            table=processor.table, kv=processor.kv, counters=processor.counters, meter=meter, reactor=self.reactor,
+            snapshots=self.snapshots, restored=lambda: processor.restored,
+        )
+        endpoint = MetricsEndpoint(collector.registry(), log)
+        await endpoint.listen(self.config.metricsBindAddress, self.config.metricsPort)
+        log.info("metrics at %s", endpoint.url)
+        return endpoint
 
     def _connection_closed(self, conn_id: int, peer: str, reason: str) -> None:
         self.access.forget(conn_id)
@@ -123,6 +145,7 @@ class NameServer:
 
     def _drop_brokers_of(self, conn_id: int, peer: str, reason: str) -> None:
         gone = self.processor.table.connection_closed(conn_id)
+        self.processor.counters.removed("connection_closed", len(gone))
         for removed in gone[:3]:
             log.warning(
                 "broker %s %s (%s) removed: its connection %s closed (%s)",
@@ -150,6 +173,7 @@ class NameServer:
             await self.access.reload()
             async with self.processor.table_lock:
                 expired = table.scan_not_active(self.processor.now_ms())
+            self.processor.counters.removed("expired", len(expired))
             for removed in expired:
                 log.warning(
                     "broker %s %s (%s) expired: no heartbeat within its timeout",

@@ -139,6 +139,10 @@ class RouteSnapshots:
         self._failing = False
         self.slowest_capture_ms = 0.0
         self.writes = 0
+        self.failed_writes = 0
+        #: Wall time (s) the file was last brought up to date (written, or its mtime refreshed), and its size.
+        self.current_at: float | None = None
+        self.size = 0
 
     @property
     def path(self) -> str:
@@ -177,6 +181,7 @@ class RouteSnapshots:
             restored.brokers, restored.topics, path, _stamp(state_millis), max(age_ms, 0.0) / 1000.0, took,
         )
         self.restored = restored
+        self.current_at = max(state_millis, mtime_ms) / 1000.0
         # the file holds exactly this state: no rewrite until something changes
         self._written = (self.table.generation, route_state.live_records(self.table, restored))
         return restored
@@ -204,6 +209,7 @@ class RouteSnapshots:
             try:
                 await trio.to_thread.run_sync(self._write, captured, state_millis)
             except Exception as exc:  # noqa: BLE001 - a disk error, or a value msgpack cannot hold (an int past 64 bits)
+                self.failed_writes += 1
                 if not self._failing:
                     log.error("cannot write route snapshot %s: %s: %s (retrying every interval)",
                               self.path, type(exc).__name__, exc)
@@ -236,10 +242,14 @@ class RouteSnapshots:
             await trio.sleep(0)
 
     def _write(self, captured: route_state.Captured, state_millis: int) -> None:
-        write_atomic(self.path, encode(route_state.export(captured), state_millis))
+        data = encode(route_state.export(captured), state_millis)
+        write_atomic(self.path, data)
+        self.size = len(data)
+        self.current_at = self.wall()
 
     def _touch(self) -> None:
         try:
             os.utime(self.path)
+            self.current_at = self.wall()
         except OSError:
             self._written = None  # the file is gone or unwritable: write it in full next time

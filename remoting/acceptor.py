@@ -48,6 +48,8 @@ class Acceptor:
         self.nursery: trio.Nursery | None = None  # set by the reactor's run: backoff timers
         self._delay = 0.0
         self._paused: set[socket.socket] = set()
+        self.accepted = 0  # connections taken, since start (metrics)
+        self.refused = 0  # connections closed at once: over serverMaxConnections, or stopping
 
     def listen(self, host: str, port: int, backlog: int) -> tuple[str, int]:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -82,6 +84,7 @@ class Acceptor:
                 return
             self._delay = 0.0
             if not self.accepting or self.open_connections() >= self.max_connections():
+                self.refused += 1
                 self.warn.warning(
                     "refused",
                     "refused {count} more connections at the limit in the last {seconds} s",
@@ -90,6 +93,7 @@ class Acceptor:
                 )
                 sock.close()
                 continue
+            self.accepted += 1
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.on_accept(sock, f"{addr[0]}:{addr[1]}")

@@ -33,6 +33,10 @@ _U16 = struct.Struct(">H")
 _FRAME_PREFIX = struct.Struct(">II")
 
 
+#: The words of the error a frame over the length limit gives (the reactor counts those closes).
+OVERSIZE_FRAME = "exceeds the limit"
+
+
 class ProtocolError(Exception):
     """The peer sent something that is not a valid remoting frame.
 
@@ -120,7 +124,7 @@ class FrameDecoder:
         try:
             length = _U32.unpack_from(src, pos)[0]
             if length + 4 > self.max_frame_length:
-                raise ProtocolError(f"frame length {length + 4} exceeds the limit of {self.max_frame_length} bytes")
+                raise ProtocolError(f"frame length {length + 4} {OVERSIZE_FRAME} of {self.max_frame_length} bytes")
             if length < 4:
                 raise ProtocolError(f"frame length {length} is too short for a header")
             if available - 4 < length:

@@ -20,6 +20,10 @@ class BodyError(ValueError):
     """A request body that cannot be parsed as the type its code demands."""
 
 
+class BodyLimitError(BodyError):
+    """A body refused because it is larger (or holds more) than a configured bound allows."""
+
+
 # A string (its closing quote optional) or a bare integer key. The optional
 # quote is what keeps this linear: an unterminated string, e.g. '"' + '\\"'*n,
 # is consumed once to the end instead of failing and being rescanned from

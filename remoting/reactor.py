@@ -48,7 +48,7 @@ from typing import Protocol
 import trio
 
 from remoting.acceptor import Acceptor
-from remoting.codec import ProtocolError, encode
+from remoting.codec import OVERSIZE_FRAME, ProtocolError, encode
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import READ, WRITE, Connection
@@ -132,6 +132,13 @@ class Reactor:
             open_connections=self.connections.__len__,
         )
         self.reading = True
+        #: Traffic totals since start (read by the servers' metrics): bytes taken from and
+        #: handed to the kernel, connections closed for a malformed frame, and those of them
+        #: closed for a frame over ``max_frame``.
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.malformed_frames = 0
+        self.oversize_frames = 0
         self.tls = tls  # None: no TLS at all, not even to recognise and refuse a handshake
 
     # ------------------------------------------------------------------
@@ -241,6 +248,9 @@ class Reactor:
             conn.held = 0
             self._wake_starved()
         if reason.startswith("malformed"):
+            self.malformed_frames += 1
+            if OVERSIZE_FRAME in reason:
+                self.oversize_frames += 1
             self.warn.warning(
                 "malformed",
                 "closed {count} more connections for malformed frames in the last {seconds} s",
@@ -295,6 +305,7 @@ class Reactor:
             self.close(conn, "closed by peer")
             return
         conn.last_active = now
+        self.bytes_in += len(data)  # as read from the socket (TLS records included)
         if tls is not None:
             data = self._tls_receive(conn, data, now)
             if not data:
@@ -527,6 +538,7 @@ class Reactor:
             except OSError as exc:
                 self.close(conn, f"socket error: {exc}")
                 return
+            self.bytes_out += sent
             if sent < len(data):
                 conn.out += memoryview(data)[sent:]
         if len(conn.out) > self.high_water_mark:
@@ -540,6 +552,7 @@ class Reactor:
         except OSError as exc:
             self.close(conn, f"socket error: {exc}")
             return
+        self.bytes_out += sent
         if sent >= len(conn.out):
             self.trimmer.note_freed(len(conn.out))
             conn.out = bytearray()  # a drained big buffer is freed, not kept at its capacity

@@ -36,7 +36,7 @@ from typing import Any
 from remoting import fastjson
 from remoting.bodies import DataVersion, TopicConfig, _int, _obj, _string_list, deeper_than
 from remoting.codes import Version
-from remoting.fastjson import BodyError
+from remoting.fastjson import BodyError, BodyLimitError
 from remoting.javatypes import INT32_MAX, INT32_MIN, brief
 
 __all__ = [
@@ -116,7 +116,7 @@ class RegisterBody:
 
 def _check_topic_count(count: int, limits: RegisterLimits) -> None:
     if count > limits.max_topics:
-        raise BodyError(f"register body has {count} topics, more than the limit of {limits.max_topics}")
+        raise BodyLimitError(f"register body has {count} topics, more than the limit of {limits.max_topics}")
 
 
 def _is_int32(value: Any) -> bool:
@@ -145,9 +145,9 @@ def _topics_from_table(table: Any, limits: RegisterLimits) -> dict[str, tuple[in
 def _filter_list(value: Any, limits: RegisterLimits) -> list[str]:
     servers = _string_list(value, "filterServerList")
     if len(servers) > limits.max_filter_servers:
-        raise BodyError(f"filterServerList has {len(servers)} entries, more than {limits.max_filter_servers}")
+        raise BodyLimitError(f"filterServerList has {len(servers)} entries, more than {limits.max_filter_servers}")
     if any(len(s) > MAX_FILTER_SERVER_LENGTH for s in servers):
-        raise BodyError(f"a filterServerList entry is longer than {MAX_FILTER_SERVER_LENGTH} characters")
+        raise BodyLimitError(f"a filterServerList entry is longer than {MAX_FILTER_SERVER_LENGTH} characters")
     return servers
 
 
@@ -165,7 +165,7 @@ def mapping_info(topic: str, value: Any, limits: RegisterLimits) -> dict[str, An
     if not isinstance(value, dict):
         raise BodyError(f"{what} is not a JSON object")
     if deeper_than(value, limits.max_depth):
-        raise BodyError(f"{what} is nested deeper than {limits.max_depth}")
+        raise BodyLimitError(f"{what} is nested deeper than {limits.max_depth}")
     out: dict[str, Any] = {}
     for key in sorted(k for k in value if isinstance(k, str)):
         item = value[key]
@@ -194,7 +194,7 @@ def mapping_info(topic: str, value: Any, limits: RegisterLimits) -> dict[str, An
 def _mapping_infos(value: Any, limits: RegisterLimits) -> dict[str, dict[str, Any]]:
     mappings = _obj(value, "topicQueueMappingInfoMap")
     if len(mappings) > limits.max_topics:
-        raise BodyError(f"topicQueueMappingInfoMap has {len(mappings)} entries, more than {limits.max_topics}")
+        raise BodyLimitError(f"topicQueueMappingInfoMap has {len(mappings)} entries, more than {limits.max_topics}")
     _check_mapping_entries(mappings.values(), limits)
     return {str(k): mapping_info(str(k), v, limits) for k, v in mappings.items()}
 
@@ -203,17 +203,17 @@ def _check_mapping_entries(raw_infos: Iterable[Any], limits: RegisterLimits) -> 
     """Refuse before converting when the currIdMaps together are larger than the bound."""
     total = sum(len(ids) for info in raw_infos if isinstance(info, dict) and isinstance(ids := info.get("currIdMap"), dict))
     if total > limits.max_mapping_entries:
-        raise BodyError(f"mapping infos hold {total} currIdMap entries, more than {limits.max_mapping_entries}")
+        raise BodyLimitError(f"mapping infos hold {total} currIdMap entries, more than {limits.max_mapping_entries}")
 
 
 def _check_json_shape(body: bytes, limits: RegisterLimits) -> None:
     """Count arrays and objects before parsing: what no register body has is refused at once."""
     arrays = body.count(b"[")
     if arrays > MAX_JSON_ARRAYS:
-        raise BodyError(f"register body holds {arrays} JSON arrays, more than {MAX_JSON_ARRAYS}")
+        raise BodyLimitError(f"register body holds {arrays} JSON arrays, more than {MAX_JSON_ARRAYS}")
     objects = body.count(b"{")
     if objects > limits.max_json_objects:
-        raise BodyError(
+        raise BodyLimitError(
             f"register body holds {objects} JSON objects, more than {limits.max_json_objects}"
             f" (2 per topic of registerBodyMaxTopics {limits.max_topics}, and 65536)"
         )
@@ -225,7 +225,7 @@ def _check_json_shape(body: bytes, limits: RegisterLimits) -> None:
         keys = body.count(b":", start, table if table != -1 else len(body))
         bound = 4 * limits.max_mapping_entries
         if keys > bound:
-            raise BodyError(f"register body's static-topic mappings (currIdMap entries and all) hold {keys} keys, more than {bound}")
+            raise BodyLimitError(f"register body's static-topic mappings (currIdMap entries and all) hold {keys} keys, more than {bound}")
 
 
 class _JsonBudget:
@@ -237,7 +237,7 @@ class _JsonBudget:
     def loads(self, data: bytes, what: str) -> Any:
         cost = fastjson.json_items(data, stop_above=self.left)
         if cost > self.left:
-            raise BodyError(f"compressed register body: {what} takes the JSON items past the limit")
+            raise BodyLimitError(f"compressed register body: {what} takes the JSON items past the limit")
         self.left -= cost
         return fastjson.loads(data, max_legacy_items=fastjson.LEGACY_MAX_ITEMS)
 
@@ -286,7 +286,7 @@ class _InflatingReader:
         self._pending = inflater.unconsumed_tail
         self._inflated += len(chunk)
         if self._inflated > self._limit:
-            raise BodyError(f"compressed register body inflates past the size limit ({self._limit} bytes)")
+            raise BodyLimitError(f"compressed register body inflates past the size limit ({self._limit} bytes)")
         if not chunk and len(self._pending) == before and not inflater.eof:
             # decompressobj returns what it could from a cut-off stream without
             # complaint; a stream missing its end (or its Adler-32) is corrupt.
@@ -313,7 +313,7 @@ class _InflatingReader:
         if size < 0:
             raise BodyError("compressed register body item has a negative length")
         if size > self._limit:
-            raise BodyError("compressed register body item runs past the size limit")
+            raise BodyLimitError("compressed register body item runs past the size limit")
         self._need(size)
         chunk = bytes(self._buf[self._pos : self._pos + size])
         self._pos += size
@@ -348,7 +348,7 @@ def _parse_compressed(body: bytes, version: int, limits: RegisterLimits) -> Regi
         if i == _PROJECT_AFTER and read_bytes // i * count > limits.max_inflated_bytes:
             # The declared count at the size seen so far cannot fit: a bomb, refused now
             # rather than after inflating up to the limit (~75 ms for 16 MiB here).
-            raise BodyError(
+            raise BodyLimitError(
                 f"compressed register body inflates past the size limit ({limits.max_inflated_bytes} bytes):"
                 f" {count} topics of about {read_bytes // i} bytes"
             )
@@ -371,7 +371,7 @@ def _parse_compressed(body: bytes, version: int, limits: RegisterLimits) -> Regi
     if version >= Version.V5_0_0:
         count = reader.int32()
         if count > limits.max_topics:
-            raise BodyError(f"register body has {count} mapping infos, more than {limits.max_topics}")
+            raise BodyLimitError(f"register body has {count} mapping infos, more than {limits.max_topics}")
         entries = 0
         for _ in range(max(count, 0)):
             raw = budget.loads(reader.item(), "a mapping info")
@@ -381,7 +381,7 @@ def _parse_compressed(body: bytes, version: int, limits: RegisterLimits) -> Regi
             ids = raw.get("currIdMap")
             entries += len(ids) if isinstance(ids, dict) else 0
             if entries > limits.max_mapping_entries:
-                raise BodyError(f"mapping infos hold more than {limits.max_mapping_entries} currIdMap entries")
+                raise BodyLimitError(f"mapping infos hold more than {limits.max_mapping_entries} currIdMap entries")
             mappings[topic] = mapping_info(topic, raw, limits)
     reader.finish()
     return RegisterBody(data_version, topics, filter_servers, mappings)
@@ -401,7 +401,7 @@ def parse_register_body(
         return _parse_compressed(body, version, limits)
     _check_json_shape(body, limits)
     if limits.max_whole_json and len(body) > limits.max_whole_json:
-        raise BodyError(
+        raise BodyLimitError(
             f"register body of {len(body)} bytes is not laid out as brokers write it, and larger than"
             f" registerBodyMaxWholeParseBytes ({limits.max_whole_json}) for a body parsed in one go"
         )

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 BOOT_LINE = re.compile(rb"The broker\[([^,\]]+), ([\d.]+):(\d+)\] boot success\. serializeType=JSON")
+#: Printed before the boot line when metricsPort is set.
+METRICS_LINE = re.compile(rb"metrics at (http://\S+)")
 
 
 def broker_command() -> list[str]:
@@ -41,6 +43,7 @@ class BrokerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.addr = ""
         self.name = ""
+        self.metrics_url = ""  # with metricsPort set: where its /metrics is
 
     def start(self, timeout: float = 15.0) -> BrokerProcess:
         with open(self.log_path, "ab") as log:
@@ -66,6 +69,8 @@ class BrokerProcess:
                     if match:
                         self.name = match.group(1).decode()
                         self.addr = f"{match.group(2).decode()}:{match.group(3).decode()}"
+                        metrics = METRICS_LINE.search(seen)
+                        self.metrics_url = metrics.group(1).decode() if metrics else ""
                         return
         self.kill()
         raise RuntimeError(f"broker did not boot: stdout={seen!r} log={self.log()!r}")

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 BOOT_LINE = re.compile(rb"The Name Server boot success\. serializeType=JSON, address ([\d.]+):(\d+)")
+#: Printed before the boot line when metricsPort is set.
+METRICS_LINE = re.compile(rb"metrics at (http://\S+)")
 
 
 class NamesrvProcess:
@@ -33,6 +35,7 @@ class NamesrvProcess:
         self.config_path.write_text("".join(f"{k}={_text(v)}\n" for k, v in settings.items()))
         self.proc: subprocess.Popen[bytes] | None = None
         self.addr = ""
+        self.metrics_url = ""  # with metricsPort set: where its /metrics is
 
     def start(self, timeout: float = 15.0) -> NamesrvProcess:
         log = open(self.log_path, "ab")
@@ -60,6 +63,8 @@ class NamesrvProcess:
                     seen += chunk
                     match = BOOT_LINE.search(seen)
                     if match:
+                        metrics = METRICS_LINE.search(seen)
+                        self.metrics_url = metrics.group(1).decode() if metrics else ""
                         return f"{match.group(1).decode()}:{match.group(2).decode()}"
         self.kill()
         raise RuntimeError(f"namesrv did not boot: stdout={seen!r} log={self.log_path.read_text()!r}")

@@ -38,7 +38,9 @@ STUB_EXTENSIONS = {"maxMessagesPerQueue", "maxStoreBytes", "maxAutoCreatedTopics
                    "maxKeyIndexEntries",
                    # access control (docs/security.md): Java 5.3 keeps these in its auth config, not BrokerConfig
                    "accessKey", "secretKey", "innerClientAuthenticationCredentials", "aclConfigPath",
-                   "aclUnsignedClasses", "adminAddressesWithoutAuth", "allowRemoteAdminWithoutAuth"}
+                   "aclUnsignedClasses", "adminAddressesWithoutAuth", "allowRemoteAdminWithoutAuth",
+                   # metrics (docs/metrics.md): Java 5's metricsPromExporterPort/Host stay Java keys, not acted on
+                   "metricsPort", "metricsBindAddress", "metricsTopTopics"}
 
 
 async def get_config(addr: str) -> tuple[dict[str, str], list[str], dict[str, object]]:

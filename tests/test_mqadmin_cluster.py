@@ -31,15 +31,18 @@ def test_start_with_slaves_and_topics_then_stop_leaves_no_process(state_dir: Pat
                   "--topic-queues", "4", "--dir", str(state_dir), "--json", in_process=False)
     assert out.returncode == 0, out.stderr
     started = json.loads(out.stdout)
-    assert set(started) == {"dir", "cluster", "namesrvAddr", "topics", "auth", "tls", "procs"}
+    assert set(started) == {"dir", "cluster", "namesrvAddr", "topics", "auth", "tls", "procs", "prometheusConfig"}
     assert started["auth"] is False and started["tls"] is False
+    assert started["prometheusConfig"] is None  # no --metrics
     assert started["topics"] == ["orders", "audit"] and started["cluster"] == "DefaultCluster"
     procs = started["procs"]
     assert [(p["name"], p["role"]) for p in procs] == [
         ("namesrv-0", "namesrv"), ("namesrv-1", "namesrv"), ("broker-a-0", "master"), ("broker-a-1", "slave 1"),
         ("broker-b-0", "master"), ("broker-b-1", "slave 1"),
     ]
-    assert set(procs[0]) == {"name", "kind", "role", "brokerName", "brokerId", "addr", "pid", "state", "log", "config"}
+    assert set(procs[0]) == {"name", "kind", "role", "brokerName", "brokerId", "addr", "pid", "state", "log", "config",
+                             "metricsUrl"}
+    assert all(p["metricsUrl"] is None for p in procs)  # no --metrics: no process serves /metrics
     assert all(p["state"] == "running" and pid_alive(p["pid"]) for p in procs)
     addr = {p["name"]: p["addr"] for p in procs}
 

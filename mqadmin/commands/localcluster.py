@@ -14,7 +14,7 @@ from rich.text import Text
 from mqadmin.client.errors import AdminError
 from mqadmin.commands.options import JsonOpt, bad_option, state_dir_option
 from mqadmin.commands.results import self_command
-from mqadmin.localcluster import processes
+from mqadmin.localcluster import processes, prometheus_sd
 from mqadmin.localcluster.certs import cert_path
 from mqadmin.localcluster.state import ClusterError, ClusterState, Proc, default_dir, proc_state
 from mqadmin.output.console import out, print_json
@@ -42,6 +42,10 @@ def status_table(state: ClusterState) -> Any:
     return fit_table(cols, rows, title=f"cluster {state.cluster} in {state.dir}")
 
 
+def _metrics_url(p: Proc) -> str | None:
+    return f"http://127.0.0.1:{p.metrics_port}/metrics" if p.metrics_port else None
+
+
 def state_json(state: ClusterState) -> dict[str, Any]:
     """The documented shape of ``start --json`` and ``status --json``."""
     return {
@@ -49,7 +53,8 @@ def state_json(state: ClusterState) -> dict[str, Any]:
         "auth": state.auth, "tls": state.tls,
         "procs": [{"name": p.name, "kind": p.kind, "role": _role(p), "brokerName": p.broker_name,
                    "brokerId": p.broker_id, "addr": p.addr, "pid": p.pid, "state": proc_state(p),
-                   "log": p.log, "config": p.config} for p in state.procs],
+                   "log": p.log, "config": p.config, "metricsUrl": _metrics_url(p)} for p in state.procs],
+        "prometheusConfig": str(prometheus_sd.config_path(state.dir)) if state.metrics else None,
     }
 
 
@@ -69,6 +74,8 @@ def start_cmd(
                               "<dir>/conf; mqadmin commands to this cluster sign with its admin keys."),
     tls: bool = typer.Option(False, "--tls", help="TLS on every process in enforcing mode (no plaintext), with a "
                              "certificate generated into <dir>/conf/tls; mqadmin commands to this cluster trust it."),
+    metrics: bool = typer.Option(False, "--metrics",
+                                 help="Serve /metrics on every process (each its own port) and write a prometheus.yml."),
     directory: Path | None = DirOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -76,7 +83,7 @@ def start_cmd(
     opts = processes.StartOptions(
         namesrvs=namesrvs, brokers=brokers, slaves=slaves, cluster=cluster_name, register_period_ms=register_period,
         broker_expired_ms=broker_timeout, scan_interval_ms=scan_interval, topics=topic_list, topic_queues=topic_queues,
-        auth=auth, tls=tls,
+        auth=auth, tls=tls, metrics=metrics,
     )
     try:
         processes.validate_options(opts)
@@ -112,6 +119,9 @@ def summary(state: ClusterState, directory: Path | None) -> Group:
     me = self_command()
     lines.append(Text(f"try:  {me} clusterList | {me} topicRoute -t TBW102 | {me} killBroker -b broker-a{dir_opt}{hint}"))
     lines.append(Text(f"stop: {me} stop{dir_opt}"))
+    if state.metrics:
+        lines.append(Text("metrics: " + "  ".join(f"{p.name} {_metrics_url(p)}" for p in state.procs if p.metrics_port)))
+        lines.append(Text(f"watch:   {prometheus_sd.prometheus_command(state.dir)}   (then http://127.0.0.1:9090)"))
     return Group(status_table(state), *lines)
 
 

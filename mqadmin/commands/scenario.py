@@ -55,6 +55,8 @@ def run_cmd(
     keep_dir: bool = typer.Option(False, "--keep-dir", help="Keep the cluster's state directory (logs) after the run."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="Only the verdict line and failures."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON result instead of the report."),
+    metrics: bool = typer.Option(False, "--metrics", help="Serve /metrics on every process; the report gains "
+                                 "each NameServer's brokers, removals, registrations and route queries, once a second."),
 ) -> None:
     from mqadmin.scenario import runner
 
@@ -74,7 +76,8 @@ def run_cmd(
     progress = (lambda line: None) if (quiet or as_json) else (lambda line: err.print(f"[{scn.name}] {line}"))
     try:
         consumed = records.with_name(f"{records.stem}.consumed{records.suffix}") if records is not None else None
-        result = runner.run(scn, records_path=records, keep_dir=keep_dir, progress=progress, consume_records_path=consumed)
+        result = runner.run(scn, records_path=records, keep_dir=keep_dir, progress=progress, consume_records_path=consumed,
+                            metrics=metrics)
     except runner.ScenarioRunError as exc:
         raise _fail(1, f"the run failed: {exc}") from None
     except BaseException as exc:

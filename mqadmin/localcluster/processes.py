@@ -32,6 +32,8 @@ from remoting.bodies import TopicConfig, TopicRouteData
 
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=JSON, address ([\d.]+):(\d+)")
 BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), ([\d.]+):(\d+)\] boot success")
+#: The line either server prints before its boot line when metricsPort is set.
+METRICS_LINE = re.compile(r"metrics at http://[^\s]+:(\d+)/metrics")
 BOOT_TIMEOUT = 20.0
 STOP_GRACE = 5.0
 SIGNAL_WAIT = 5.0
@@ -93,11 +95,23 @@ def _log_size(path: str) -> int:
         return 0
 
 
+def _metrics_port(proc: Proc, offset: int) -> int:
+    """The /metrics port a booted process printed (0 when it serves none)."""
+    try:
+        with open(proc.log, "rb") as fh:
+            fh.seek(offset)
+            match = METRICS_LINE.search(fh.read(LOG_TAIL_BYTES).decode("utf-8", "replace"))
+    except OSError:
+        return 0
+    return int(match.group(1)) if match else 0
+
+
 def start_namesrv(proc: Proc) -> None:
     offset = _log_size(proc.log)
     _spawn(proc, "namesrv.cli")
     match = _wait_boot(proc, NAMESRV_BOOT, offset)
     proc.port = int(match.group(2))
+    proc.metrics_port = _metrics_port(proc, offset)
 
 
 def start_broker(proc: Proc) -> None:
@@ -105,6 +119,7 @@ def start_broker(proc: Proc) -> None:
     _spawn(proc, "broker_stub.cli")
     match = _wait_boot(proc, BROKER_BOOT, offset)
     proc.port = int(match.group(3))
+    proc.metrics_port = _metrics_port(proc, offset)
 
 
 def signal_proc(proc: Proc, sig: signal.Signals, wait: float = SIGNAL_WAIT) -> None:
@@ -175,6 +190,7 @@ class StartOptions:
     broker_props: tuple[tuple[str, str], ...] = ()  # extra broker.properties keys for every broker (scenarios)
     auth: bool = False  # accounts on every process (aclEnable), made by mqadmin.localcluster.accounts
     tls: bool = False  # every process enforcing TLS with a certificate made by mqadmin.localcluster.certs
+    metrics: bool = False  # /metrics on every process (each its own port) and a prometheus.yml for them
 
 
 TOPIC_NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
@@ -235,7 +251,7 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
             _write_props(Path(proc.config), {
                 "listenPort": 0, "bindAddress": "127.0.0.1", "kvConfigPath": work / "kvConfig.json",
                 "scanNotActiveBrokerInterval": opts.scan_interval_ms, "brokerChannelExpiredTime": opts.broker_expired_ms,
-                **_acl_props(accounts), **tls, **dict(opts.namesrv_props),
+                **_acl_props(accounts), **tls, **_metrics_props(opts), **dict(opts.namesrv_props),
             })
             state.procs.append(proc)
             namesrvs.append(proc)
@@ -252,7 +268,7 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
                     "namesrvAddr": state.namesrv_addr, "listenPort": 0, "brokerIP1": "127.0.0.1",
                     "registerNameServerPeriod": opts.register_period_ms,
                     "storePathRootDir": work / "store",  # topics (and messages) survive restartBroker, as with Java
-                    **_acl_props(accounts, signing=True), **tls, **dict(opts.broker_props),
+                    **_acl_props(accounts, signing=True), **tls, **_metrics_props(opts), **dict(opts.broker_props),
                 }, private=accounts is not None)
                 state.procs.append(proc)
                 brokers.append(proc)
@@ -275,6 +291,11 @@ def _acl_props(accounts: LocalAccounts | None, *, signing: bool = False) -> dict
     return props
 
 
+def _metrics_props(opts: StartOptions) -> dict[str, object]:
+    """With --metrics: /metrics on loopback, on a port of the OS's choosing (read back from the log)."""
+    return {"metricsPort": -1, "metricsBindAddress": "127.0.0.1"} if opts.metrics else {}
+
+
 def _start_all(state: ClusterState, procs: list[Proc]) -> None:
     """Spawn every process first, then wait for each boot line: one start-up time, not the sum."""
     offsets = [_log_size(p.log) for p in procs]
@@ -284,6 +305,7 @@ def _start_all(state: ClusterState, procs: list[Proc]) -> None:
     for p, offset in zip(procs, offsets):
         match = _wait_boot(p, NAMESRV_BOOT if p.kind == "namesrv" else BROKER_BOOT, offset)
         p.port = int(match.group(match.lastindex or 0))
+        p.metrics_port = _metrics_port(p, offset)
     state.save()
 
 

@@ -15,6 +15,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from mqadmin.localcluster import prometheus_sd
+
 STATE_FILE = "cluster.json"
 
 
@@ -40,6 +42,7 @@ class Proc:
     broker_name: str | None = None
     broker_id: int | None = None
     started: int = 0  # the process's start time (/proc ticks): a reused pid is not ours
+    metrics_port: int = 0  # its /metrics port (mqadmin start --metrics), 0: none
 
     @property
     def addr(self) -> str:
@@ -72,11 +75,18 @@ class ClusterState:
     def namesrv_addr(self) -> str:
         return ";".join(p.addr for p in self.namesrvs)
 
+    @property
+    def metrics(self) -> bool:
+        """Whether the cluster was started with --metrics."""
+        return any(p.metrics_port for p in self.procs)
+
     def save(self) -> None:
+        """Write cluster.json, and with metrics the Prometheus targets too, so they always agree."""
         path = Path(self.dir) / STATE_FILE
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(self), indent=2))
         os.replace(tmp, path)
+        prometheus_sd.write(self.dir, self.procs, self.cluster)
 
     @classmethod
     def load(cls, directory: Path) -> ClusterState:

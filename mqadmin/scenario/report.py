@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from mqadmin.output.tables import Col, fit_table, status_text
-from mqadmin.scenario import consumer_report
+from mqadmin.scenario import consumer_report, metrics_watch
 from mqadmin.scenario.expectations import percentile
 from mqadmin.scenario.observer import diff_text, summary_text
 from mqadmin.scenario.runner import RunResult
@@ -110,6 +110,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
         "expectations": [v.to_json() for v in result.verdicts],
         "forceKilled": result.leftover,
         "stateDir": result.state_dir,
+        "metrics": result.metrics.to_json() if result.metrics is not None else None,
     }
 
 
@@ -189,6 +190,7 @@ def render(result: RunResult, console: Console) -> None:
         console.print(f"         |{''.join(marks)}|")
 
     consumer_report.render(result, phases(result), console)
+    metrics_watch.render(result.metrics, console)
 
     if result.verdicts:
         rows = [[str(v.index), v.text, v.target, v.measured_text, status_text(v.passed, "PASS" if v.passed else "FAIL"), v.detail]

@@ -23,12 +23,13 @@ from typing import Any
 
 import trio
 
-from mqadmin.localcluster import processes
+from mqadmin.localcluster import processes, prometheus_sd
 from mqadmin.localcluster.accounts import admin_security, app_credentials
 from mqadmin.localcluster.state import ClusterError, ClusterState, Proc
 from mqadmin.scenario.actions import ActionError, Executor
 from mqadmin.scenario.consumers import ConsumerFleet, ConsumerRun
 from mqadmin.scenario.expectations import Verdict, evaluate_all
+from mqadmin.scenario.metrics_watch import MetricsWatch
 from mqadmin.scenario.model import Action, ProducerGroup, Scenario
 from mqadmin.scenario.observer import Observer
 from simclient import (
@@ -98,6 +99,7 @@ class RunResult:
     leftover: list[str] = field(default_factory=list)  # processes that needed SIGKILL at the end
     state_dir: str | None = None  # the cluster's state directory (logs), when kept
     consumers: ConsumerRun | None = None  # consume records and ownership events, when the scenario has consumers
+    metrics: MetricsWatch | None = None  # each NameServer's metrics over the run (run with metrics=True)
 
     @property
     def passed(self) -> bool:
@@ -108,7 +110,7 @@ class RunResult:
         return {a.action.label: a.effect for a in self.actions if a.action.label and a.ok}
 
 
-def start_options(scn: Scenario) -> processes.StartOptions:
+def start_options(scn: Scenario, metrics: bool = False) -> processes.StartOptions:
     c = scn.cluster
     return processes.StartOptions(
         namesrvs=c.namesrvs,
@@ -123,6 +125,7 @@ def start_options(scn: Scenario) -> processes.StartOptions:
         auth=c.auth,
         tls=c.tls,
         broker_props=(*c.broker_config, *((("persistMessages", "false"),) if c.message_store == "memory" else ())),
+        metrics=metrics,
     )
 
 
@@ -164,8 +167,12 @@ def run(
     base_dir: str | Path | None = None,
     progress: Callable[[str], None] = lambda line: None,
     consume_records_path: str | Path | None = None,
+    metrics: bool = False,
 ) -> RunResult:
     """Run ``scn`` to the end and judge it; every process started is stopped before returning or raising.
+
+    With ``metrics`` every process serves /metrics and each NameServer is
+    scraped once a second for the report (:mod:`mqadmin.scenario.metrics_watch`).
 
     The cluster's state directory is a new ``mqscenario-NAME-*`` directory in
     ``base_dir`` (default: the system temporary directory), removed at the end
@@ -179,13 +186,15 @@ def run(
             begin = time.monotonic()
             progress(f"starting {scn.cluster.namesrvs} NameServer(s) and {scn.cluster.brokers} broker group(s) in {workdir}")
             try:
-                state = processes.start(workdir, start_options(scn))
+                state = processes.start(workdir, start_options(scn, metrics))
             except ClusterError as exc:
                 raise ScenarioRunError(f"cluster did not start: {exc}") from None
             result.setup_seconds = time.monotonic() - begin
             result.namesrvs = [p.addr for p in state.namesrvs]
             result.brokers = {p.name: p.addr for p in state.brokers}
             progress(f"cluster up in {result.setup_seconds:.1f} s; running {scn.duration:g} s of load and timeline")
+            if state.metrics:
+                progress(f"metrics: watch the run with {prometheus_sd.prometheus_command(workdir)}")
             trio.run(_run_async, scn, state, result, records_path, progress, consume_records_path)
     finally:
         with _signals(signal.SIG_IGN):  # a second Ctrl-C must not cut the cleanup short
@@ -273,6 +282,9 @@ async def _main(
         await outer.start(obs.run)
         t0 = trio.current_time()
         obs.rebase(t0)  # time zero: the observer has seen every NameServer once
+        if state.metrics:
+            result.metrics = MetricsWatch(state.namesrvs, t0)
+            outer.start_soon(result.metrics.run)
         executor = Executor(state, obs)
         fleet = None
         if scn.consumers:
