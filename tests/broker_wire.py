@@ -12,11 +12,26 @@ import struct
 import time
 import zlib
 
+from remoting.codec import FrameDecoder, encode
 from remoting.codes import RequestCode, SerializeType
 from remoting.command import RemotingCommand, request
 from remoting.transport import connect
 
 UNIQ = "7F0000010A2B18B4AAC2476FE7A60000"
+
+
+def socket_call(sock: socket.socket, req: RemotingCommand | bytes, timeout: float = 10.0) -> RemotingCommand:
+    """Send a request (or raw bytes that complete one) on a blocking socket (plain or TLS) and read
+    its answer."""
+    sock.settimeout(timeout)
+    sock.sendall(req if isinstance(req, bytes) else encode(req))
+    decoder = FrameDecoder()
+    while True:
+        data = sock.recv(1 << 20)
+        assert data, "closed by the server"
+        got = decoder.feed(data)
+        if got:
+            return got[0]
 
 
 async def call(addr: str, req: RemotingCommand, timeout: float = 5.0) -> RemotingCommand:

@@ -26,6 +26,7 @@ from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.limits import ReadBudget, default_max_connections, water_marks
 from tests.broker_procs import broker_command
+from tests.broker_wire import socket_call
 from tests.procs import NamesrvProcess
 
 MIB = 1024 * 1024
@@ -36,19 +37,6 @@ def _addr(proc: NamesrvProcess) -> tuple[str, int]:
     return host, int(port)
 
 
-def _call(sock: socket.socket, req: RemotingCommand | bytes, timeout: float = 10.0) -> RemotingCommand:
-    """Send a request (or raw bytes that complete one) and read its answer."""
-    sock.settimeout(timeout)
-    sock.sendall(req if isinstance(req, bytes) else encode(req))
-    decoder = FrameDecoder()
-    while True:
-        data = sock.recv(1 << 20)
-        assert data, "closed by the server"
-        got = decoder.feed(data)
-        if got:
-            return got[0]
-
-
 def _rss(proc: NamesrvProcess) -> int:
     assert proc.proc is not None
     return psutil.Process(proc.proc.pid).memory_info().rss
@@ -57,7 +45,7 @@ def _rss(proc: NamesrvProcess) -> int:
 def _fresh_client_answered(addr: tuple[str, int], within: float = 10.0) -> None:
     """A fresh client is answered (``within`` only detects a hang: stall figures are the benchmarks')."""
     with socket.create_connection(addr, timeout=within) as sock:
-        resp = _call(sock, rq.get_route("NoSuchTopic"), timeout=within)
+        resp = socket_call(sock, rq.get_route("NoSuchTopic"), timeout=within)
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST
 
 
@@ -147,7 +135,7 @@ def _send_big_frames(addr: tuple[str, int], count: int, frame_len: int, deadline
                     frame = encode(rq.get_route("NoSuchTopic"))
                     small.sendall(frame[:10])
                     time.sleep(0.05)
-                    assert _call(small, frame[10:], timeout=10.0).code == ResponseCode.TOPIC_NOT_EXIST
+                    assert socket_call(small, frame[10:], timeout=10.0).code == ResponseCode.TOPIC_NOT_EXIST
             time.sleep(0.001)
     finally:
         for sock in socks:
@@ -204,13 +192,13 @@ def _register_many_topics(addr: tuple[str, int], count: int) -> tuple[socket.soc
     """A broker with ``count`` topics on a connection the caller keeps open (closing it drops
     them); returns it and the size of a GET_ALL_TOPIC_LIST answer."""
     broker = socket.create_connection(addr, timeout=30)
-    resp = _call(broker, rq.register_broker(
+    resp = socket_call(broker, rq.register_broker(
         cluster="C", broker_name="b", broker_addr="127.0.0.1:1", broker_id=0,
         topics=[TopicConfig(f"Topic-{i:07d}", 4, 4, 6) for i in range(count)],
         data_version=DataVersion(1, 1), compressed=True,
     ), timeout=30)
     assert resp.code == ResponseCode.SUCCESS
-    return broker, len(_call(broker, rq.all_topics(), timeout=30).body)
+    return broker, len(socket_call(broker, rq.all_topics(), timeout=30).body)
 
 
 def _pipeline(addr: tuple[str, int], requests: int) -> socket.socket:

@@ -21,7 +21,7 @@ import pytest
 import trio
 
 from remoting import requests as rq
-from remoting.bodies import ClusterInfo
+from remoting.bodies import ClusterInfo, DataVersion, TopicConfig
 from remoting.codec import FrameDecoder, encode
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
@@ -33,7 +33,7 @@ from simclient.pool import ClientPool
 from simclient.producer import ProducerOptions
 from remoting.codes import RequestCode
 from remoting.command import request
-from tests.broker_wire import create_topic, props_5x, send_v2
+from tests.broker_wire import create_topic, props_5x, send_v2, socket_call
 from tests.peers import ADMIN, USER, write_accounts
 from tests.procs import NamesrvProcess
 
@@ -399,24 +399,11 @@ def test_a_tls_client_that_never_reads_stops_being_read(start_namesrv) -> None:
     addr = _addr(ns.addr)
     ctx = client_context()
     broker = ctx.wrap_socket(socket.create_connection(addr, timeout=30))
-    frame_reader = FrameDecoder()
-
-    def call(sock: ssl.SSLSocket, req: RemotingCommand) -> RemotingCommand:
-        sock.sendall(encode(req))
-        while True:
-            data = sock.recv(1 << 20)
-            assert data, "closed by the server"
-            got = frame_reader.feed(data)
-            if got:
-                return got[0]
-
-    from remoting.bodies import DataVersion, TopicConfig
-
-    resp = call(broker, rq.register_broker(
+    resp = socket_call(broker, rq.register_broker(
         cluster="C", broker_name="b", broker_addr="127.0.0.1:1", broker_id=0,
         topics=[TopicConfig(f"Topic-{i:07d}", 4, 4, 6) for i in range(20000)],
         data_version=DataVersion(1, 1), compressed=True,
-    ))
+    ), timeout=30.0)
     assert resp.code == ResponseCode.SUCCESS
     assert ns.proc is not None
     server = psutil.Process(ns.proc.pid)

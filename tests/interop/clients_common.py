@@ -3,8 +3,11 @@ a tag expression, and the check that what arrived is exactly what was sent (minu
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
 from typing import Any
 
+from tests.interop.java_procs import LineProcess, json_lines
 from tests.mqadmin_procs import mqadmin
 
 # body, tag, keys, user properties
@@ -59,3 +62,17 @@ def check_sent(lines: list[dict[str, Any]]) -> None:
     sent = [line for line in lines if line.get("event") == "sent"]
     assert [line["body"] for line in sent] == [m[0] for m in MESSAGES], lines
     assert {line["status"] for line in sent} in ({"SEND_OK"}, {0}), lines
+
+
+def exchange(consumer: LineProcess, produce: list[str], env: dict[str, str], cwd: Path, topic: str) -> None:
+    """The consumer ready first, then the producer run to its end: every message sent SEND_OK, and
+    exactly the TagA/TagC ones received intact. The consumer is stopped, pass or fail."""
+    try:
+        consumer.wait_for("ready")
+        done = subprocess.run(produce, capture_output=True, text=True, timeout=180, env=env, check=False, cwd=cwd)
+        assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+        check_sent(json_lines(done.stdout))
+        assert consumer.finish() == 0, consumer.lines
+        check_received(consumer.received(), topic)
+    finally:
+        consumer.kill()

@@ -46,6 +46,21 @@ class StubCluster:
     broker: BrokerProcess
 
 
+@contextmanager
+def running_stub_cluster(base: Path, broker_name: str = "broker-a", **both: object) -> Iterator[StubCluster]:
+    """Our NameServer and one broker stub (cluster ``DefaultCluster``) under ``base``, ``both``'s
+    keys in each one's properties (``tls.server.mode``, ...); both killed on exit, pass or fail."""
+    namesrv = NamesrvProcess(base / "ns", **both).start()
+    broker = BrokerProcess(base / "broker", brokerClusterName="DefaultCluster", brokerName=broker_name,
+                           namesrvAddr=namesrv.addr, storePathRootDir=base / "broker" / "store", **both)
+    try:
+        broker.start()
+        yield StubCluster(namesrv, broker)
+    finally:
+        broker.kill()
+        namesrv.kill()
+
+
 #: The topics of the clients that run against the cluster with accounts (one per client program).
 AUTH_TOPICS = ("AuthTopic497", "AuthTopic533", "AuthTopicGo")
 

@@ -17,9 +17,10 @@ import pytest
 # it rewritten here too, or pytest warns that it was imported first without.
 pytest.register_assert_rewrite("tests.broker_procs")
 
-from tests.broker_procs import BrokerProcess  # noqa: E402
 from tests.interop import harness_build  # noqa: E402
-from tests.interop.clusters import OURS_EXPIRY_MS, AuthCluster, JavaCluster, StubCluster, auth_cluster_started  # noqa: E402
+from tests.interop.clusters import (  # noqa: E402
+    OURS_EXPIRY_MS, AuthCluster, JavaCluster, StubCluster, auth_cluster_started, running_stub_cluster,
+)
 from tests.interop.harness_build import JavaBuild  # noqa: E402
 from tests.interop.java_procs import AdminRunners, JavaBroker, JavaNamesrv, free_port_block, java_servers  # noqa: E402
 from tests.procs import NamesrvProcess  # noqa: E402
@@ -82,16 +83,8 @@ def java_cluster(java_builds: dict[str, JavaBuild], loopback_shim: Path,
 
 @pytest.fixture(scope="package")
 def stub_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubCluster]:
-    base = tmp_path_factory.mktemp("stub-cluster")
-    namesrv = NamesrvProcess(base / "ns").start()
-    broker = BrokerProcess(base / "broker", brokerClusterName="DefaultCluster", brokerName="broker-a",
-                           namesrvAddr=namesrv.addr, storePathRootDir=base / "broker" / "store")
-    try:
-        broker.start()
-        yield StubCluster(namesrv, broker)
-    finally:
-        broker.kill()
-        namesrv.kill()
+    with running_stub_cluster(tmp_path_factory.mktemp("stub-cluster")) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="package")

@@ -8,15 +8,14 @@ so one test costs about one JVM start.
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.interop.clients_common import EXPRESSION, check_received, check_sent, create_topic, message_specs
+from tests.interop.clients_common import EXPRESSION, create_topic, exchange, message_specs
 from tests.interop.clusters import StubCluster
 from tests.interop.harness_build import JAVA_VERSIONS, JavaBuild
-from tests.interop.java_procs import LineProcess, java_command, java_consumer, java_env, json_lines, rocketmq_home
+from tests.interop.java_procs import LineProcess, java_command, java_consumer, java_env, rocketmq_home
 
 CLIENTS = [f"java-{v}" for v in JAVA_VERSIONS] + ["go"]
 
@@ -49,13 +48,4 @@ def test_produce_and_consume_through_stub(client: str, stub_cluster: StubCluster
                                ["--namesrv", ns, "--topic", topic]
                                + [arg for spec in message_specs() for arg in ("--msg", spec)], home)
         env = java_env(home)
-    try:
-        consumer.wait_for("ready")
-        done = subprocess.run(produce, capture_output=True, text=True, timeout=180, env=env, check=False,
-                              cwd=tmp_path)
-        assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-        check_sent(json_lines(done.stdout))
-        assert consumer.finish() == 0, consumer.lines
-        check_received(consumer.received(), topic)
-    finally:
-        consumer.kill()
+    exchange(consumer, produce, env, tmp_path, topic)

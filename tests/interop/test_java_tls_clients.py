@@ -11,7 +11,6 @@ against our NameServer and broker stub (issue 19, item 6).
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,13 +24,11 @@ from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.tls_context import client_context
 from remoting.transport import connect
-from tests.broker_procs import BrokerProcess
 from tests.broker_wire import create_topic as create_topic_request
-from tests.interop.clients_common import EXPRESSION, check_received, check_sent, create_topic, message_specs
-from tests.interop.clusters import StubCluster
+from tests.interop.clients_common import EXPRESSION, create_topic, exchange, message_specs
+from tests.interop.clusters import StubCluster, running_stub_cluster
 from tests.interop.harness_build import JAVA_VERSIONS, JavaBuild
-from tests.interop.java_procs import java_command, java_consumer, java_env, json_lines, rocketmq_home, run_java_client
-from tests.procs import NamesrvProcess
+from tests.interop.java_procs import java_command, java_consumer, java_env, rocketmq_home, run_java_client
 
 TLS = {"tls.enable": "true"}
 ENFORCING = {"tls.server.mode": "enforcing"}
@@ -63,16 +60,8 @@ def _create_topic_over_tls(cluster: StubCluster, topic: str) -> None:
 def enforcing_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubCluster]:
     """Our NameServer and a broker stub, both ``enforcing``; the stub registers over TLS (an
     enforcing broker uses TLS for its own connections, as Java's BrokerStartup does)."""
-    base = tmp_path_factory.mktemp("tls-enforcing")
-    namesrv = NamesrvProcess(base / "ns", **ENFORCING).start()
-    broker = BrokerProcess(base / "broker", brokerClusterName="DefaultCluster", brokerName="broker-tls",
-                           namesrvAddr=namesrv.addr, storePathRootDir=base / "broker" / "store", **ENFORCING)
-    try:
-        broker.start()
-        yield StubCluster(namesrv, broker)
-    finally:
-        broker.kill()
-        namesrv.kill()
+    with running_stub_cluster(tmp_path_factory.mktemp("tls-enforcing"), "broker-tls", **ENFORCING) as cluster:
+        yield cluster
 
 
 def _produce_and_consume(build: JavaBuild, cluster: StubCluster, topic: str, tmp_path: Path, *,
@@ -87,16 +76,7 @@ def _produce_and_consume(build: JavaBuild, cluster: StubCluster, topic: str, tmp
     messages = [arg for spec in message_specs() for arg in ("--msg", spec)]
     produce = java_command(build, "interop.harness.Producer", ["--namesrv", ns, "--topic", topic, *messages], home,
                            props=producer_props)
-    try:
-        consumer.wait_for("ready")
-        done = subprocess.run(produce, capture_output=True, text=True, timeout=180, env=java_env(home), check=False,
-                              cwd=tmp_path)
-        assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-        check_sent(json_lines(done.stdout))
-        assert consumer.finish() == 0, consumer.lines
-        check_received(consumer.received(), topic)
-    finally:
-        consumer.kill()
+    exchange(consumer, produce, java_env(home), tmp_path, topic)
 
 
 @pytest.mark.parametrize("version", JAVA_VERSIONS)
