@@ -97,8 +97,14 @@ def pin(cpu: int) -> None:
 
 
 def start_server(
-    workdir: Path, frame_max: int, auth: bool = False, server_root: Path = ROOT
+    workdir: Path,
+    frame_max: int,
+    auth: bool = False,
+    server_root: Path = ROOT,
+    props: dict[str, object] | None = None,
+    nice: int = 0,
 ) -> tuple[subprocess.Popen[bytes], str]:
+    """A ``mqnamesrv`` on 127.0.0.1 pinned to SERVER_CPU (at ``nice``), with ``props`` added to its config."""
     cfg = workdir / "namesrv.properties"
     extra = ""
     if auth:
@@ -106,14 +112,22 @@ def start_server(
         extra = f"aclEnable=true\naclConfigPath={workdir}/plain_acl.yml\n"
     cfg.write_text(
         "listenPort=0\nbindAddress=127.0.0.1\n"
-        f"kvConfigPath={workdir}/kvConfig.json\nframeMaxLength={frame_max}\n" + extra
+        f"kvConfigPath={workdir}/kvConfig.json\nframeMaxLength={frame_max}\n"
+        + extra
+        + "".join(f"{k}={v}\n" for k, v in (props or {}).items())
     )
+
+    def setup() -> None:
+        pin(SERVER_CPU)
+        if nice:
+            os.nice(nice)
+
     proc = subprocess.Popen(
         [sys.executable, "-m", "namesrv.cli", "-c", str(cfg)],
         stdout=subprocess.PIPE,
         stderr=open(workdir / "namesrv.log", "wb"),
         cwd=server_root,  # python -m imports the server from here: another checkout can be measured
-        preexec_fn=lambda: pin(SERVER_CPU),
+        preexec_fn=setup,
     )
     assert proc.stdout is not None
     deadline = time.monotonic() + 20

@@ -87,11 +87,14 @@ class NamesrvConfig:
     registerBodyMaxInflatedBytes: int = 16 * 1024 * 1024  # a compressed register body inflates to at most this
     # a plain (JSON) register body is at most this (0: frameMaxLength); parsing holds the loop ~20 ms per MB
     registerBodyMaxBytes: int = 0
-    #: a plain-JSON register body the scan cannot cut is parsed in one go only up to this (0: no bound)
-    registerBodyMaxWholeParseBytes: int = 2 * 1024 * 1024
+    #: a plain-JSON register body the scan cannot cut is parsed in one go only up to this (0: no bound);
+    #: about 20 ms of loop per MiB on a busy machine
+    registerBodyMaxWholeParseBytes: int = 1024 * 1024
     maxBrokers: int = 10_000  # live brokers in the route table
     maxBrokersPerConnection: int = 128  # live brokers registered over one connection (a Java broker uses one)
     registerBodyMaxTopics: int = 200_000  # topics in one REGISTER_BROKER
+    #: topics in the whole route table (about 450 bytes of RSS each); a registration past it is refused
+    maxTopics: int = 600_000
     registerBodyMaxJsonDepth: int = 32  # nesting of the kept parts of a register body (mapping infos)
     kvKeyMaxBytes: int = 1024  # UTF-8 bytes of a KV namespace or key
     kvValueMaxBytes: int = 64 * 1024  # UTF-8 bytes of a KV value
@@ -238,6 +241,7 @@ BOUNDS: dict[str, tuple[int, int]] = {
     "maxBrokers": (1, 10_000_000),
     "maxBrokersPerConnection": (1, 10_000_000),
     "registerBodyMaxTopics": (1, 10_000_000),
+    "maxTopics": (1, 100_000_000),
     "registerBodyMaxJsonDepth": (4, 256),
     "kvKeyMaxBytes": (16, _MIB),
     "kvValueMaxBytes": (16, 64 * _MIB),

@@ -53,6 +53,7 @@ LIVE_KEYS = frozenset(
         "maxBrokers",
         "maxBrokersPerConnection",
         "registerBodyMaxTopics",
+        "maxTopics",
         "registerBodyMaxJsonDepth",
         "kvKeyMaxBytes",
         "kvValueMaxBytes",

@@ -25,6 +25,7 @@ LIMITS = (
     "max_brokers",  # maxBrokers
     "max_brokers_per_connection",  # maxBrokersPerConnection
     "register_body",  # registerBodyMaxBytes, registerBodyMaxInflatedBytes, registerBodyMaxTopics, ...
+    "max_topics",  # maxTopics: a registration or topic creation that would pass it
     "topic_list_size",  # a topic list that would not fit frameMaxLength
     "kv_size",  # kvKeyMaxBytes, kvValueMaxBytes, kvNamespaceMaxBytes, kvTotalMaxBytes
     "config_update_size",  # configUpdateMaxBytes

@@ -37,6 +37,7 @@ from namesrv.headers import (
 )
 from namesrv.kv_requests import ANSWER_HEADROOM, KVRequests
 from namesrv.kvconfig import KVConfig
+from namesrv.register_plan import TopicTableFull
 from namesrv.register_scan import RawBody
 from namesrv.registration import run_to_end
 from namesrv.request_classes import REQUEST_CLASSES
@@ -61,9 +62,25 @@ T = TypeVar("T")
 Handler = Callable[[RemotingCommand, Hashable], RemotingCommand]
 
 
-async def run_in_slices(steps: Generator[None, None, T]) -> T:
-    """Drive a sliced table operation, letting other tasks (the reactor) run between slices."""
+#: The answer to a registration the server abandoned because it is stopping.
+STOPPING_REMARK = "the NameServer is stopping: this registration was not applied; register again"
+
+
+class Stopping(Exception):
+    """The server began to stop while a sliced operation was under way: it was abandoned unapplied."""
+
+
+async def run_in_slices(steps: Generator[None, None, T], stopping: Callable[[], bool] = lambda: False) -> T:
+    """Drive a sliced table operation, letting other tasks (the reactor) run between slices.
+
+    ``stopping`` is asked before every slice: once it is true the operation
+    is closed (a registration changes the table only in its last step, so
+    nothing of it is applied) and Stopping is raised.
+    """
     while True:
+        if stopping():
+            steps.close()
+            raise Stopping
         try:
             next(steps)
         except StopIteration as done:
@@ -106,6 +123,8 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         #: queries never wait for it.
         self.table_lock = trio.Lock()
         self.restored: Restored | None = None  # what a warm restart put in the table (set by the server)
+        #: Set by the server when it begins to stop: registrations in progress are abandoned and answered.
+        self.stopping = False
         self.sync_options()
         self._handlers: dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]] = {
             provisional.RESTORED_BROKERS_CODE: lambda req, conn: provisional.answer(
@@ -170,6 +189,7 @@ class NameServerProcessor(KVRequests, ConfigRequests):
             self.table.invalidate_all()
         opts.delete_topic_with_broker_registration = self.config.deleteTopicWithBrokerRegistration
         opts.default_timeout_ms = self.config.brokerChannelExpiredTime
+        opts.max_topics = self.config.maxTopics
         # Routes that need neither a readiness wait nor an order conf come
         # straight from the table's cache.
         self._plain_routes = not (self.config.needWaitForService or self.config.orderMessageEnable)
@@ -268,7 +288,21 @@ class NameServerProcessor(KVRequests, ConfigRequests):
             reg, raw, new_key = parsed
             async with self.table_lock:
                 generation = self.table.generation
-                outcome = await run_in_slices(self.table.register_raw(reg, raw, conn=conn, now=self.now_ms()))
+                try:
+                    outcome = await run_in_slices(
+                        self.table.register_raw(reg, raw, conn=conn, now=self.now_ms()),
+                        lambda: self.stopping and not self.table.must_finish)
+                except Stopping:
+                    return response_to(req, ResponseCode.SYSTEM_ERROR, STOPPING_REMARK)
+                except TopicTableFull as exc:
+                    result = "refused_bound"
+                    self.counters.refused("max_topics")
+                    self.warn.warning(
+                        "max-topics", "{count} more registrations refused by maxTopics in the last {seconds} s",
+                        "broker %s %s (%s) refused (%d refusals so far): %s",
+                        reg.name, reg.addr, reg.cluster, self.table.topic_table_refusals, exc,
+                    )
+                    raise
                 changed = self.table.generation != generation
             answer = self._registered(req, outcome, conn, new_key)
             if outcome.ok:
@@ -556,11 +590,15 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         topic = req.ext("topic")
         if topic is not None and req.body:
             route = TopicRouteData.from_obj(fastjson.loads_small(req.body))
-            self.table.register_topic(
-                topic,
-                [
-                    (q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag)
-                    for q in route.queue_datas
-                ],
-            )
+            try:
+                self.table.register_topic(
+                    topic,
+                    [
+                        (q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag)
+                        for q in route.queue_datas
+                    ],
+                )
+            except TopicTableFull:
+                self.counters.refused("max_topics")
+                raise
         return response_to(req, ResponseCode.SUCCESS)

@@ -12,18 +12,19 @@ from __future__ import annotations
 from collections.abc import Generator
 from sys import intern as intern_name
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from namesrv.register_scan import Chunk, Scan
 from namesrv.route_model import QueueData
 from remoting.bodies import BodyError, RegisterBody
+from remoting.fastjson import BodyLimitError
 
 T = TypeVar("T")
 Steps = Generator[None, None, T]
 
-#: Topics parsed and compared between two yields of a plan (~2 ms); table
-#: entries scanned for unreported topics go four times as many per yield.
-PLAN_SLICE_TOPICS = 2048
+#: Topics parsed and compared between two yields of a plan (a few ms of CPU
+#: here); steps that only look things up go four times as many per yield.
+PLAN_SLICE_TOPICS = 256
 
 
 def run_to_end(steps: Steps[T]) -> T:
@@ -75,7 +76,18 @@ class TopicPlan:
 
 
 class ChunkParseFailed(Exception):
-    """A chunk did not parse: the cut is doubtful, so the whole body is parsed instead."""
+    """A JSON chunk did not parse: the cut is doubtful, so the whole body is parsed instead."""
+
+
+class TopicTableFull(BodyError):
+    """A registration would take the route table past maxTopics: refused whole, nothing changes."""
+
+    def __init__(self, held: int, new: int, limit: int, *, exact: bool) -> None:
+        more = f"{new}" if exact else f"at least {new}"
+        super().__init__(
+            f"topic table full: the NameServer holds {held} topics and this registration would add {more}"
+            f" new ones, past maxTopics ({limit}); nothing was changed"
+        )
 
 
 @dataclass(slots=True)
@@ -104,6 +116,7 @@ def plan_topics(
     delete: bool,
     applied: AppliedTable | None,
     write: bool,
+    max_total: int | None = None,
 ) -> Steps[TopicPlan]:
     """What applying this body's topics would change (5.x, section 6.3 d and e).
 
@@ -113,11 +126,19 @@ def plan_topics(
     already in the table be skipped; ``write`` False only counts topics.
     Chunks are parsed and compared one at a time and their parse
     dropped, so a large body leaves few objects behind for the GC.
+
+    Every loop yields after PLAN_SLICE_TOPICS topics (or four times as many
+    cheaper steps), whatever the chunks' sizes: a body parsed whole is one
+    chunk of all its topics. ``max_total`` (maxTopics) bounds the table:
+    a plan that would take it past the bound raises TopicTableFull, as soon
+    as that is certain.
     """
     form = scanned.form if isinstance(scanned, Scan) else None
     known = applied.chunks if applied is not None and form is not None and applied.form == form else {}
     incremental = bool(known) and (not delete or (applied is not None and applied.deleted))
     skippable = known if (incremental or not write) else {}
+    budget = 0
+    light = 4 * PLAN_SLICE_TOPICS  # steps that only look things up
 
     # Chunks already in the table are skipped; what they held and no
     # longer do ("vanished") tells which topics may be gone.
@@ -130,6 +151,10 @@ def plan_topics(
                 matched[chunk.digest] = rec
             else:
                 todo.append(chunk)
+            budget += 1
+            if budget >= light:
+                budget = 0
+                yield
     else:
         todo.append(None)
     vanished: set[str] = set()
@@ -137,6 +162,10 @@ def plan_topics(
         for digest, rec in known.items():
             if digest not in matched:
                 vanished.update(rec.topics)
+                budget += len(rec.topics)
+                if budget >= light:
+                    budget = 0
+                    yield
 
     tq = table.topic_queues
     intern = table._intern
@@ -157,7 +186,10 @@ def plan_topics(
             try:
                 topics = scanned.parse_chunk(chunk)
             except BodyError:
-                raise ChunkParseFailed from None
+                if scanned.form == "compact":
+                    raise  # a bad item: a full parse would fail on it too
+                raise ChunkParseFailed from None  # a JSON cut may be wrong: parse the body whole
+            budget += len(topics) // 2  # parsing the chunk cost about half as much as planning it
         verified = True
         names: list[str] = []
         for t, (r, w, p, s) in topics.items():
@@ -169,6 +201,13 @@ def plan_topics(
             if t in seen:
                 repeated = True  # the same topic in two chunks: the later one wins
             seen.add(t)
+            budget += 1
+            if budget >= PLAN_SLICE_TOPICS:
+                budget = 0
+                if limit is not None and len(seen) + already > limit:  # refuse early: do not build a million topics first
+                    raise BodyLimitError(f"register body has more than {limit} topics, the limit")
+                _check_total(tq, added, max_total, delete)
+                yield
             if not write:
                 continue
             qmap = tq.get(t)
@@ -177,7 +216,8 @@ def plan_topics(
                 # This broker's topic outside the chunks that went away: it may
                 # also be in a skipped chunk (a repeated key). Plan it all instead.
                 return (yield from plan_topics(
-                    table, name, scanned, changed=changed, mask=mask, delete=delete, applied=None, write=write))
+                    table, name, scanned, changed=changed, mask=mask, delete=delete, applied=None, write=write,
+                    max_total=max_total))
             qd = intern((name, r, w, p & mask, s))
             if qmap is None:
                 added[t] = {name: qd}
@@ -193,31 +233,32 @@ def plan_topics(
             if shared is None or len(shared) != len(names):
                 shared = table._chunk_names[chunk.digest] = tuple(names)
             records.append((chunk.digest, chunk.items, shared, verified))
-        budget += len(topics)
-        if limit is not None and len(seen) + already > limit:  # refuse early: do not build a million topics first
-            raise BodyError(f"register body has more than {limit} topics, the limit")
-        if budget >= PLAN_SLICE_TOPICS:
-            budget = 0
-            yield
+        if limit is not None and len(seen) + already > limit:
+            raise BodyLimitError(f"register body has more than {limit} topics, the limit")
     count = len(seen) + already
     if limit is not None and count > limit:
-        raise BodyError(f"register body has {count} topics, more than the limit of {limit}")
+        raise BodyLimitError(f"register body has {count} topics, more than the limit of {limit}")
     if not write:
         return TopicPlan(count, {}, {}, [], None)
 
     # Topics the broker stopped reporting (deleteTopicWithBrokerRegistration).
     gone: list[str] = []
+    emptied = 0  # topics gone that no other broker serves: they leave the table
     if delete:
-        if incremental:
-            gone = [t for t in vanished if t not in seen and name in tq.get(t, ())]
-        else:
-            for t, qmap in tq.items():
-                if name in qmap and t not in seen:
-                    gone.append(t)
-                budget += 1
-                if budget >= PLAN_SLICE_TOPICS * 4:
-                    budget = 0
-                    yield
+        # Only the topics of chunks that went away, or (no record) every topic of the table.
+        pairs = ((t, tq.get(t)) for t in vanished) if incremental else iter(tq.items())
+        for t, qmap in pairs:
+            if qmap is not None and name in qmap and t not in seen:
+                gone.append(t)
+                emptied += len(qmap) == 1
+            budget += 1
+            if budget >= light:
+                budget = 0
+                yield
+    if max_total is not None and added and len(tq) - emptied + len(added) > max_total:
+        raise TopicTableFull(len(tq), len(added) - emptied, max_total, exact=True)
+    yield from drain(seen)  # 200,000 names freed at once are a stall of their own
+    yield from drain(vanished)
 
     # The record for the next registration (no chunks if one topic sits in two).
     record = AppliedTable(0, mask, delete)
@@ -229,3 +270,19 @@ def plan_topics(
             if digest not in record.chunks:  # the same bytes twice add nothing
                 record.chunks[digest] = ChunkRecord(names, items, verified)
     return TopicPlan(count, added, sets, gone, record)
+
+
+def drain(items: set[Any] | dict[Any, Any]) -> Steps[None]:
+    """Empty a large set or dict a slice at a time: dropping one of 200,000 entries at once
+    (the references of every entry) holds the loop for several ms."""
+    pop = items.pop if isinstance(items, set) else items.popitem
+    while items:
+        for _ in range(min(len(items), 4 * PLAN_SLICE_TOPICS)):
+            pop()
+        yield
+
+
+def _check_total(tq: dict[str, dict[str, QueueData]], added: dict[str, Any], max_total: int | None, delete: bool) -> None:
+    """Refuse as soon as the new topics alone take the table past maxTopics (nothing can leave without delete)."""
+    if max_total is not None and not delete and len(tq) + len(added) > max_total:
+        raise TopicTableFull(len(tq), len(added), max_total, exact=False)

@@ -16,9 +16,17 @@ own, and the body with an empty topic table must parse as a whole: a
 JSON member list split at commas between members gives back exactly the
 members of the whole, so if every piece parses, the union is what a full
 parse gives (a wrong cut leaves a piece that does not parse). A compact
-chunk must hold a whole number of length-prefixed items. A body laid out
-differently from what Java and our brokers write (whitespace, another key
-order, a cut that fails) gets ``None`` and is parsed whole, as before.
+chunk must hold a whole number of length-prefixed items. A JSON body laid
+out differently from what Java and our brokers write (whitespace, another
+key order, a cut that fails) gets ``None`` and is parsed whole, within
+``registerBodyMaxWholeParseBytes``. A compressed body has one layout: one
+that does not scan is malformed and refused with BodyError (a full parse of
+the same items would fail the same way), never parsed whole.
+
+Every step of a scan advances or fails: a walk takes at least one item per
+pass or raises, anchor searches are bounded in bytes, and what a scan keeps
+(runs, chunks, cuts) is bounded by the topics the body declares. All of it
+yields between slices of SCAN_SLICE_BYTES bytes or SCAN_SLICE_ITEMS items.
 
 Parsing always goes through the caller's ``parse`` function (the
 NameServer's ``parse_register_body``), on small synthetic bodies, so every
@@ -51,9 +59,9 @@ CHUNK_ITEMS = 256
 #: Longest topic key an anchor may hold (longer keys are not used as anchors).
 MAX_ANCHOR_KEY = 255
 #: Bytes hashed or searched between two yields of a scan.
-SCAN_SLICE_BYTES = 4 * 1024 * 1024
+SCAN_SLICE_BYTES = 1024 * 1024
 #: Compact items walked between two yields of a scan.
-SCAN_SLICE_ITEMS = 8192
+SCAN_SLICE_ITEMS = 4096
 #: Inflated bytes produced between two yields (and the bound's check step).
 INFLATE_STEP = 1024 * 1024
 #: Bytes hashed per step of the whole-body digest.
@@ -61,6 +69,11 @@ DIGEST_STEP = 2 * 1024 * 1024
 #: Largest inflated compressed body when the caller gives no bound (that of
 #: remoting.bodies); the processor passes the bound it parses bodies under.
 DEFAULT_MAX_INFLATED = 256 * 1024 * 1024
+#: Non-anchor ``},"`` passed over between two yields while cutting a JSON table afresh.
+CUT_SLICE_CANDIDATES = 4096
+#: An anchor search covers at most this many times the table's bytes in all; anchors not
+#: found by then are dropped (their chunks merge with the one before: only efficiency is lost).
+SEARCH_BUDGET_FACTOR = 4
 #: How far from the end the keys that follow the topic table are looked for.
 TAIL_WINDOW = 4096
 #: Keys (colons) allowed outside the topic table: static-topic mappings hold at most
@@ -136,10 +149,16 @@ def _json_anchor(data: bytes, brace: int, hi: int) -> bytes | None:
     return data[brace : close + 3]
 
 
-def _json_cuts(data: bytes, lo: int, hi: int) -> list[tuple[int, bytes]]:
-    """Fresh cuts in ``data[lo:hi]`` about every CHUNK_BYTES: (comma position, anchor)."""
+def _json_cuts(data: bytes, lo: int, hi: int) -> Generator[None, None, list[tuple[int, bytes]]]:
+    """Fresh cuts in ``data[lo:hi]`` about every CHUNK_BYTES: (comma position, anchor).
+
+    A body can hold millions of ``},"`` that are no topic boundary (inside
+    strings, or before keys that make no anchor): each is a step of Python,
+    so the search yields every CUT_SLICE_CANDIDATES of them.
+    """
     cuts: list[tuple[int, bytes]] = []
     pos = lo
+    passed = 0
     while True:
         brace = data.find(b'},"', pos + CHUNK_BYTES, hi)
         anchor = None
@@ -148,10 +167,56 @@ def _json_cuts(data: bytes, lo: int, hi: int) -> list[tuple[int, bytes]]:
             if anchor is not None:
                 break
             brace = data.find(b'},"', brace + 3, hi)
+            passed += 1
+            if passed >= CUT_SLICE_CANDIDATES:
+                passed = 0
+                yield
         if brace == -1 or anchor is None:
             return cuts
         cuts.append((brace + 1, anchor))
         pos = brace + 1
+        passed += 1
+        if passed >= CUT_SLICE_CANDIDATES:
+            passed = 0
+            yield
+
+
+def _locate(data: bytes, anchors: list[bytes], lo: int, hi: int) -> Generator[None, None, list[tuple[int, bytes]]]:
+    """Where the previous cut's anchors are now, in order from ``lo``: (position, anchor).
+
+    Each anchor is searched from just after the one found before it, so an
+    anchor that is gone (its topic left, or every topic is new) costs a
+    search to ``hi``: with hundreds of anchors that was seconds of loop time
+    in one go (a 200,000-topic broker re-registering new topics). Searches
+    run in windows of SCAN_SLICE_BYTES with a yield between them, and all of
+    them together cover at most SEARCH_BUDGET_FACTOR times the table: then
+    the remaining anchors are dropped and those parts are cut afresh.
+    """
+    found: list[tuple[int, bytes]] = []
+    budget = SEARCH_BUDGET_FACTOR * (hi - lo) + SCAN_SLICE_BYTES
+    since_yield = 0
+    pos = lo
+    for anchor in anchors:
+        start = pos
+        at = -1
+        while budget > 0:
+            end = min(hi, start + SCAN_SLICE_BYTES + len(anchor))
+            at = data.find(anchor, start, end)
+            covered = (at + len(anchor) if at != -1 else end) - start
+            budget -= covered
+            since_yield += covered
+            if since_yield >= SCAN_SLICE_BYTES:
+                since_yield = 0
+                yield
+            if at != -1 or end >= hi:
+                break
+            start = end - len(anchor) + 1  # windows overlap by less than an anchor: none is missed
+        if at != -1:
+            found.append((at, anchor))
+            pos = at + len(anchor)
+        if budget <= 0:
+            break
+    return found
 
 
 def _table_end(data: bytes, tstart: int, closer: bytes) -> int:
@@ -198,19 +263,8 @@ def scan_json(
     if rest.topics:
         return None
 
-    cuts: list[tuple[int, bytes]] = []
-    pos = tstart
-    searched = 0
-    for anchor in anchors:
-        at = body.find(anchor, pos, tend)
-        if at == -1:
-            continue  # that topic left or changed its key: its chunk merges with the one before
-        searched += at - pos
-        cuts.append((at + 1, anchor))
-        pos = at + len(anchor)
-        if searched >= SCAN_SLICE_BYTES:
-            searched = 0
-            yield
+    # An anchor not found (that topic left or changed its key): its chunk merges with the one before.
+    cuts = [(at + 1, anchor) for at, anchor in (yield from _locate(body, anchors, tstart, tend))]
     bounds = [tstart - 1] + [c for c, _ in cuts] + [tend]
     # Cut again where chunks grew (topics added, anchors lost) or none exist yet.
     out_cuts: list[tuple[int, bytes]] = []
@@ -219,7 +273,7 @@ def scan_json(
         if i:
             out_cuts.append(cuts[i - 1])
         if hi - lo > SPLIT_FACTOR * CHUNK_BYTES or not anchors:
-            out_cuts.extend(_json_cuts(body, lo, hi))
+            out_cuts.extend((yield from _json_cuts(body, lo, hi)))
     view = memoryview(body)
     chunks: list[Chunk] = []
     starts = [tstart] + [c + 1 for c, _ in out_cuts]
@@ -271,35 +325,45 @@ def inflate(
     return b"".join(parts)
 
 
-def _compact_head_ok(head: bytes, max_topics: int | None) -> bool:
-    """Whether a compressed body starts with a data version and a topic count (within the bound)."""
+def _compact_head_problem(head: bytes, max_topics: int | None) -> str | None:
+    """What is wrong with the start of an inflated compressed body (None: a data version and a count).
+
+    A data version longer than the first inflate step cannot be judged yet:
+    the scan reads it once the body is inflated.
+    """
     if len(head) < 8:
-        return False
+        return "it does not start with a data version and a topic count"
     dv_len = _I32.unpack_from(head, 0)[0]
-    if dv_len < 0 or 8 + dv_len > len(head):
-        return False
+    if dv_len < 0:
+        return "its data version has a negative length"
+    if 8 + dv_len > len(head):
+        return None
     try:
         DataVersion.decode(head[4 : 4 + dv_len])
-    except BodyError:
-        return False
+    except BodyError as exc:
+        return f"its data version is not valid ({exc})"
     count = _I32.unpack_from(head, 4 + dv_len)[0]
     if max_topics is not None and count > max_topics:
         raise BodyLimitError(f"register body has {count} topics, more than the limit of {max_topics}")
-    return count >= 0
+    return "negative topic count" if count < 0 else None
 
 
 def _walk(data: bytes, pos: int, count: int, stop: int) -> tuple[int, int]:
-    """Skip up to ``count`` items from ``pos`` without passing ``stop``: (items, end)."""
+    """Skip up to ``count`` items from ``pos`` without passing ``stop``: (items, end).
+
+    At least one item is skipped whenever ``count`` > 0 and ``pos`` < ``stop``
+    (an item takes at least its 4-byte length), or BodyError.
+    """
     size = len(data)
     n = 0
     unpack = _I32.unpack_from
     while n < count and pos < stop:
         if pos + 4 > size:
-            raise BodyError("compressed register body is truncated")
+            raise BodyError("compressed register body is truncated inside a topic item")
         length = unpack(data, pos)[0]
         end = pos + 4 + length
         if length < 0 or end > size:
-            raise BodyError("compressed register body item runs past its end")
+            raise BodyError("compressed register body: a topic item runs past the end of the body")
         pos = end
         n += 1
     return n, pos
@@ -320,32 +384,49 @@ def _runs(
     found: list[int],
     known: dict[int, int],
     split: int,
-) -> Generator[None, None, list[tuple[int, int, int]]]:
-    """Split ``count`` items from ``start`` into runs (start, end, items) ending at ``found`` positions.
+) -> Generator[None, None, list[Chunk]]:
+    """Split ``count`` items from ``start`` into chunks (runs of items) ending at ``found`` positions.
 
     A run whose bytes hash to a digest in ``known`` is taken as that many
     items without walking it (the same bytes were walked before); the rest
     are walked, CHUNK_ITEMS at a time, and a walked run longer than
     ``split`` items is cut at those steps. A found position the walk steps
     over is not an item start and is dropped.
+
+    Every pass of the loop takes at least one item (``left`` falls) or
+    raises BodyError, so it ends after at most ``count`` passes and keeps at
+    most ``count`` runs: a body that declares more items than it holds runs
+    out of bytes and is refused, where it once looped for ever appending
+    empty runs. Walking and hashing yield every SCAN_SLICE_ITEMS items and
+    SCAN_SLICE_BYTES bytes.
     """
-    runs: list[tuple[int, int, int]] = []
+    runs: list[Chunk] = []
+    size = len(data)
     left = count
     walked = 0
+    hashed = 0
     k = 0
     while left > 0:
+        if start >= size:
+            raise BodyError(
+                f"compressed register body declares {count} topics but holds only {count - left}"
+            )
         while k < len(found) and found[k] <= start:
             k += 1
+        stop = found[k] if k < len(found) else size
         if k < len(found):
-            stop = found[k]
-            items = known.get(_digest(view, start, stop), 0)
+            digest = _digest(view, start, stop)
+            items = known.get(digest, 0)
+            hashed += stop - start
+            if hashed >= SCAN_SLICE_BYTES:
+                hashed = 0
+                yield
             if 0 < items <= left:
-                runs.append((start, stop, items))
+                runs.append(Chunk(start, stop, digest, items))
                 left -= items
                 start = stop
                 continue
-        else:
-            stop = len(data)
+        # start < stop here, so the first walk takes an item or raises
         steps: list[tuple[int, int]] = []
         pos, total = start, 0
         while total < left and pos < stop:
@@ -356,18 +437,56 @@ def _runs(
             if walked >= SCAN_SLICE_ITEMS:
                 walked = 0
                 yield
-        if pos > stop:
-            found.pop(k)  # the walk stepped over it: not an item start
-            continue
-        if total > split:
-            for end, n in steps:
-                runs.append((start, end, n))
-                start = end
-        else:
-            runs.append((start, pos, total))
-            start = pos
+            while pos > stop:  # the walk stepped over a found position: not an item start
+                found.pop(k)
+                stop = found[k] if k < len(found) else size
+        if total <= split:
+            steps = [(pos, total)]
+        for end, n in steps:
+            runs.append(Chunk(start, end, _digest(view, start, end), n))
+            hashed += end - start
+            start = end
+        if hashed >= SCAN_SLICE_BYTES:
+            hashed = 0
+            yield
         left -= total
     return runs
+
+
+def _merge_anchorless(
+    data: bytes, view: memoryview, chunks: list[Chunk]
+) -> Generator[None, None, tuple[list[Chunk], list[bytes]]]:
+    """Chunks whose first item has no name to find it by join the chunk before: (chunks, anchors).
+
+    Each merged run is hashed once (hashing it again per chunk joined was
+    quadratic in a body of nameless items); yields every SCAN_SLICE_ITEMS
+    chunks and SCAN_SLICE_BYTES hashed.
+    """
+    groups: list[list[Chunk]] = []
+    anchors: list[bytes] = []
+    for i, chunk in enumerate(chunks):
+        anchor = _compact_anchor(data, chunk.start) if i else None
+        if i and anchor is None:
+            groups[-1].append(chunk)
+        else:
+            groups.append([chunk])
+            if anchor is not None:
+                anchors.append(anchor)
+        if i % SCAN_SLICE_ITEMS == SCAN_SLICE_ITEMS - 1:
+            yield
+    merged: list[Chunk] = []
+    hashed = 0
+    for group in groups:
+        if len(group) == 1:
+            merged.append(group[0])
+            continue
+        first, last = group[0], group[-1]
+        merged.append(Chunk(first.start, last.end, _digest(view, first.start, last.end), sum(c.items for c in group)))
+        hashed += last.end - first.start
+        if hashed >= SCAN_SLICE_BYTES:
+            hashed = 0
+            yield
+    return merged, anchors
 
 
 def scan_compact(
@@ -378,52 +497,44 @@ def scan_compact(
     parse: ParseBody,
     max_inflated: int,
     max_topics: int | None = None,
-) -> Generator[None, None, Scan | None]:
-    """Cut a compressed register body.
+) -> Generator[None, None, Scan]:
+    """Cut a compressed register body; BodyError if it is malformed.
 
     ``known`` maps digests of chunks already seen to their item counts, so
     such chunks are not walked item by item again; the others are, and the
-    count the body declares tells where the items end.
+    count the body declares tells where the items end. A body this refuses
+    would fail a full parse too (the same items, read the same way), so it
+    is refused here rather than parsed whole in one go.
     """
-    data = yield from inflate(body, max_inflated, lambda head: _compact_head_ok(head, max_topics))
+    problems: list[str] = []
+
+    def head_ok(head: bytes) -> bool:
+        problem = _compact_head_problem(head, max_topics)
+        if problem is not None:
+            problems.append(problem)
+        return problem is None
+
+    data = yield from inflate(body, max_inflated, head_ok)
     if data is None or len(data) < 8:
-        return None  # the whole-body parse reports what is wrong
+        raise BodyError(f"compressed register body: {problems[0] if problems else 'it is too short'}")
     dv_len = _I32.unpack_from(data, 0)[0]
     if dv_len < 0 or 8 + dv_len > len(data):
-        return None
+        raise BodyError("compressed register body: the data version runs past the end of the body")
     count = _I32.unpack_from(data, 4 + dv_len)[0]
-    if count < 0:
-        return None  # the whole-body parse reports it
     items_start = 8 + dv_len
+    if count < 0:
+        raise BodyError("negative topic count")
+    if max_topics is not None and count > max_topics:
+        raise BodyLimitError(f"register body has {count} topics, more than the limit of {max_topics}")
+    if count > (len(data) - items_start) // 4:  # every item takes at least its 4-byte length
+        raise BodyError(f"compressed register body declares {count} topics in {len(data) - items_start} bytes")
     view = memoryview(data)
-    found: list[int] = []
-    pos = items_start
-    for anchor in anchors:
-        at = data.find(anchor, pos)
-        if at != -1:
-            found.append(at)
-            pos = at + len(anchor)
+    found = [at for at, _ in (yield from _locate(data, anchors, items_start, len(data)))]
     split = SPLIT_FACTOR * CHUNK_ITEMS if anchors else CHUNK_ITEMS
-    try:
-        runs = yield from _runs(data, view, items_start, count, found, known, split)
-    except BodyError:
-        return None  # the whole-body parse reports it
-    chunks = [Chunk(start, end, _digest(view, start, end), items) for start, end, items in runs]
-    out_anchors: list[bytes] = []
-    merged: list[Chunk] = chunks[:1]
-    for chunk in chunks[1:]:
-        anchor = _compact_anchor(data, chunk.start)
-        if anchor is None:  # no name to find it by: it joins the chunk before
-            prev = merged[-1]
-            merged[-1] = Chunk(prev.start, chunk.end, _digest(view, prev.start, chunk.end), prev.items + chunk.items)
-        else:
-            merged.append(chunk)
-            out_anchors.append(anchor)
+    chunks = yield from _runs(data, view, items_start, count, found, known, split)
+    merged, out_anchors = yield from _merge_anchorless(data, view, chunks)
     end = merged[-1].end if merged else items_start
-    try:
-        rest = parse(zlib.compress(data[: 4 + dv_len] + b"\x00\x00\x00\x00" + view[end:], 0), True, version)
-    except BodyError:
-        return None
+    rest = parse(zlib.compress(data[: 4 + dv_len] + b"\x00\x00\x00\x00" + view[end:], 0), True, version)
     return Scan("compact", rest, data, merged, out_anchors, version, parse, count, max_topics)
 
 
@@ -447,7 +558,13 @@ class RawBody:
         return "compact" if self.compressed else "json"
 
     def scan(self, anchors: list[bytes], known: dict[int, int]) -> Generator[None, None, Scan | None]:
-        """Cut the body (None: parse it whole with :meth:`whole`)."""
+        """Cut the body; BodyError if it is malformed.
+
+        None: an empty body, or a JSON body laid out otherwise than brokers
+        write it; parse it with :meth:`whole` (the parser bounds the size of
+        a JSON body parsed in one go, ``registerBodyMaxWholeParseBytes``).
+        A compressed body is never parsed whole.
+        """
         if not self.body:
             return None
         if self.compressed:

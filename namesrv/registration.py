@@ -20,14 +20,24 @@ work, and changes nothing; the table changes in one synchronous step at
 the end, so a route query sees a broker either before or after a
 registration, never half of one. The caller must keep other writers out
 while the generator is suspended (the processor's table lock); if one
-got in anyway, the commit notices and redoes the registration in one go.
+got in anyway, the commit notices and plans the registration again, in
+slices as well (no path handles a large body in one go; after
+MAX_ATTEMPTS it is refused).
+
+Every path works in slices: a compressed body is scanned or refused as
+malformed, never parsed whole; a JSON body the scan cannot cut is parsed
+whole only within ``registerBodyMaxWholeParseBytes``, and its topics are
+planned in slices like any chunk's. The total topic table is bounded by
+``maxTopics`` (:class:`namesrv.register_plan.TopicTableFull`).
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
+from namesrv.register_apply import APPLY_SLICE, apply_topics, topic_writes
 from namesrv.register_plan import (
     PLAN_SLICE_TOPICS,
     AppliedTable,
@@ -36,6 +46,8 @@ from namesrv.register_plan import (
     Parsed,
     Steps,
     TopicPlan,
+    TopicTableFull,
+    drain,
     plan_topics,
     run_to_end,
 )
@@ -48,11 +60,16 @@ from namesrv.route_model import (
     Registration,
     RouteOptions,
 )
-from remoting.bodies import RegisterBody
+from remoting.bodies import BodyError, RegisterBody
 from remoting.codes import MASTER_ID, PERM_WRITE
 
 #: Shared chunk name tuples kept beyond twice those in use before a prune.
 CHUNK_NAMES_SLACK = 4096
+#: Plans of one registration redone because the table changed under it, before it is refused.
+MAX_ATTEMPTS = 3
+#: Bodies from this size on are registered with the cyclic GC paused (see register_raw):
+#: about 40,000 topics compressed, 2,000 as JSON.
+GC_PAUSE_BODY_BYTES = 128 * 1024
 
 __all__ = [
     "PLAN_SLICE_TOPICS",
@@ -111,6 +128,12 @@ class RegistrationMixin:
     _chunk_names_limit: int
     _mutations: int
     _cluster_info: bytes | None
+    topic_table_refusals: int
+    applying: bool
+    must_finish: bool
+    before: dict[str, dict[str, QueueData] | None]
+    generation: int
+    large_writes: int
 
     if TYPE_CHECKING:  # provided by RouteTable
 
@@ -148,15 +171,50 @@ class RegistrationMixin:
         return run_to_end(self.register_steps(reg, _Loader(load_body), body_digest=body_digest, conn=conn, now=now))
 
     def register_raw(self, reg: Registration, raw: RawBody, *, conn: Hashable, now: float) -> Steps[RegisterOutcome]:
-        """The same from the body's bytes, in slices and in proportion to what changed."""
-        digest = yield from raw.digest()
-        return (yield from self.register_steps(reg, _Raw(raw), body_digest=digest, conn=conn, now=now))
+        """The same from the body's bytes, in slices and in proportion to what changed.
+
+        While a large body is registered, Python's cyclic GC is paused: the
+        registration allocates hundreds of thousands of small tuples, which
+        trigger collections, and every collection walks the large sets and
+        dicts the registration holds meanwhile (25-45 ms each here for a
+        200,000-topic body, on the loop). Nothing of a registration forms
+        reference cycles, so refcounting frees it all the same.
+
+        After a registration that wrote many topics (in slices), what lives
+        then is frozen (``gc.freeze``): full collections walk every entry of
+        the route table's dicts, 25-45 ms with a million topics, and frozen
+        objects are out of their reach. The young generations are collected
+        first; only reference cycles that were already old garbage then stay
+        uncollected (the NameServer makes few), a price paid once per large
+        change of the table, not per registration.
+        """
+        pause_gc = len(raw.body) >= GC_PAUSE_BODY_BYTES and gc.isenabled()
+        large_writes = self.large_writes
+        if pause_gc:
+            gc.disable()
+        try:
+            digest = yield from raw.digest()
+            return (yield from self.register_steps(reg, _Raw(raw), body_digest=digest, conn=conn, now=now))
+        finally:
+            self.must_finish = False  # (also when it failed)
+            if pause_gc:
+                gc.collect(1)  # what was allocated meanwhile and is garbage now (young objects only: a few ms)
+                if self.large_writes != large_writes:
+                    gc.freeze()
+                gc.enable()
 
     # ------------------------------------------------------------------
     # the registration
 
     def register_steps(
-        self, reg: Registration, source: _Loader | _Raw, *, body_digest: bytes | None, conn: Hashable, now: float
+        self,
+        reg: Registration,
+        source: _Loader | _Raw,
+        *,
+        body_digest: bytes | None,
+        conn: Hashable,
+        now: float,
+        attempt: int = 1,
     ) -> Steps[RegisterOutcome]:
         key = (reg.cluster, reg.addr)
         cached = self.live.get(key)
@@ -200,23 +258,34 @@ class RegistrationMixin:
             changed = register_first or cached is None or cached.data_version != sent_version
             if is_writer or register_first:
                 try:
-                    plan = yield from plan_topics(
-                        self,
-                        reg.name,
-                        scanned,
-                        changed=changed,
-                        mask=mask,
-                        delete=delete and not rest.mapping_infos,
-                        applied=applied if applied_valid else None,
-                        write=is_writer,
-                    )
-                except ChunkParseFailed:
-                    scanned = Parsed(source.whole())
-                    rest = scanned.body
-                    plan = yield from plan_topics(
-                        self, reg.name, scanned, changed=changed, mask=mask,
-                        delete=delete and not rest.mapping_infos, applied=None, write=is_writer,
-                    )
+                    try:
+                        plan = yield from plan_topics(
+                            self,
+                            reg.name,
+                            scanned,
+                            changed=changed,
+                            mask=mask,
+                            delete=delete and not rest.mapping_infos,
+                            applied=applied if applied_valid else None,
+                            write=is_writer,
+                            max_total=self.options.max_topics,
+                        )
+                    except ChunkParseFailed:  # a JSON cut went wrong: parse whole (registerBodyMaxWholeParseBytes)
+                        scanned = Parsed(source.whole())
+                        rest = scanned.body
+                        plan = yield from plan_topics(
+                            self, reg.name, scanned, changed=changed, mask=mask,
+                            delete=delete and not rest.mapping_infos, applied=None, write=is_writer,
+                            max_total=self.options.max_topics,
+                        )
+                except TopicTableFull:
+                    # Refused whole. The broker is alive though: its live entry is
+                    # refreshed as a heartbeat would, so the routes it already has
+                    # do not expire while it keeps retrying with too many topics.
+                    self.topic_table_refusals += 1
+                    if cached is not None and cached.name == reg.name and self._mutations == start:
+                        cached.last_update_ms = now
+                    raise
                 topic_count = plan.topic_count
             elif isinstance(scanned, Parsed):
                 topic_count = len(scanned.body.topics)
@@ -232,8 +301,13 @@ class RegistrationMixin:
 
         if self._mutations != start:
             # Someone changed the table while this registration was suspended
-            # (a caller without the table lock): redo it in one go.
-            return run_to_end(self.register_steps(reg, source, body_digest=body_digest, conn=conn, now=now))
+            # (a caller without the table lock): plan it again, in slices too.
+            if attempt >= MAX_ATTEMPTS:
+                raise BodyError(
+                    f"the route table changed under this registration {attempt} times in a row; register again"
+                )
+            return (yield from self.register_steps(
+                reg, source, body_digest=body_digest, conn=conn, now=now, attempt=attempt + 1))
 
         # 5.x: a one-topic table before the broker's first full registration
         # is an incremental update that overtook it; refuse it.
@@ -256,6 +330,20 @@ class RegistrationMixin:
                     self.invalidate_all()
                 self._drop_live(key)
                 return RegisterOutcome(True)
+
+        retired: dict[str, Any] = {}
+        if is_writer and plan is not None and rest is not None and topic_writes(plan) > APPLY_SLICE:
+            # Too many topic writes for one synchronous step: written now in
+            # slices, hidden behind self.before (namesrv.register_apply) until
+            # the commit below shows them all at once.
+            self.applying = self.must_finish = True
+            yield  # the plan's last slice ends here
+            yield from apply_topics(self, reg.name, plan)
+            broker = self.brokers.get(reg.name)  # (a writer without the table lock may have removed it)
+            # The commit: from here to the end is one step, so no stop comes between.
+            retired, self.before = self.before, {}
+            self.applying = False
+            self.large_writes += 1
 
         self._mutations += 1
         members = self.clusters.setdefault(reg.cluster, {})
@@ -280,7 +368,7 @@ class RegistrationMixin:
             self.invalidate_all()
 
         if is_writer and plan is not None and rest is not None:
-            self._commit_topics(reg.name, plan)
+            self._commit_topics(reg.name, plan, written=retired or None)
             if changed:
                 for topic, info in rest.mapping_infos.items():
                     bname = info.get("bname") or reg.name
@@ -315,36 +403,50 @@ class RegistrationMixin:
             ),
         )
 
+        outcome = RegisterOutcome(True)
         if reg.broker_id != MASTER_ID:
             master_addr = broker.addrs.get(MASTER_ID)
             if master_addr is not None:
                 master = self.live.get((reg.cluster, master_addr))
                 if master is not None:
-                    return RegisterOutcome(True, master.ha_server_addr, master_addr)
-        return RegisterOutcome(True)
+                    outcome = RegisterOutcome(True, master.ha_server_addr, master_addr)
+        if retired:  # the old queue-data maps, and the plan's large dicts: a stall if freed at once
+            yield from drain(retired)
+            if plan is not None:
+                yield from drain(plan.added)
+                yield from drain(plan.sets)
+        self.must_finish = False
+        return outcome
 
-    # ------------------------------------------------------------------
-    # planning (reads the table, changes nothing)
-
-    # ------------------------------------------------------------------
-    # commit (one synchronous step)
-
-    def _commit_topics(self, name: str, plan: TopicPlan) -> None:
-        """Apply a plan in one step (what route queries see changes at once)."""
+    def _commit_topics(self, name: str, plan: TopicPlan, *, written: dict[str, Any] | None) -> None:
+        """Apply a plan in one step (what route queries see changes at once), or, when
+        :func:`namesrv.register_apply.apply_topics` ``written`` it (these topics), record it."""
         tq = self.topic_queues
+        if written is not None and plan.gone and self.mappings:
+            # The slices left the mappings of topics they emptied to the commit
+            # (a query of the old state still showed them); a few in practice.
+            if len(self.mappings) < len(plan.gone):
+                emptied = [t for t in self.mappings if t in written and t not in tq]
+            else:
+                emptied = [t for t in plan.gone if t in self.mappings and t not in tq]
+            for t in emptied:
+                del self.mappings[t]
         if plan.added or plan.sets or plan.gone:
-            tq.update(plan.added)  # one C-level step however many topics are new
-            for t, qd in plan.sets.items():
-                tq[t][name] = qd
-            for t in plan.gone:
-                qmap = tq[t]
-                del qmap[name]
-                if not qmap:
-                    del tq[t]
-                    self.mappings.pop(t, None)
-            self._invalidate_topics(plan.added)
-            self._invalidate_topics(plan.sets)
-            self._invalidate_topics(plan.gone)
+            if written is not None:
+                self.generation += 1  # the writes behind `before` are answers now
+            else:
+                tq.update(plan.added)  # one C-level step: at most APPLY_SLICE topics here
+                for t, qd in plan.sets.items():
+                    tq[t][name] = qd
+                for t in plan.gone:
+                    qmap = tq[t]
+                    del qmap[name]
+                    if not qmap:
+                        del tq[t]
+                        self.mappings.pop(t, None)
+                self._invalidate_topics(plan.added)
+                self._invalidate_topics(plan.sets)
+                self._invalidate_topics(plan.gone)
             self._touch(name)
         if plan.gone:
             self._note_removal(name)

@@ -101,3 +101,5 @@ class RouteOptions:
     support_acting_master: bool = False
     delete_topic_with_broker_registration: bool = False
     default_timeout_ms: int = DEFAULT_BROKER_CHANNEL_EXPIRED_MS
+    #: Topics the table may hold (maxTopics; None: no bound): more is refused.
+    max_topics: int | None = None

@@ -125,7 +125,7 @@ class Capture:
         self.table = table
         self.restored = restored
         self.chunk = chunk
-        self.names = list(table.topic_queues)
+        self.names = table.all_topics()  # as queries see them (see RouteTable.queues)
         self.pos = 0
         self.topics: list[str] = []
         self.sets: list[tuple[QueueData, ...]] = []
@@ -134,7 +134,7 @@ class Capture:
 
     def step(self) -> bool:
         """Read the next chunk; True while topics remain."""
-        get = self.table.topic_queues.get
+        get = self.table.queues
         index, sets, topics, refs = self._index, self.sets, self.topics, self.refs
         for name in self.names[self.pos:self.pos + self.chunk]:
             qmap = get(name)

@@ -24,9 +24,10 @@ be skipped.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any
 
+from namesrv.register_plan import TopicTableFull
 from namesrv.registration import CHUNK_NAMES_SLACK, AppliedTable, RegistrationMixin
 from namesrv.route_model import (
     DEFAULT_BROKER_CHANNEL_EXPIRED_MS,
@@ -82,6 +83,19 @@ class RouteTable(RegistrationMixin):
         self._route_cache: tuple[dict[str, bytes], dict[str, bytes]] = ({}, {})
         self._shared_bodies: tuple[dict[tuple, bytes], dict[tuple, bytes]] = ({}, {})
         self._cluster_info: bytes | None = None
+        #: True while a registration writes its topics in slices (namesrv.register_apply).
+        self.applying = False
+        #: True from a sliced registration's first write to its last step (the old state freed
+        #: after its commit): it is no longer abandoned then, not even by a stop, so its answer
+        #: never says "not applied" of a registration that was.
+        self.must_finish = False
+        #: While it does: each topic it wrote, with its queue-data map as it was before (None:
+        #: absent). Queries see these instead, until its commit empties this in one step.
+        self.before: dict[str, dict[str, QueueData] | None] = {}
+        #: Registrations written in slices since the start (each freezes the heap after it).
+        self.large_writes = 0
+        #: Registrations (and REGISTER_TOPIC_IN_NAMESRV) refused by maxTopics since the start.
+        self.topic_table_refusals = 0
         #: Bumped whenever an answer may change (every cache invalidation):
         #: the route snapshot writer compares it to know whether to write.
         self.generation = 0
@@ -108,6 +122,11 @@ class RouteTable(RegistrationMixin):
     def _invalidate_topics(self, topics: dict[str, Any] | list[str]) -> None:
         """Forget the encoded answers of many topics (only the cached ones cost)."""
         self.generation += 1
+        self._drop_cached_routes(topics)
+
+    def _drop_cached_routes(self, topics: dict[str, Any] | list[str]) -> None:
+        """Drop cached answers without saying the answers changed (a registration writing
+        behind ``before``: its commit bumps the generation once)."""
         keys = topics.keys() if isinstance(topics, dict) else set(topics)
         for cache in self._route_cache:
             for topic in cache.keys() & keys:
@@ -319,6 +338,10 @@ class RouteTable(RegistrationMixin):
         if topic not in self.topic_queues:
             if any(qd[0] not in self.brokers for qd in qds):
                 return
+            limit = self.options.max_topics
+            if limit is not None and len(self.topic_queues) >= limit:
+                self.topic_table_refusals += 1
+                raise TopicTableFull(len(self.topic_queues), 1, limit, exact=True)
         for qd in qds:
             if qd[0] not in self.brokers:
                 return
@@ -327,18 +350,43 @@ class RouteTable(RegistrationMixin):
     # ------------------------------------------------------------------
     # queries
 
+    def queues(self, topic: str) -> dict[str, QueueData] | None:
+        """``topic``'s queue-data map as queries see it (as it was, while a registration writes it)."""
+        before = self.before
+        if before and topic in before:
+            return before[topic]
+        return self.topic_queues.get(topic)
+
+    def visible_topics(self) -> Iterator[tuple[str, dict[str, QueueData]]]:
+        """(topic, queue-data map) of every topic as queries see them (see :meth:`queues`)."""
+        before = self.before
+        if not before:
+            yield from self.topic_queues.items()
+            return
+        tq = self.topic_queues
+        for topic, qmap in tq.items():
+            if topic in before:
+                old = before[topic]
+                if old is None:
+                    continue  # new in the registration being written
+                qmap = old
+            yield topic, qmap
+        for topic, old in before.items():
+            if old is not None and topic not in tq:
+                yield topic, old  # removed by the registration being written
+
     def route_body(self, topic: str, standard: bool) -> bytes | None:
         """The encoded TopicRouteData for ``topic``, or None if it has no route."""
         body = self._route_cache[standard].get(topic)
         if body is None:
             body = self._encode_route(topic, standard, None, shared=True)
-            if body is not None:
+            if body is not None and not (self.before and topic in self.before):  # (an answer of the old state)
                 self._route_cache[standard][topic] = body
         return body
 
     def route_obj(self, topic: str, order_topic_conf: str | None = None) -> dict[str, Any] | None:
         """The route as fastjson-ordered objects (for uncached variants)."""
-        qmap = self.topic_queues.get(topic)
+        qmap = self.queues(topic)
         if not qmap:
             return None
         names = list(qmap)
@@ -386,7 +434,7 @@ class RouteTable(RegistrationMixin):
         return broker.to_obj(addrs)
 
     def _encode_route(self, topic: str, standard: bool, order_topic_conf: str | None, shared: bool) -> bytes | None:
-        qmap = self.topic_queues.get(topic)
+        qmap = self.queues(topic)
         if not qmap:
             return None
         signature: tuple | None = None
@@ -421,13 +469,15 @@ class RouteTable(RegistrationMixin):
         return self._cluster_info
 
     def all_topics(self) -> list[str]:
+        if self.before:
+            return [t for t, _ in self.visible_topics()]
         return list(self.topic_queues)
 
     def topics_by_cluster(self, cluster: str) -> list[str]:
         names = self.clusters.get(cluster)
         if not names:
             return []
-        return [t for t, qmap in self.topic_queues.items() if any(n in qmap for n in names)]
+        return [t for t, qmap in self.visible_topics() if any(n in qmap for n in names)]
 
     def system_topics(self) -> tuple[list[str], str | None]:
         topics: list[str] = []
@@ -444,7 +494,7 @@ class RouteTable(RegistrationMixin):
     def unit_topics(self, want: int, exclude: int = 0) -> list[str]:
         """Topics whose first QueueData has all ``want`` flags and no ``exclude`` flag."""
         out = []
-        for topic, qmap in self.topic_queues.items():
+        for topic, qmap in self.visible_topics():
             first = next(iter(qmap.values()))
             if first[4] & want == want and not first[4] & exclude:
                 out.append(topic)

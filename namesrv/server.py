@@ -2,10 +2,13 @@
 
 A graceful stop closes the listeners, stops reading requests, lets the
 requests already read be answered (a KV write in progress reaches the
-disk before its answer goes out), writes the route snapshot one last time,
-then closes every connection (closing them removes their brokers, so the
-snapshot must come first); all of it bounded by ``SHUTDOWN_GRACE_SECONDS``
-plus the snapshot write.
+disk before its answer goes out; a registration still planning is abandoned
+at its next slice, unapplied, and answered SYSTEM_ERROR "the NameServer is
+stopping"; one already writing is finished and answered), writes the route
+snapshot one last time, then closes every connection (closing them removes
+their brokers, so the snapshot must come first). A final snapshot not written
+``STOP_SECONDS`` after the signal is given up; its write is atomic, so the
+file is the previous one.
 
 The route snapshot is restored in the constructor, before anything listens.
 
@@ -45,6 +48,9 @@ log = logging.getLogger("namesrv")
 log.addFilter(CLIP_ARGS)  # no client value makes a long log line, whoever logs it
 
 SHUTDOWN_GRACE_SECONDS = 1.5
+#: The whole stop, answers and final route snapshot together: past it the final snapshot is
+#: given up (the last periodic one stays; brokers re-register within 30 s of a restart anyway).
+STOP_SECONDS = 1.8
 
 
 class NameServer:
@@ -109,14 +115,35 @@ class NameServer:
             nursery.start_soon(self.snapshots.run)
             task_status.started(address)
             await self._stop_event.wait()
+            stop_by = trio.current_time() + STOP_SECONDS
+            # Registrations in progress are abandoned at their next slice, before
+            # they change anything, and answered: the grace below is for answers.
+            self.processor.stopping = True
             self.reactor.stop_accepting()
             self.reactor.stop_reading()
-            with trio.move_on_after(SHUTDOWN_GRACE_SECONDS):
-                while self.reactor.in_flight:
-                    await trio.sleep(0.005)
-            await self._final_snapshot()
+            await self._answer_in_flight()
+            with trio.move_on_at(stop_by) as final:
+                await self._final_snapshot()
+            if final.cancelled_caught:
+                log.warning("final route snapshot given up: not written within the stop's %.1f s "
+                            "(the last periodic one stays)", STOP_SECONDS)
             self.reactor.close_all("server stopping")
             nursery.cancel_scope.cancel()
+
+    async def _answer_in_flight(self) -> None:
+        """Let the requests already read be answered, for up to SHUTDOWN_GRACE_SECONDS.
+
+        A registration past its first write is finished whatever the time (bounded work: its
+        topics are planned, a few hundred ms of CPU for 200,000), then its answer gets a moment
+        to go out: closing its connection first would leave a request read and never answered.
+        """
+        grace_end = trio.current_time() + SHUTDOWN_GRACE_SECONDS
+        while self.reactor.in_flight:
+            if self.processor.table.must_finish:
+                grace_end = max(grace_end, trio.current_time() + 0.5)
+            elif trio.current_time() >= grace_end:
+                return
+            await trio.sleep(0.005)
 
     async def _metrics_endpoint(self, meter: RequestMeter) -> MetricsEndpoint:
         processor = self.processor

@@ -207,7 +207,9 @@ class RouteSnapshots:
             captured = await self._capture()
             state_millis = int(self.wall() * 1000)
             try:
-                await trio.to_thread.run_sync(self._write, captured, state_millis)
+                # abandon_on_cancel: a stop past its time limit leaves the thread to finish or die
+                # with the process (the write is atomic: the file is the old one or the new one).
+                await trio.to_thread.run_sync(self._write, captured, state_millis, abandon_on_cancel=True)
             except Exception as exc:  # noqa: BLE001 - a disk error, or a value msgpack cannot hold (an int past 64 bits)
                 self.failed_writes += 1
                 if not self._failing:

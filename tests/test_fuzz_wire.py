@@ -16,7 +16,9 @@ from tests.fuzz.frames import make_frame
 
 SEED = 20261124
 FRAMES = 20_000
-SECONDS = 45.0  # per server, run side by side: a bound, not the expected time (about 10 s here)
+#: Per server, run side by side: a bound, not the expected time (about 10 s on a quiet 2-core machine;
+#: 4,318 frames in 45 s were seen with the machine at load 16, so the bound is far above that).
+SECONDS = 300.0
 
 
 def test_frames_are_reproducible_from_seed_and_index() -> None:

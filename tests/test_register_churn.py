@@ -15,12 +15,13 @@ import orjson
 import pytest
 import trio
 
+from namesrv.register_apply import APPLY_SLICE
 from namesrv.register_scan import CHUNK_ITEMS, RawBody
 from namesrv.registration import PLAN_SLICE_TOPICS, run_to_end
 from namesrv.routes import Registration, RouteOptions, RouteTable
 from remoting import requests as rq
 from remoting.bodies import BodyError, DataVersion, RegisterBody, TopicConfig, encode_register_body, parse_register_body
-from remoting.codec import encode
+from remoting.codec import FrameDecoder, encode
 from remoting.codes import RequestCode, ResponseCode, Version
 from remoting.command import request
 from remoting.transport import connect
@@ -202,10 +203,12 @@ def test_cost_follows_what_changed(form: str) -> None:
 
 @pytest.mark.parametrize("form", ["json", "compact-5"])
 def test_large_registration_is_sliced_and_invisible_until_applied(form: str) -> None:
+    """Planned in slices changing nothing, written in slices behind the old state, shown in one step."""
     table = RouteTable()
     small, c, v = FORMS[form]([TopicConfig(f"old-{i}", 4, 4, 6) for i in range(10)], DataVersion(1, 1))
     run_to_end(table.register_raw(reg(), RawBody(small, c, v, CountingParse()), conn="c", now=0))
     before = state(table)
+    old_topics = table.all_topics()
     old_route = table.route_body("old-3", True)
     configs = [TopicConfig(f"old-{i}", 8, 8, 2) for i in range(10)] + [
         TopicConfig(f"big-{i:06d}", 8, 8, 6) for i in range(60_000)
@@ -213,24 +216,39 @@ def test_large_registration_is_sliced_and_invisible_until_applied(form: str) -> 
     body, c, v = FORMS[form](configs, DataVersion(2, 2))
     parse = CountingParse()
     steps = table.register_raw(reg(), RawBody(body, c, v, parse), conn="c", now=1)
-    slices, most = 0, 0
+    planning, writing, most = 0, 0, 0
     while True:
         parse.reset()
+        was_writing = table.applying
         try:
             next(steps)
         except StopIteration as done:
             assert done.value.ok
             break
-        slices += 1
         most = max(most, parse.topics)
+        if was_writing:
+            assert parse.topics == 0  # the plan is done: writing parses nothing
+        if table.applying:
+            writing += 1
+        elif writing:  # committed: what the old state held is being freed
+            assert not table.before and table.route_body("big-000001", True) is not None
+            continue
+        else:
+            planning += 1
+            assert state(table) == before  # planning changes nothing at all
         # between slices: queries see the broker as it was, nothing of the new body
         assert table.route_body("old-3", True) is old_route
-        assert "big-000001" not in table.topic_queues
-        assert state(table) == before
-    assert slices >= 20
+        assert table.route_body("big-000001", True) is None
+        assert table.all_topics() == old_topics
+        assert table.live[("c1", "10.0.0.1:10911")].data_version == DataVersion(1, 1)
+    assert planning >= 20
+    assert writing >= 60_010 // APPLY_SLICE
     assert most <= PLAN_SLICE_TOPICS + 4 * CHUNK_ITEMS
-    assert len(table.topic_queues) == 60_010
+    assert not table.applying and not table.before
+    assert len(table.topic_queues) == len(table.all_topics()) == 60_010
     assert table.topic_queues["old-3"]["broker-a"][3] == 2
+    assert orjson.loads(table.route_body("old-3", True))["queueDatas"][0]["perm"] == 2
+    assert table.route_body("big-059999", True) is not None
 
 
 def test_brokers_with_the_same_table_share_chunk_names_and_the_store_stays_bounded(
@@ -371,28 +389,61 @@ async def test_queries_flow_during_a_large_registration_and_see_it_whole(namesrv
         assert await route_perm(client, "big-000123") == 2
 
 
+def _tcp_queues(local_port: int, remote_port: int) -> tuple[int, int] | None:
+    """(bytes sent and not acknowledged, bytes received and not read) of one loopback TCP socket, from /proc."""
+    with open("/proc/net/tcp") as fh:
+        for line in fh.readlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == local_port and int(fields[2].rsplit(":", 1)[1], 16) == remote_port:
+                tx, rx = fields[4].split(":")
+                return int(tx, 16), int(rx, 16)
+    return None
+
+
+async def _read_by_server(client_port: int, server_port: int) -> None:
+    """Wait until every byte the client sent so far left its socket and the server process read them all."""
+    with trio.fail_after(30):
+        while True:
+            await trio.sleep(0.005)
+            sent = _tcp_queues(client_port, server_port)
+            unread = _tcp_queues(server_port, client_port)
+            if sent is not None and unread is not None and sent[0] == 0 and unread[1] == 0:
+                return
+
+
 async def test_unregistration_arriving_during_a_registration_wins(namesrv: NamesrvProcess) -> None:
-    frame = big_register("gone", 60_000, 6, 1)
-    async with connect(namesrv.addr) as broker, connect(namesrv.addr) as admin:
-        order: list[str] = []
+    frame = encode(big_register("gone", 60_000, 6, 1))
+    host, port = namesrv.addr.rsplit(":", 1)
+    broker = await trio.open_tcp_stream(host, int(port))
+    try:
+        async with connect(namesrv.addr) as admin:
+            async def registration_answer() -> None:
+                decoder = FrameDecoder(1 << 24)
+                got: list[Any] = []
+                while not got:
+                    data = await broker.receive_some(1 << 16)
+                    assert data, "the registration's connection closed without an answer"
+                    got = decoder.feed(data)
+                assert got[0].code == ResponseCode.SUCCESS
 
-        async def registration() -> None:
-            resp = await broker.invoke(frame, timeout=30)
-            assert resp.code == ResponseCode.SUCCESS
-            order.append("register")
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(registration)
-            await trio.sleep(0.02)  # the registration is being applied (60,000 topics: 100+ ms)
-            resp = await admin.invoke(
-                rq.unregister_broker(cluster="DefaultCluster", broker_name="gone", broker_addr="127.0.0.1:20911", broker_id=0),
-                timeout=30,
-            )
-            assert resp.code == ResponseCode.SUCCESS
-            order.append("unregister")
-        assert order == ["register", "unregister"]
-        assert await route_perm(admin, "gone-000001") is None
-        assert await route_perm(admin, "TBW102") is None
+            await broker.send_all(frame)
+            # The registration has arrived whole (the server read every byte of it) before the
+            # unregistration is sent: a fixed sleep is too short on a loaded machine.
+            await _read_by_server(broker.socket.getsockname()[1], int(port))
+            with trio.fail_after(30):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(registration_answer)
+                    resp = await admin.invoke(
+                        rq.unregister_broker(cluster="DefaultCluster", broker_name="gone", broker_addr="127.0.0.1:20911", broker_id=0),
+                        timeout=30,
+                    )
+                    assert resp.code == ResponseCode.SUCCESS
+            # Applied after the registration (which was under way when it arrived): the broker is gone.
+            # Applied before it, the registration would have brought the broker back.
+            assert await route_perm(admin, "gone-000001") is None
+            assert await route_perm(admin, "TBW102") is None
+    finally:
+        await broker.aclose()
 
 
 async def test_connection_closed_during_a_registration_removes_the_broker(namesrv: NamesrvProcess) -> None:

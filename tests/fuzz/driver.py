@@ -3,8 +3,13 @@
 A finding is one of:
 
 - ``crash``: the server process exited;
-- ``hang``: a fresh connection's plain request was not answered in time
-  (probed every ``probe_interval`` seconds and at the end);
+- ``hang``: a fresh connection's plain request was not answered within
+  ``probe_timeout``, nor a second one within ``confirm_timeout`` (probed
+  every ``probe_interval`` seconds and at the end);
+- ``stall``: the first probe went unanswered while the server used nearly
+  all of that time as CPU, so its loop held on to a request (one answered
+  late while the server got little CPU is the machine's load, not the
+  server's doing: counted, not a finding);
 - ``malformed-answer``: bytes from the server that do not decode as frames,
   a response whose opaque was never sent on that connection, or a request
   from the server that no RocketMQ server sends its clients;
@@ -41,6 +46,8 @@ class Finding:
     kind: str
     detail: str
     frame: Frame | None = None
+    #: A hang: the frames in flight when it was seen (first, last), to replay one by one.
+    span: tuple[int, int] | None = None
 
     def line(self, seed: int) -> str:
         if self.frame is None:
@@ -59,6 +66,7 @@ class RunStats:
     unanswered: int = 0
     probes: int = 0
     slowest_probe: float = 0.0
+    starved: int = 0  # probes answered late while the server got little CPU (a loaded machine)
     findings: list[Finding] = field(default_factory=list)
 
 
@@ -152,6 +160,9 @@ class ServerFuzzer:
         answer_wait: float = 0.05,
         probe_timeout: float = 1.0,
         probe_interval: float = 0.25,
+        send_timeout: float = 2.0,
+        confirm_timeout: float = 10.0,
+        cpu: Callable[[], float] = lambda: 0.0,
         workers: int = 8,
     ) -> None:
         self.name = name
@@ -164,12 +175,16 @@ class ServerFuzzer:
         self.answer_wait = answer_wait
         self.probe_timeout = probe_timeout
         self.probe_interval = probe_interval
+        self.send_timeout = send_timeout
+        self.confirm_timeout = confirm_timeout
+        self.cpu = cpu  # the server's CPU seconds so far
         self.workers = workers
         self.stats = RunStats()
         self._next = 0
         self._limit = 0
         self._deadline = 0.0
         self._stop = False
+        self._scope: trio.CancelScope | None = None
         self._last_good = 0
         self._last_heard = 0.0  # when the server last answered or closed a connection
         self._recent: collections.deque[tuple[float, int]] = collections.deque(maxlen=4096)
@@ -187,11 +202,19 @@ class ServerFuzzer:
         self._limit = start_index + frames
         self._deadline = time.monotonic() + seconds
         async with trio.open_nursery() as nursery:
+            self._scope = nursery.cancel_scope
             for _ in range(self.workers):
                 nursery.start_soon(self._worker)
             nursery.start_soon(self._prober)
-        await self._check(None, final=True)
+        if not self._stop:
+            await self._check(None, final=True)
         return self.stats
+
+    def _halt(self) -> None:
+        """Stop at once: a worker blocked sending to a stuck server must not hold the run (and the server) up."""
+        self._stop = True
+        if self._scope is not None:
+            self._scope.cancel()
 
     async def _prober(self) -> None:
         """Probe every ``probe_interval`` seconds: a stall longer than the probe timeout cannot slip between probes."""
@@ -203,23 +226,37 @@ class ServerFuzzer:
         if not self.alive():
             if not self._stop:
                 self.stats.findings.append(Finding("crash", f"{self.name} exited", frame or self._suspect()))
-            self._stop = True
+            self._halt()
             return
         since = self._last_good
         upto = self._next
+        cpu_before = self.cpu()
         took = await probe(self.host, self.port, self.probe_code, self.probe_timeout)
         self.stats.probes += 1
-        if took is None:
-            if not self._stop:
-                where = "at the end" if final else f"while frames {since}..{upto - 1} were in flight"
-                self.stats.findings.append(
-                    Finding("hang", f"{self.name}: a fresh connection got no answer within {self.probe_timeout} s {where}",
-                            frame or self._suspect(since))
-                )
-            self._stop = True
-        else:
+        if took is not None:
             self._last_good = upto
             self.stats.slowest_probe = max(self.stats.slowest_probe, took)
+            return
+        busy = self.cpu() - cpu_before
+        where = "at the end" if final else f"while frames {since}..{upto - 1} were in flight"
+        late = await probe(self.host, self.port, self.probe_code, self.confirm_timeout)
+        if late is None:
+            if not self._stop:
+                self.stats.findings.append(Finding(
+                    "hang", f"{self.name}: a fresh connection got no answer within {self.probe_timeout} s, nor a second"
+                    f" one within {self.confirm_timeout} s, {where}", frame or self._suspect(since), span=(since, upto - 1)))
+            self._halt()
+            return
+        self.stats.slowest_probe = max(self.stats.slowest_probe, self.probe_timeout + late)
+        if busy < 0.9 * self.probe_timeout:
+            self.stats.starved += 1
+            return
+        if not self._stop:
+            self.stats.findings.append(Finding(
+                "stall", f"{self.name}: a fresh connection got no answer within {self.probe_timeout} s while the server"
+                f" used {busy:.2f} s of CPU (its loop held on to a request) {where}",
+                frame or self._suspect(since), span=(since, upto - 1)))
+        self._halt()
 
     def _suspect(self, since: int | None = None) -> Frame | None:
         """The likeliest culprit of a stall: the first answerable frame sent after the server last said anything.
@@ -246,7 +283,7 @@ class ServerFuzzer:
                         await self._check(frame)
                         if not self._stop:
                             self.stats.findings.append(Finding("refused", f"{self.name}: connect failed: {exc}", frame))
-                            self._stop = True
+                            self._halt()
                         return
                 keep = await self._exchange(conn, frame)
                 if not keep:
@@ -264,10 +301,16 @@ class ServerFuzzer:
         self.stats.sent += 1
         mine, wait = _expectation(frame)
         conn.sent_opaques |= mine
-        try:
-            await conn.stream.send_all(frame.data)
-        except (OSError, trio.BrokenResourceError):
-            self.stats.closed_by_server += 1
+        sent = False
+        with trio.move_on_after(self.send_timeout):  # a server that stopped reading fills the socket buffers
+            try:
+                await conn.stream.send_all(frame.data)
+                sent = True
+            except (OSError, trio.BrokenResourceError):
+                self.stats.closed_by_server += 1
+                return False
+        if not sent:
+            self.stats.unanswered += 1
             return False
         if wait:
             self._recent.append((time.monotonic(), frame.index))

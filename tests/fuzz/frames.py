@@ -1,15 +1,18 @@
-"""Fuzz frames: random, random-header and mutated-valid RocketMQ remoting frames.
+"""Fuzz frames: random, random-header, mutated-valid and structured-register RocketMQ remoting frames.
 
 Pure and deterministic: frame ``i`` of seed ``s`` is a function of ``(s, i)``
 alone (its own ``random.Random``), so a finding is reproduced from the seed
 and index printed with it, whatever ran before it. Nothing here touches a
 socket.
 
-Why the three families: random bytes find framing bugs (lengths, header
+Why the four families: random bytes find framing bugs (lengths, header
 words); random headers find type confusion in header decoding (the
 JSON/binary header is the first thing every request goes through); mutated
 valid requests get past decoding into the handlers, where values of the
-wrong size, shape or depth do their damage.
+wrong size, shape or depth do their damage; structure-aware register
+bodies (:mod:`tests.fuzz.register_bodies`, servers that handle
+REGISTER_BROKER only) get corrupted item tables past inflation and odd
+JSON layouts into the NameServer's chunk scan, which byte flips never do.
 """
 
 from __future__ import annotations
@@ -23,9 +26,8 @@ from dataclasses import dataclass
 import orjson
 
 from remoting.bodies import DataVersion, TopicConfig, encode_register_body
-
-_FRAME_PREFIX = struct.Struct(">II")
-_BINARY_FIXED = struct.Struct(">hbhiii")
+from tests.fuzz.encoding import binary_header, frame_bytes, json_header
+from tests.fuzz.register_bodies import REGISTER_BROKER, register_frame
 
 # Codes a server sends its clients as requests (not responses): a broker
 # notifies consumers; nothing else may arrive without the response flag.
@@ -282,44 +284,6 @@ def template(code: int, rng: random.Random) -> tuple[dict[str, str], bytes]:
 
 
 # --------------------------------------------------------------------------
-# encoding (our own, so wrong types and sizes can be written)
-
-
-def frame_bytes(header: bytes, body: bytes, serialize_type: int = 0) -> bytes:
-    word = (serialize_type << 24) | (len(header) & 0xFFFFFF)
-    return _FRAME_PREFIX.pack(4 + len(header) + len(body), word) + header + body
-
-
-def json_header(fields: dict[str, object]) -> bytes:
-    return orjson.dumps(fields)
-
-
-def binary_header(code: int, opaque: int, ext: dict[str, str], *, flag: int = 0, version: int = 453,
-                  language: int = 0, remark: bytes = b"") -> bytes:
-    entries = bytearray()
-    for key, value in ext.items():
-        kb = key.encode("utf-8", "replace")[:65535]
-        vb = value.encode("utf-8", "replace")
-        entries += struct.pack(">H", len(kb)) + kb + struct.pack(">i", len(vb)) + vb
-    fixed = _BINARY_FIXED.pack(
-        _wrap16(code), _wrap8(language), _wrap16(version), _wrap32(opaque), _wrap32(flag), len(remark)
-    )
-    return fixed + remark + struct.pack(">i", len(entries)) + bytes(entries)
-
-
-def _wrap16(v: int) -> int:
-    return (v + 0x8000) % 0x10000 - 0x8000
-
-
-def _wrap8(v: int) -> int:
-    return (v + 0x80) % 0x100 - 0x80
-
-
-def _wrap32(v: int) -> int:
-    return (v + 0x80000000) % 0x100000000 - 0x80000000
-
-
-# --------------------------------------------------------------------------
 # the three families
 
 
@@ -455,6 +419,9 @@ def make_frame(seed: int, index: int, codes: Sequence[int]) -> Frame:
         kind, code, data = _random_bytes(rng, opaque)
     elif pick < 0.40:
         kind, code, data = _random_header(rng, codes, opaque)
+    elif pick < 0.50 and REGISTER_BROKER in codes:
+        code = REGISTER_BROKER
+        kind, data = register_frame(rng, opaque)
     else:
         kind, code, data = _mutated_valid(rng, codes, opaque)
     return Frame(index, kind, code, data)
