@@ -274,11 +274,13 @@ expect:
 """
 
 
-def test_scenario_with_cluster_auth(tmp_path: Path) -> None:
+def run_auth_scenario(tmp_path: Path, text: str = AUTH_SCENARIO) -> str:
+    """Run a scenario whose cluster has accounts; every action, verdict and process must pass, and
+    nobody may be refused. Returns the processes' logs."""
     from mqadmin.scenario import runner, schema
     from tests.test_scenario_run import cluster_procs
 
-    scn = schema.parse(AUTH_SCENARIO, "auth.yaml")
+    scn = schema.parse(text, "auth.yaml")
     assert scn.cluster.auth is True
     result = runner.run(scn, base_dir=tmp_path, keep_dir=True)
     assert cluster_procs(tmp_path) == []
@@ -289,3 +291,8 @@ def test_scenario_with_cluster_auth(tmp_path: Path) -> None:
     logs = "".join(p.read_text() for p in Path(result.state_dir).glob("*/*.log"))
     assert "refused request code" not in logs  # nobody was refused ...
     assert logs.count("access: 2 accounts (1 admin)") == 3  # ... by the NameServer and both brokers, checking accounts
+    return logs
+
+
+def test_scenario_with_cluster_auth(tmp_path: Path) -> None:
+    run_auth_scenario(tmp_path)
