@@ -7,18 +7,35 @@ console script. The commands are listed in the help in the order they are regist
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 from typing import Any
 
-import typer
 
-from mqadmin.client.errors import AdminError
-from mqadmin.commands import (
+def _exit_130_while_loading(signum: int, frame: object) -> None:
+    os._exit(130)  # nothing has run yet: nothing to flush or stop
+
+
+# Loading the commands (Typer, Rich, trio) takes a second, several on a busy machine: a Ctrl-C meanwhile
+# is exit 130 like any other, not a KeyboardInterrupt traceback from deep inside an import. A SIGINT
+# the caller ignores (a background job) stays ignored.
+_LOADING = threading.current_thread() is threading.main_thread() \
+    and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+if _LOADING:
+    signal.signal(signal.SIGINT, _exit_130_while_loading)
+
+import typer  # noqa: E402
+
+from mqadmin.client.errors import AdminError  # noqa: E402
+from mqadmin.commands import (  # noqa: E402
     broker,
     cluster,
     connection,
     consumer,
     fanout,
+    help,
     localcluster,
     message,
     namesrv,
@@ -28,9 +45,13 @@ from mqadmin.commands import (
     topic,
     watch,
 )
-from mqadmin.commands.options import CONTEXT_SETTINGS, add_signing
-from mqadmin.localcluster.state import ClusterError
-from remoting.climain import run_app
+from mqadmin.commands.options import CONTEXT_SETTINGS, add_signing  # noqa: E402
+from mqadmin.commands.results import is_reader_gone, reader_gone  # noqa: E402
+from mqadmin.localcluster.state import ClusterError  # noqa: E402
+from remoting.climain import run_app  # noqa: E402
+
+if _LOADING:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 app = typer.Typer(
     add_completion=False,
@@ -45,6 +66,7 @@ for commands_of_group in (topic, cluster, namesrv, broker, message, consumer, co
     commands_of_group.register(app)
 app.add_typer(scenario.app, name="scenario")
 fanout.register(app)
+help.register(app)
 add_signing(app)
 
 
@@ -71,7 +93,12 @@ def main(argv: list[str]) -> int:
     debug = "--debug" in argv
     full_summaries(app)
     argv = _bare_group_help([a for a in argv if a != "--debug"])
-    return run_app(app, "mqadmin", argv, (AdminError, ClusterError), debug=debug)
+    try:
+        return run_app(app, "mqadmin", argv, (AdminError, ClusterError), debug=debug)
+    except BaseException as exc:
+        if not is_reader_gone(exc):
+            raise
+        return reader_gone()  # `mqadmin ... | head -1`: the reader is done, so are we (exit 0, quietly)
 
 
 def _bare_group_help(argv: list[str]) -> list[str]:
@@ -85,4 +112,9 @@ def _bare_group_help(argv: list[str]) -> list[str]:
 
 
 def entry() -> None:
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    try:
+        sys.stdout.flush()  # the last buffered output: its reader may be gone too
+    except BrokenPipeError:
+        code = reader_gone()
+    sys.exit(code)

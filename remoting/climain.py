@@ -49,7 +49,9 @@ def run_app(
         if first_of(exc, KeyboardInterrupt) is not None:
             return 130
         if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):  # a usage error
-            print(f"{prog}: {exc.format_message()} (see {prog} -h)", file=sys.stderr)  # type: ignore[attr-defined]
+            ctx = getattr(exc, "ctx", None)  # the command whose options were wrong: its own help says how
+            where = ctx.command_path if ctx is not None else prog
+            print(f"{prog}: {exc.format_message()} (see {where} -h)", file=sys.stderr)  # type: ignore[attr-defined]
             return int(exc.exit_code)  # type: ignore[attr-defined]
         raise
     # Without standalone mode an Exit raised by a command comes back as its code.

@@ -8,11 +8,17 @@ many commands fast; ``in_process=False`` runs it as a real subprocess.
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import os
+import re
+import select
+import struct
 import subprocess
 import sys
+import termios
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -53,6 +59,53 @@ def mqadmin(*args: str, env: dict[str, str] | None = None, in_process: bool = Tr
         os.environ.clear()
         os.environ.update(saved)
     return subprocess.CompletedProcess([*CLI, *args], code, out.getvalue(), err.getvalue())
+
+
+#: Colour and cursor escapes a terminal gets (stripped from what a terminal run returns).
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def mqadmin_on_terminal(*args: str, env: dict[str, str] | None = None, columns: int = 200, rows: int = 60,
+                        timeout: float = 60, raw: bool = False) -> subprocess.CompletedProcess[str]:
+    """``mqadmin args`` as a subprocess whose stdout is a real terminal (a pseudo-terminal of ``columns``
+    x ``rows``); stdout comes back with plain newlines and, unless ``raw``, without its escape codes.
+    $COLUMNS is unset so that the terminal's own size is what mqadmin sees."""
+    env = {k: v for k, v in (env if env is not None else cli_env()).items() if k not in ("COLUMNS", "LINES")}
+    env["TERM"] = "xterm"
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+    try:
+        proc = subprocess.Popen([*CLI, *args], stdout=slave, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                env=env, close_fds=True)
+        os.close(slave)
+        slave = -1
+        chunks = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+            elif proc.poll() is not None:
+                break
+        try:
+            _, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        text = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+        text = text if raw else ANSI.sub("", text)
+        return subprocess.CompletedProcess([*CLI, *args], proc.returncode, text, err.decode("utf-8", "replace"))
+    finally:
+        os.close(master)
+        if slave >= 0:
+            os.close(slave)
 
 
 def mqadmin_json(*args: str, env: dict[str, str] | None = None) -> Any:

@@ -26,7 +26,7 @@ from remoting import requests as rq
 from remoting.bodies import DataVersion, TopicConfig
 from remoting.command import request
 from remoting.transport import RemotingClient, connect
-from tests.mqadmin_procs import CLI, cli_env, running_cluster, stop_all
+from tests.mqadmin_procs import CLI, cli_env, mqadmin_on_terminal, running_cluster, stop_all
 from tests.mqadmin_procs import mqadmin as run_cli
 from tests.procs import NamesrvProcess
 
@@ -283,19 +283,22 @@ def test_tables_fit_without_cutting_names(tmp_path: Path) -> None:
     env = cli_env(tmp_path / "state")
     with running_cluster(tmp_path / "c", "--namesrvs", "2", "--brokers", "1", "--topics", long_topic, env=env) as info:
         ns = info["namesrvAddr"]
-        wide = run_cli("clusterList", "-n", ns, env=cli_env(columns=250))
+        # On a terminal the table fits its width, dropping low-value columns first.
+        wide = mqadmin_on_terminal("clusterList", "-n", ns, env=env, columns=250)
         assert wide.returncode == 0 and "#Timer(Progress)" in wide.stdout and "#InTPS(LOAD)" in wide.stdout
-        narrow = run_cli("clusterList", "-n", ns, env=cli_env(columns=160))
+        narrow = mqadmin_on_terminal("clusterList", "-n", ns, env=env, columns=160)
         assert narrow.returncode == 0, narrow.stderr
         header = narrow.stdout.splitlines()[0]
         assert "#InTPS(LOAD)" in header and "#OutTPS(LOAD)" in header and "#Timer(Progress)" not in header
         assert all(len(line) <= 160 for line in narrow.stdout.splitlines())
-        _no_trailing_spaces(wide.stdout + narrow.stdout)
-        watch = run_cli("watch", "--once", "-n", ns, env=cli_env(columns=80))
+        watch = mqadmin_on_terminal("watch", "--once", "-n", ns, env=env, columns=80)
         assert watch.returncode == 0, watch.stderr
         assert any(line.startswith(long_topic + " ") for line in watch.stdout.splitlines()), watch.stdout
         assert all(len(line) <= 80 for line in watch.stdout.splitlines())
-        _no_trailing_spaces(watch.stdout)
+        # Off a terminal: every column whatever $COLUMNS says, no rule line, no trailing spaces.
+        piped = run_cli("clusterList", "-n", ns, env=cli_env(columns=60))
+        assert piped.returncode == 0 and "#Timer(Progress)" in piped.stdout and "─" not in piped.stdout
+        _no_trailing_spaces(piped.stdout)
 
 
 # --------------------------------------------------------------------------- 16: plots
@@ -314,7 +317,7 @@ def test_plot_marks_and_legends_stay_off_the_data(tmp_path: Path, monkeypatch) -
     n = 10
     zeros = [0] * n
     doc = {
-        "timeline": {"ok": [100] * n, "failed": [0] * 8 + [20, 0], "route_queries": [5] * n, "route_failures": zeros,
+        "timeline": {"ok": [100] * n, "failed": [0] * 8 + [20, 0], "routeQueries": [5] * n, "routeFailures": zeros,
                      "brokers": {"broker-a": {"attempts": [50] * 8 + [0, 0], "failed": [0] * 8 + [20, 0]},
                                  "broker-b": {"attempts": [50] * n, "failed": zeros}}},
         "load": {"producers": 100}, "engine": {"text": "Spark local[2]"}, "sends": {"total": 1000},
@@ -362,12 +365,15 @@ def test_scenario_plot_marks_and_legends_stay_off_the_data(tmp_path: Path, monke
     one = {"broker-b": ({0: "b"}, PERM_READ | PERM_WRITE)}
     ns = SimpleNamespace
     result = ns(
-        scenario=ns(name="t", description="a kill", observe_topics=["T"], cluster=ns(brokers=2)),
-        records=[ns(t=i / 20, outcome="ok" if i % 40 else "timeout") for i in range(200)], end=10.0,
+        scenario=ns(name="t", description="a kill", observe_topics=["T"], cluster=ns(brokers=2),
+                    groups=[ns(start=0.0, duration=10.0)]),
+        records=[ns(t=i / 20, outcome="ok" if i % 40 else "timeout", broker="broker-a", attempts=1) for i in range(200)],
+        end=10.0,
         observer=ns(events=[ns(namesrv=0, topic="T", t=0.1, after=both), ns(namesrv=0, topic="T", t=3.02, after=one)]),
         namesrvs=["127.0.0.1:9876"],
-        actions=[ns(effect=3.0, text="kill_broker broker-a-0", ok=True, action=ns(kind="kill_broker")),
-                 ns(effect=6.0, text="wait_until route_excludes broker-a", ok=True, action=ns(kind="wait_until"))],
+        actions=[ns(start=3.0, end=3.0, text="kill_broker broker-a-0", ok=True, action=ns(kind="kill_broker")),
+                 ns(start=3.5, end=6.0, text="wait_until route_excludes broker-a", ok=True,
+                    action=ns(kind="wait_until"))],
         consumers=None,  # no consumer groups: two panels
     )
     path = tmp_path / "s.png"
@@ -382,7 +388,9 @@ def test_scenario_plot_marks_and_legends_stay_off_the_data(tmp_path: Path, monke
         assert all(t.get_rotation() == 0 for t in ax.texts)
     assert [t.get_text() for t in top.texts] == ["1", "2"]
     listing = next(t.get_text() for t in fig.texts if "kill_broker" in t.get_text())
-    assert "t=  3.00 s  kill_broker broker-a-0" in listing and "reached: route_excludes broker-a" in listing
-    assert all(float(b.get_x()).is_integer() and b.get_width() == 1.0 for b in top.patches)  # whole seconds
+    assert "t=  3.00 s  kill_broker broker-a-0" in listing
+    assert "t=  3.50 s  wait until route_excludes broker-a: reached at t=6.00 s" in listing
+    bars = [b for container in top.containers for b in container]
+    assert bars and all(float(b.get_x()).is_integer() and b.get_width() == 1.0 for b in bars)  # whole seconds
     monkeypatch.undo()
     plt.close(fig)

@@ -113,15 +113,17 @@ def test_report_in_waves_per_second_within_peak(tmp: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     doc = json.loads(done.stdout)
     sends = doc["sends"]
-    assert doc["window"]["load_seconds"] >= 4.0  # two waves of 2 s
-    assert sends["per_second"] <= sends["peak_second"], sends
-    assert doc["routes"]["per_second"] <= max(doc["routes"]["peak_second"], 1), doc["routes"]
+    assert doc["window"]["loadSeconds"] >= 4.0  # two waves of 2 s
+    assert sends["perSecond"] <= sends["peakSecond"], sends
+    assert doc["routes"]["perSecond"] <= max(doc["routes"]["peakSecond"], 1), doc["routes"]
 
 
 def test_report_after_a_kill_says_unchecked_not_yes(tmp: Path) -> None:
     report, plot = tmp / "r.json", tmp / "p.png"
+    # The kill must land while the load runs: on a busy machine the worker processes start seconds late,
+    # so the start barrier is far enough off for them all to be waiting at it (no late start).
     done = fanout(tmp, "--start", "--no-spark", "--workers", "2", "--producers", "40", "--duration", "4",
-                  "--rate", "10", "--start-delay", "0.5", "--kill-broker", "broker-a@2", "--report", str(report),
+                  "--rate", "10", "--start-delay", "15", "--kill-broker", "broker-a@2", "--report", str(report),
                   "--plot", str(plot))
     assert done.returncode == 0, done.stderr[-2000:]
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -129,7 +131,7 @@ def test_report_after_a_kill_says_unchecked_not_yes(tmp: Path) -> None:
     agreement = doc["agreement"]
     assert agreement["brokers"]["broker-a"]["gone"] is True
     unchecked = agreement["unchecked"]
-    assert unchecked == agreement["producers_ok"] - agreement["brokers_counted"] > 0, agreement
+    assert unchecked == agreement["producersOk"] - agreement["brokersCounted"] > 0, agreement
     total = next(line for line in done.stdout.splitlines() if line.startswith("total "))
     assert f"{unchecked:,} unchecked" in total and " yes " not in total, total
     assert "died with it" in total
@@ -137,5 +139,5 @@ def test_report_after_a_kill_says_unchecked_not_yes(tmp: Path) -> None:
     workers = next(line for line in done.stdout.splitlines() if line.startswith("workers:"))
     assert f"{resources['connections']} connections opened in 2 partitions" in workers
     # one per NameServer and broker per partition, plus re-opened ones; failed re-dials counted apart
-    assert resources["connections"] <= 2 * 4 + 4 and resources["connect_failures"] > 0
-    assert f"{resources['connect_failures']} connect attempts failed" in workers
+    assert resources["connections"] <= 2 * 4 + 4 and resources["connectFailures"] > 0
+    assert f"{resources['connectFailures']} connect attempts failed" in workers

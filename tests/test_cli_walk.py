@@ -33,12 +33,13 @@ def test_the_walk_finds_every_kind_of_command() -> None:
     assert len(LEAVES) >= 25
 
 
-def _one_line_usage_error(done: subprocess.CompletedProcess[str]) -> str:
+def _one_line_usage_error(done: subprocess.CompletedProcess[str], path: tuple[str, ...]) -> str:
+    """One line, ending with the help to read: the command's own (``mqadmin updateTopic -h``)."""
     assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
     assert "Traceback" not in done.stderr + done.stdout
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("mqadmin") and lines[0].endswith("(see mqadmin -h)"), lines[0]
+    assert lines[0].startswith("mqadmin") and lines[0].endswith(f"(see {' '.join(('mqadmin', *path))} -h)"), lines[0]
     return lines[0]
 
 
@@ -52,7 +53,7 @@ def test_help(path: tuple[str, ...], cmd: Any) -> None:
 
 @pytest.mark.parametrize(("path", "cmd"), COMMANDS, ids=IDS)
 def test_unknown_option_is_one_line_exit_2(path: tuple[str, ...], cmd: Any) -> None:
-    line = _one_line_usage_error(mqadmin(*path, "--no-such-option", env=cli_env()))
+    line = _one_line_usage_error(mqadmin(*path, "--no-such-option", env=cli_env()), path)
     assert "--no-such-option" in line
 
 
@@ -71,7 +72,7 @@ NUMERIC = [(p, c, _numeric_option(c)) for p, c in LEAVES if _numeric_option(c) i
 
 @pytest.mark.parametrize(("path", "cmd", "option"), NUMERIC, ids=[" ".join(p) for p, _, _ in NUMERIC])
 def test_bad_number_is_one_line_exit_2(path: tuple[str, ...], cmd: Any, option: str) -> None:
-    line = _one_line_usage_error(mqadmin(*path, option, "not-a-number", env=cli_env()))
+    line = _one_line_usage_error(mqadmin(*path, option, "not-a-number", env=cli_env()), path)
     assert option in line or "Missing" in line  # a required option may be reported first
 
 
@@ -102,5 +103,5 @@ def test_the_walk_runs_the_console_entry_code() -> None:
     # The in-process runner above is the same entry as the console script: checked once for real.
     done = subprocess.run([*CLI, "killBroker", "-b", "x", "--signal", "FOO"], capture_output=True, text=True,
                           timeout=60, env=cli_env(), check=False)
-    assert "unknown signal 'FOO'" in _one_line_usage_error(done)
+    assert "unknown signal 'FOO'" in _one_line_usage_error(done, ("killBroker",))
     assert sys.executable in CLI

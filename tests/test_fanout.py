@@ -83,9 +83,9 @@ def test_sends_reported_are_the_sends_the_brokers_counted(spark_session: object,
     assert doc["sends"]["outcomes"]["ok"] == 400 * 3
     assert sum(counted.values()) == 400 * 3
     assert result.metrics.load.by_broker == counted  # per broker, not only in total
-    assert doc["agreement"]["agree"] is True and doc["agreement"]["brokers_counted"] == 400 * 3
+    assert doc["agreement"]["agree"] is True and doc["agreement"]["brokersCounted"] == 400 * 3
     assert doc["routes"]["queries"] >= 400 * 2  # every producer looked up both topics
-    answered = doc["routes"]["latency_ms"]["count"]  # queries still in flight when the load ended have no latency
+    answered = doc["routes"]["latencyMs"]["count"]  # queries still in flight when the load ended have no latency
     assert doc["routes"]["queries"] - doc["routes"]["failures"] - 400 <= answered <= doc["routes"]["queries"]
     assert doc["resources"]["connections"] <= 2 * 3 * 2  # a shared pool per partition, not one per producer
 
@@ -104,14 +104,14 @@ def test_killed_broker_shows_up_as_failover(spark_session: object, tmp_path: Pat
     (kill,) = doc["events"]
     assert kill["ok"] and kill["broker"] == "broker-a" and 1.4 < kill["t"] < 3.0
     (fo,) = doc["failover"]
-    assert fo["broker"] == "broker-a" and fo["killed_at"] == pytest.approx(kill["t"], abs=1e-3)
-    assert fo["failed_attempts"] > 0  # producers tried the dead broker ...
+    assert fo["broker"] == "broker-a" and fo["killedAt"] == pytest.approx(kill["t"], abs=1e-3)
+    assert fo["failedAttempts"] > 0  # producers tried the dead broker ...
     assert doc["sends"]["retried"] > 0  # ... and retried elsewhere
-    assert fo["still_sending_at_end"] is False and fo["producers_routing_at_end"] == 0
-    assert 0 <= fo["stopped_sending_after"] < 3.5  # route polls every 1 s drop it
-    assert doc["brokers"]["broker-a"]["last_attempt"] < 5.0
+    assert fo["stillSendingAtEnd"] is False and fo["producersRoutingAtEnd"] == 0
+    assert 0 <= fo["stoppedSendingAfter"] < 3.5  # route polls every 1 s drop it
+    assert doc["brokers"]["broker-a"]["lastAttempt"] < 5.0
     b = doc["agreement"]["brokers"]["broker-b"]
-    assert b["agree"] is True and b["broker_counted"] == b["producers_ok"] == after["broker-b"]
+    assert b["agree"] is True and b["brokerCounted"] == b["producersOk"] == after["broker-b"]
     assert doc["agreement"]["brokers"]["broker-a"]["gone"] is True
     ok_share = doc["sends"]["outcomes"]["ok"] / doc["sends"]["total"]
     assert ok_share > 0.95  # retries carry the sends over to broker-b
@@ -141,9 +141,9 @@ def test_scenario_timeline_runs_on_the_fanout_cluster(spark_session: object, tmp
     result = run(FanoutOptions(producers=150, scenario=scn, partitions=2, start_delay=1.0), session=spark_session)
     doc = to_json(result)
     assert doc["load"]["scenario"] == "fanout-crash" and doc["load"]["topics"] == ["CrashTopic"]
-    assert doc["load"]["rate_per_producer"] == 5.0 and doc["load"]["poll_interval"] == 1.0
+    assert doc["load"]["ratePerProducer"] == 5.0 and doc["load"]["pollInterval"] == 1.0
     assert [e["kind"] for e in doc["events"]] == ["kill_broker"] and doc["events"][0]["ok"]
-    route, success, windowed = doc["scenario_verdicts"]
+    route, success, windowed = doc["scenarioVerdicts"]
     assert route["passed"] is True and route["measured"] < 2.0
     assert success["passed"] is True
     assert windowed["passed"] is None  # needs per-send records: reported, not guessed
@@ -163,14 +163,14 @@ def test_consumers_in_the_partitions_reconcile_with_the_brokers(spark_session: o
     assert result.consumer_rows is not None and {r["group"] for r in result.consumer_rows} == {
         "fanout_consumer_group_0", "fanout_consumer_group_1"}
     total = cons["total"]
-    assert total["acknowledged"] == doc["sends"]["outcomes"]["ok"] == doc["agreement"]["brokers_counted"]
+    assert total["acknowledged"] == doc["sends"]["outcomes"]["ok"] == doc["agreement"]["brokersCounted"]
     assert total["unexplained"] == 0 and cons["reconciled"] is True
     assert total["consumed"] + total["lag"] == total["acknowledged"]
     assert total["consumed"] == total["acknowledged"]  # 4 s of drain: nothing left behind
     # the brokers agree: each group committed its queues up to their max offsets
-    assert all(r["broker_lag"] == 0 for r in result.consumer_rows)
+    assert all(r["brokerLag"] == 0 for r in result.consumer_rows)
     assert cons["consumptions"] == total["consumed"] + total["other"] + total["duplicates"]
-    assert 0 < cons["latency_ms"]["p50"] < 1000
+    assert 0 < cons["latencyMs"]["p50"] < 1000
 
 
 def test_multiprocessing_engine_runs_the_same_partitions(local_cluster: ClusterState) -> None:
@@ -194,7 +194,7 @@ def test_cli_start_run_writes_report_and_plot(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(report.read_text())
-    assert doc["sends"]["outcomes"]["ok"] == 120 and doc["agreement"]["brokers_counted"] == 120
+    assert doc["sends"]["outcomes"]["ok"] == 120 and doc["agreement"]["brokersCounted"] == 120
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "broker-a" in proc.stdout and "route queries" in proc.stdout
     state = ClusterState(dir=str(tmp_path / "c"))
@@ -238,13 +238,13 @@ def test_consumer_groups_that_do_not_reconcile_fail_the_check_with_exit_1() -> N
     """README exit statuses: a failed check is 1 (never 3), with one line saying which check."""
     from mqadmin.commands.fanout import failed_check
 
-    row = {"group": "g0", "offsets_read": True}
-    doc: dict[str, object] = {"agreement": {"agree": True, "explained": False, "note": ""}, "scenario_verdicts": [],
-                              "consumers": {"reconciled": True, "by_group": [row], "total": {"unexplained": 0}}}
+    row = {"group": "g0", "offsetsRead": True}
+    doc: dict[str, object] = {"agreement": {"agree": True, "explained": False, "note": ""}, "scenarioVerdicts": [],
+                              "consumers": {"reconciled": True, "byGroup": [row], "total": {"unexplained": 0}}}
     assert failed_check(doc) is None
-    doc["consumers"] = {"reconciled": False, "by_group": [row], "total": {"unexplained": 2}}
+    doc["consumers"] = {"reconciled": False, "byGroup": [row], "total": {"unexplained": 2}}
     assert failed_check(doc) == "the consumer groups do not reconcile: 2 acknowledged message(s) unexplained"
-    doc["consumers"] = {"reconciled": False, "by_group": [{**row, "offsets_read": False}], "total": {"unexplained": 0}}
+    doc["consumers"] = {"reconciled": False, "byGroup": [{**row, "offsetsRead": False}], "total": {"unexplained": 0}}
     assert "committed offsets of 1 group(s) could not be read" in (failed_check(doc) or "")
     doc["agreement"] = {"agree": False, "explained": False, "note": "3 missing"}
     assert failed_check(doc) == "the brokers' counts disagree with the producers': 3 missing"

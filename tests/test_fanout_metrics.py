@@ -167,10 +167,10 @@ def test_failover_measured_from_the_kill() -> None:
     a.routing, a.last_routed = 0, 6.9
     result = _result({}, {}, events=[Event(4.0, "kill broker-a", True, "", "kill_broker", "broker-a", 4.0)], metrics=m)
     (row,) = failover(result, end=10.0)
-    assert row["killed_at"] == 4.0 and row["failed_attempts"] == 3
-    assert row["stopped_sending_after"] == 2.5 and row["still_sending_at_end"] is False
-    assert row["dropped_from_routes_after"] == 2.9
+    assert row["killedAt"] == 4.0 and row["failedAttempts"] == 3
+    assert row["stoppedSendingAfter"] == 2.5 and row["stillSendingAtEnd"] is False
+    assert row["droppedFromRoutesAfter"] == 2.9
     a.routing = 5  # producers still route to it and tried it just now
     (row,) = failover(result, end=7.0)
-    assert row["still_sending_at_end"] is True and row["stopped_sending_after"] is None
+    assert row["stillSendingAtEnd"] is True and row["stoppedSendingAfter"] is None
     assert to_json(result)["failover"][0]["broker"] == "broker-a"

@@ -74,7 +74,8 @@ def test_summary_and_namesrv_kill_restart_on_its_port(state_dir: Path) -> None:
     out = mqadmin("start", "--brokers", "0", "--dir", str(state_dir))
     assert out.returncode == 0, out.stderr
     state = ClusterState.load(state_dir)
-    assert "cluster DefaultCluster is up: 2 NameServer(s), 0 master(s), 0 slave(s)" in out.stdout
+    assert "started 2 NameServer(s) and no broker (--brokers 0): nothing is routable" in out.stdout
+    assert " is up" not in out.stdout
     assert f"export NAMESRV_ADDR='{state.namesrv_addr}'" in out.stdout
     assert f"stop: mqadmin stop --dir {state_dir}" in out.stdout
     assert "namesrv-1" in out.stdout and "\x1b[" not in out.stdout  # no colour codes off a terminal
@@ -115,7 +116,7 @@ def test_runner_errors_are_one_line(state_dir: Path) -> None:
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--namesrvs" in out.stderr
     out = mqadmin("start", "--brokers", "0", "--topics", "a", "--dir", str(state_dir))
     assert out.returncode == 2 and out.stderr == (  # a bad option value, refused before anything starts
-        "mqadmin: Invalid value: --topics needs at least one broker group (--brokers >= 1) (see mqadmin -h)\n")
+        "mqadmin: Invalid value: --topics needs at least one broker group (--brokers >= 1) (see mqadmin start -h)\n")
     out = mqadmin("start", "--topics", "bad topic", "--dir", str(state_dir))
     assert out.returncode == 2 and "bad topic" in out.stderr and out.stderr.count("\n") == 1
     assert not (state_dir / STATE_FILE).exists()  # nothing was started

@@ -111,9 +111,13 @@ def test_cluster_list_row_from_runtime_info() -> None:
     cells = [c.plain if isinstance(c, Text) else c for c in base_cells(r)]
     assert cells == ["C", "b", "0", "h:1", "V5_3_3", "12.50(4,7ms)", "3.25(0,0ms|N,Nms)", "5-6(2.5w, 1.5, 2.0)", "3",
                      "2.00", "0.2500", "true", "OK"]
-    for nothing_stored in ("0", "-1"):
-        empty = clusterlist.row("C", "b", 0, "h:1", PerServer("h:1", {"earliestMessageTimeStamp": nothing_stored}), 10**12)
-        assert empty["hours"] == 0.0 and empty["version"] is None
+    # Nothing stored (0, or -1 from a 4.9.7 or 5.3.3 broker): Java prints (now - earliest) hours all the same.
+    now = 1_795_700_000_000
+    for nothing_stored, hours in (("0", 498805.56), ("-1", 498805.56)):
+        empty = clusterlist.row("C", "b", 0, "h:1", PerServer("h:1", {"earliestMessageTimeStamp": nothing_stored}), now)
+        assert empty["hours"] == hours and empty["version"] is None
+    missing = clusterlist.row("C", "b", 0, "h:1", PerServer("h:1", {}), now)
+    assert missing["hours"] == 0.0  # no earliestMessageTimeStamp at all: Java prints 0.00 too
 
 
 def test_cluster_list_row_of_a_silent_broker() -> None:
@@ -128,11 +132,16 @@ def test_fit_table_drops_low_value_columns_first_and_never_cuts() -> None:
     cols = [Col("#Name"), Col("#Addr"), Col("#Minor", 2), Col("#Detail", 1), Col("#Status", wrap=True)]
     rows = [["DefaultCluster", "127.0.0.1:10911", "x" * 20, "y" * 10, "OK"]]
 
-    def render(width: int) -> str:
-        console = Console(width=width, color_system=None)
+    def render(width: int, terminal: bool = True) -> str:
+        # Fitting is for a terminal; pytest's captured stdout is not one (Rich would say so, or not, by $TERM).
+        console = Console(width=width, color_system=None, force_terminal=terminal)
         with console.capture() as cap:
             console.print(fit_table(cols, rows, console=console))
         return cap.get()
+
+    piped = render(500, terminal=False)  # off a terminal: Apache's layout, every column, no rule line
+    assert piped.splitlines()[0].split() == ["#Name", "#Addr", "#Minor", "#Detail", "#Status"]
+    assert "─" not in piped and "x" * 20 in piped
 
     wide = render(200)
     assert "#Minor" in wide and "#Detail" in wide

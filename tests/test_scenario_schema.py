@@ -105,7 +105,7 @@ def test_nested_form_equals_flat_form() -> None:
         ("  rate: 10", "  rate: 0", "s.yaml:10: load.rate: must be > 0 and <= 1000, got 0"),
         ("  topics: [T1]", "  topics: [T1]\n  topics: [T2]", "s.yaml:8: duplicate key 'topics'"),
         ("  topics: [T1]", "  topics: [T1", "s.yaml:8: YAML syntax:"),
-        ("duration: ", "durtion: ", "s.yaml:1: duration: is required"),
+        ("duration: ", "durtion: ", "s.yaml:3: durtion: unknown field (did you mean duration?"),  # the typo, not what it hides
     ],
 )
 def test_errors_name_line_and_field(old: str, new: str, expected: str) -> None:

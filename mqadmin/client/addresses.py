@@ -19,6 +19,8 @@ def check_addr(addr: str) -> str:
     host:port address" would send the user looking at the syntax instead.
     """
     host, sep, port = addr.strip().rpartition(":")
+    if not sep and addr.strip() and " " not in addr.strip():
+        raise AdminError(f"not a host:port address: {addr.strip()!r} has no port")
     if sep and host and port.isdigit() and not 0 < int(port) < 65536:
         raise AdminError(f"port out of range in {addr.strip()!r}: {int(port)} is not 1-65535")
     try:

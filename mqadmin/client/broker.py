@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker_stub.faults import FAULT_CODE
+from broker_stub.faults import FAULT_CODE, RESPONSE_CODE_MAX, RESPONSE_CODE_MIN
 from mqadmin.client.errors import AdminError, PerServer, check_answer, parse_answer
 from mqadmin.client.namesrv import NamesrvClient
 from mqadmin.client.topic_text import attributes_text
@@ -16,6 +16,11 @@ from remoting import fastjson
 from remoting.bodies import TopicConfig, parse_kv_table
 from remoting.codes import DEFAULT_TOPIC, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, request
+
+
+#: The response codes a broker stub can be told to reject sends with (``brokerFault --reject``): a code
+#: travels in 16 bits in a ROCKETMQ binary header.
+REJECT_CODES = (RESPONSE_CODE_MIN, RESPONSE_CODE_MAX)
 
 
 class BrokerClient(NamesrvClient):

@@ -99,8 +99,9 @@ def row(cluster: str, name: str, bid: int, addr: str, answer: PerServer, now_ms:
         "timerEnqueueTps": _num(kv, "timerEnqueueTps", float),
         "timerDequeueTps": _num(kv, "timerDequeueTps", float),
         "pageCacheLockTimeMs": _num(kv, "pageCacheLockTimeMills"),
-        # Java counts hours from epoch 0 when the store is empty (0 or -1); 0.0 says "nothing stored" better.
-        "hours": round((now_ms - earliest) / 3_600_000, 2) if earliest is not None and earliest > 0 else 0.0,
+        # As Java (4.9.7 and 5.3.3) computes it, whatever the value: an empty store (-1) gives the hours since
+        # the epoch, about 490,000, which reads as "no message", and is what Java's users see there.
+        "hours": round((now_ms - earliest) / 3_600_000, 2) if earliest is not None else 0.0,
         "space": _num(kv, "commitLogDiskRatio", float),
         "activated": (kv["brokerActive"].strip().lower() == "true") if "brokerActive" in kv else None,
         "inTotalYest": diff(put_m, put_y),

@@ -132,6 +132,7 @@ class Message:
     store_size: int = 0
     body_crc: int = 0
     broker_name: str = ""
+    prepared_offset: int = 0  # preparedTransactionOffset
 
     @property
     def offset_msg_id(self) -> str:
@@ -170,6 +171,26 @@ class Message:
             "commitLogOffset": self.commit_log_offset,
             "reconsumeTimes": self.reconsume_times,
         }
+
+
+def message_ext_text(m: Message) -> str:
+    """Java's ``MessageExt.toString()`` of a pulled message (what Apache's consumeMessage prints after
+    ``MSGID:``): hosts as ``InetSocketAddress`` prints them, the body as ``Arrays.toString(byte[])``
+    (signed bytes), the properties in the order they were stored (Java's HashMap order is its own)."""
+    props = "{" + ", ".join(f"{k}={v}" for k, v in m.properties.items()) + "}"
+    body = "[" + ", ".join(str(b - 256 if b > 127 else b) for b in m.body) + "]"
+    return (f"MessageExt [brokerName={m.broker_name}, queueId={m.queue_id}, storeSize={m.store_size}, "
+            f"queueOffset={m.queue_offset}, sysFlag={m.sys_flag}, bornTimestamp={m.born_timestamp}, "
+            f"bornHost=/{m.born_host}, storeTimestamp={m.store_timestamp}, storeHost=/{m.store_host}, "
+            f"msgId={m.offset_msg_id}, commitLogOffset={m.commit_log_offset}, bodyCRC={m.body_crc}, "
+            f"reconsumeTimes={m.reconsume_times}, preparedTransactionOffset={m.prepared_offset}, "
+            f"toString()=Message{{topic='{m.topic}', flag={m.flag}, properties={props}, body={body}, "
+            "transactionId='null'}]")
+
+
+def message_queue_text(topic: str, broker_name: str, queue_id: int) -> str:
+    """Java's ``MessageQueue.toString()``."""
+    return f"MessageQueue [topic={topic}, brokerName={broker_name}, queueId={queue_id}]"
 
 
 def _host(data: bytes, pos: int, v6: bool) -> tuple[str, int]:
@@ -217,7 +238,7 @@ def _decode_one(data: bytes, start: int) -> tuple[Message, int]:
     born_host, pos = _host(data, pos, bool(sys_flag & FLAG_BORNHOST_V6))
     (store_ts,) = struct.unpack_from(">q", data, pos)
     store_host, pos = _host(data, pos + 8, bool(sys_flag & FLAG_STOREHOST_V6))
-    reconsume, _prepared, body_len = struct.unpack_from(">iqi", data, pos)
+    reconsume, prepared, body_len = struct.unpack_from(">iqi", data, pos)
     pos += 16
     body = data[pos : pos + body_len]
     pos += body_len
@@ -239,5 +260,6 @@ def _decode_one(data: bytes, start: int) -> tuple[Message, int]:
         topic=topic, queue_id=queue_id, queue_offset=queue_offset, body=body, properties=props, flag=flag,
         sys_flag=sys_flag, born_timestamp=born_ts, born_host=born_host, store_timestamp=store_ts,
         store_host=store_host, commit_log_offset=phys, reconsume_times=reconsume, store_size=total, body_crc=body_crc,
+        prepared_offset=prepared,
     )
     return msg, total

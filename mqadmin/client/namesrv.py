@@ -83,6 +83,12 @@ class NamesrvClient(ClientCore):
         return await self._all(lambda: request(RESTORED_BROKERS_CODE), "GET_RESTORED_BROKERS",
                                lambda r: _restored_rows(r.body))
 
+    async def warm_restarts(self) -> list[PerServer]:
+        """Each NameServer's answer to code 9002 whole: ``restore`` (what its start restored from the route
+        snapshot, ``{"brokers": N, "topics": M}``, or None after a cold start) and ``brokers`` (still provisional)."""
+        return await self._all(lambda: request(RESTORED_BROKERS_CODE), "GET_RESTORED_BROKERS",
+                               lambda r: _restore_answer(r.body))
+
     async def masters_of_cluster(self, cluster: str, info: ClusterInfo | None = None) -> dict[str, str]:
         """Broker name -> master address for every broker group of ``cluster`` (CommandUtil)."""
         return {name: addrs[0] for name, addrs in (await self.brokers_of_cluster(cluster, info)).items() if 0 in addrs}
@@ -157,8 +163,16 @@ def _live_rows(body: bytes) -> list[dict[str, Any]]:
 
 
 def _restored_rows(body: bytes) -> list[dict[str, Any]]:
+    return _restore_answer(body)["brokers"]  # type: ignore[no-any-return]
+
+
+def _restore_answer(body: bytes) -> dict[str, Any]:
     obj = fastjson.loads(body)
     rows = obj.get("brokers") if isinstance(obj, dict) else None
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise ValueError("no brokers list")
-    return rows
+    restore = obj.get("restore")
+    if restore is not None and not (isinstance(restore, dict) and all(
+            isinstance(restore.get(k), int) for k in ("brokers", "topics"))):
+        raise ValueError(f"malformed restore summary {restore!r}"[:200])
+    return {"restore": restore, "brokers": rows}

@@ -4,23 +4,32 @@ and ours, brokerFault (the broker stub's fault switchboard).
 
 from __future__ import annotations
 
-import sys
+import ipaddress
 from typing import Any
 
 import typer
 
 from mqadmin.client import AdminClient, run
 from mqadmin.client import broker_admin as ba
-from mqadmin.client.addresses import check_addr
+from mqadmin.client.broker import REJECT_CODES
 from mqadmin.client.errors import AdminError, PerServer, code_name
-from mqadmin.commands.options import JsonOpt, NamesrvOpt, TimeoutOpt, addr_opt, bad_option, client_for, one_target
-from mqadmin.commands.results import error_line, print_results
+from mqadmin.commands.options import (
+    JsonOpt,
+    NamesrvOpt,
+    TimeoutOpt,
+    addr_opt,
+    bad_option,
+    broker_addr_option,
+    client_for,
+    one_target,
+)
+from mqadmin.commands.results import exit_if_any_failed, only, per_server, print_failure
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
 
 
 def broker_status(
-    broker_addr: str | None = typer.Option(None, "-b", "--brokerAddr", help="Broker address (host:port)."),
+    broker_addr: str | None = broker_addr_option("Broker address (host:port)."),
     cluster: str | None = typer.Option(None, "-c", "--clusterName", help="Every broker (masters and slaves) of this cluster."),
     namesrv: str | None = NamesrvOpt,
     as_json: bool = JsonOpt,
@@ -28,24 +37,24 @@ def broker_status(
 ) -> None:
     one_target(broker_addr, cluster)
     if broker_addr is not None:
-        addrs = [check_addr(broker_addr)]
-        results = run(AdminClient([], timeout=timeout).runtime_infos, addrs)  # no NameServer needed
+        results = run(AdminClient([], timeout=timeout).runtime_infos, [broker_addr])  # no NameServer needed
     else:
         client = client_for(namesrv, timeout)
         results = run(_cluster_runtime_infos, client, cluster)
     if as_json:
         print_json({"brokers": [{"addr": r.addr, "reachable": r.ok, "error": r.error,
                                  "table": dict(sorted(r.value.items())) if r.ok else None} for r in results]})
-    else:
+    else:  # Apache's lines, sorted by key (awk -F': ' reads them); with -c, each starts with its broker
         for r in results:
             if r.ok:
-                rows = [[k, v] for k, v in sorted(r.value.items())]
-                out.print(fit_table([Col("#Key"), Col("#Value", wrap=True)], rows, title=f"broker {r.addr}"))
-    failed = [r for r in results if not r.ok]
-    for r in failed:  # errors go where every other command's go: stderr, one line each
-        print(f"mqadmin: {error_line(r.addr, r.error or 'no answer')}", file=sys.stderr)
-    if failed:
-        raise typer.Exit(1)
+                for key, value in sorted(r.value.items()):
+                    out.print(f"{key:<32}: {value}" if broker_addr is not None else f"{r.addr:<24} {key:<32}: {value}")
+    if broker_addr is not None:
+        only(results)  # the one broker named: its failure is the command's error (stderr)
+    for r in results:
+        if not r.ok:
+            print_failure(r)  # one of a cluster's brokers: a result line like the others
+    exit_if_any_failed(results)
 
 
 async def _cluster_runtime_infos(client: AdminClient, cluster: str) -> list[PerServer]:
@@ -55,7 +64,7 @@ async def _cluster_runtime_infos(client: AdminClient, cluster: str) -> list[PerS
 
 
 def get_broker_config(
-    broker_addr: str | None = typer.Option(None, "-b", "--brokerAddr", help="This broker (host:port)."),
+    broker_addr: str | None = broker_addr_option("This broker (host:port)."),
     cluster: str | None = typer.Option(None, "-c", "--clusterName", help="Every broker of this cluster."),
     namesrv: str | None = NamesrvOpt,
     as_json: bool = JsonOpt,
@@ -63,8 +72,7 @@ def get_broker_config(
 ) -> None:
     one_target(broker_addr, cluster)
     if broker_addr is not None:
-        addr = addr_opt("-b", broker_addr)
-        targets = [(f"============{addr}============", addr, None)]
+        targets = [(f"============{broker_addr}============", broker_addr, None)]
         client = AdminClient([], timeout=timeout)
     else:
         client = client_for(namesrv, timeout)
@@ -89,26 +97,27 @@ def get_broker_config(
         return await ba.gather(targets, one)
 
     results = run(fetch)
+    if broker_addr is not None and not as_json:
+        only(results)
     if as_json:
         print_json({"brokers": [{"addr": t[1], "master": t[2], "config": r.value, "error": r.error}
                                 for t, r in zip(targets, results)]})
     else:
         for (title, _, _), r in zip(targets, results):
-            out.print(title)
             if not r.ok:
-                out.print(r.error, style="red")
+                print_failure(r)
                 continue
+            out.print(title)
             for key, value in r.value.items():
                 out.print(f"{key:<50}=  {value}")
             out.print("")
-    if not all(r.ok for r in results):
-        raise typer.Exit(1)
+    exit_if_any_failed(results)
 
 
 def update_broker_config(
     key: str = typer.Option(..., "-k", "--key", help="Config key."),
     value: str = typer.Option(..., "-v", "--value", help="New value."),
-    broker_addr: str | None = typer.Option(None, "-b", "--brokerAddr", help="This broker (host:port)."),
+    broker_addr: str | None = broker_addr_option("This broker (host:port)."),
     cluster: str | None = typer.Option(None, "-c", "--clusterName", help="Every master of this cluster."),
     all_brokers: str | None = typer.Option(None, "-a", "--updateAllBroker", metavar="true",
                                            help="With -c: slaves too (any value, as Java's option)."),
@@ -121,7 +130,7 @@ def update_broker_config(
     if not key:
         raise bad_option("-k", "the key is empty")
     if broker_addr is not None:
-        addrs = [addr_opt("-b", broker_addr)]
+        addrs = [broker_addr]
         client = AdminClient([], timeout=timeout)
     else:
         client = client_for(namesrv, timeout)
@@ -131,19 +140,17 @@ def update_broker_config(
         if not addrs:
             raise AdminError(f"cluster {cluster} has no broker to update")
     results = run(ba.update_broker_config, client, addrs, key, value)
-    if as_json:
-        print_json({"key": key, "value": value, "results": [r.to_json() for r in results]})
-    else:
-        print_results(results, "update broker config success, {addr}", "update broker config failed: {error}")
-    if not all(r.ok for r in results):
-        raise typer.Exit(1)
+    if broker_addr is not None and not as_json:
+        only(results)
+    per_server(results, "update broker config success, {addr}", as_json, extra={"key": key, "value": value})
 
 
 def broker_fault(
     broker: str = typer.Option(..., "-b", "--broker", help="Broker address (host:port) or broker name (via the NameServer)."),
     broker_id: int = typer.Option(0, "--id", min=0, help="With a broker name: which brokerId (0 = master)."),
     latency: int | None = typer.Option(None, "--latency", min=0, max=600_000, metavar="MS", help="Answer every send MS later."),
-    reject: int | None = typer.Option(None, "--reject", metavar="CODE", help="Answer every send with response CODE."),
+    reject: int | None = typer.Option(None, "--reject", metavar="CODE", min=REJECT_CODES[0], max=REJECT_CODES[1],
+                                      help="Answer every send with response CODE (16 bits, as on the wire)."),
     remark: str | None = typer.Option(None, "--remark", help="With --reject: the remark sent back."),
     hang: bool = typer.Option(False, "--hang", help="Answer nothing (connections stay open) until --resume."),
     resume: bool = typer.Option(False, "--resume", help="End --hang; waiting requests are answered."),
@@ -167,19 +174,20 @@ def broker_fault(
     if resume:
         chosen.append(("resume", {}))
     if partition is not None:
-        chosen.append(("partition", {"namesrv": check_addr(partition)}))
+        chosen.append(("partition", {"namesrv": addr_opt("--partition", partition)}))
     if heal is not None:
-        chosen.append(("heal", {} if heal.strip().lower() == "all" else {"namesrv": check_addr(heal)}))
+        chosen.append(("heal", {} if heal.strip().lower() == "all" else {"namesrv": addr_opt("--heal", heal)}))
     if clear:
         chosen.append(("clear", {}))
     if len(chosen) > 1:
         raise bad_option("brokerFault", "give at most one of --latency, --reject, --hang, --resume, --partition, --heal, --clear")
     action, params = chosen[0] if chosen else ("status", {})
-    by_addr = ":" in broker
+    by_addr = ":" in broker or _is_ip(broker)
+    fault_addr = addr_opt("-b", broker) if by_addr else None  # an address without its port is a usage error
 
     async def call() -> tuple[str, dict[str, Any]]:
         # A hung broker answers nothing but fault requests, so a fresh connection is used each time.
-        addr = check_addr(broker) if by_addr else await client_for(namesrv, timeout).broker_addr_of(broker, broker_id)
+        addr = fault_addr or await client_for(namesrv, timeout).broker_addr_of(broker, broker_id)
         return addr, await AdminClient([], timeout=timeout).broker_fault(addr, action, **params)
 
     addr, state = run(call)
@@ -194,6 +202,15 @@ def broker_fault(
     ]
     title = f"broker {addr}: " + ("fault state" if action == "status" else f"{action} applied")
     out.print(fit_table([Col("#Fault"), Col("#State", wrap=True)], rows, title=title))
+
+
+def _is_ip(text: str) -> bool:
+    """Whether ``-b`` is an IP address (an address missing its port), not a broker name."""
+    try:
+        ipaddress.ip_address(text.strip())
+    except ValueError:
+        return False
+    return True
 
 
 def register(app: typer.Typer) -> None:

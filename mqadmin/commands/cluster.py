@@ -7,8 +7,6 @@ table (plus a #Status column: Apache prints a stack trace for a broker that does
 from __future__ import annotations
 
 import datetime
-import json
-import sys
 import time
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -141,13 +139,12 @@ def cluster_rt(
     if not tlog and not as_json:
         out.print(f"{'#Cluster Name':<24}  {'#Broker Name':<24}  {'#RT':<8}  {'#successCount':<16}  {'#failCount':<16}")
     rounds = 0
-    try:
+    with interruptible():  # Ctrl-C ends it, as Java's never-ending loop is ended: exit 130
         while True:
             rows = run(_rt_round, client, cluster.strip() if cluster else None, amount, b"a" * size)
             for r in rows:
                 if as_json:  # one JSON object per line and round: the command may run for ever
-                    sys.stdout.write(json.dumps(r) + "\n")
-                    sys.stdout.flush()
+                    print_json(r, indent=None)
                 elif tlog:
                     when = datetime.datetime.now(datetime.timezone(datetime.timedelta(hours=8)))
                     rt = Decimal(str(r["rt"])).quantize(Decimal(1), ROUND_HALF_UP)
@@ -159,8 +156,6 @@ def cluster_rt(
             if count is not None and rounds >= count:
                 break
             time.sleep(interval)
-    except KeyboardInterrupt:
-        return
 
 
 async def _rt_round(client: AdminClient, only: str | None, amount: int, body: bytes) -> list[dict[str, Any]]:

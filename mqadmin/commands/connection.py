@@ -6,7 +6,7 @@ import typer
 
 from mqadmin.client import AdminClient, run
 from mqadmin.client import broker_admin as ba
-from mqadmin.commands.options import JsonOpt, NamesrvOpt, TimeoutOpt, addr_opt, client_for
+from mqadmin.commands.options import JsonOpt, NamesrvOpt, TimeoutOpt, broker_addr_option, client_for
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
 from remoting.codes import version_desc
@@ -14,14 +14,13 @@ from remoting.codes import version_desc
 
 def consumer_connection(
     group: str = typer.Option(..., "-g", "--consumerGroup", help="Consumer group."),
-    broker_addr: str | None = typer.Option(None, "-b", "--brokerAddr", help="Ask this broker (host:port)."),
+    broker_addr: str | None = broker_addr_option("Ask this broker (host:port)."),
     namesrv: str | None = NamesrvOpt,
     as_json: bool = JsonOpt,
     timeout: float = TimeoutOpt,
 ) -> None:
     if broker_addr is not None:
-        addr = addr_opt("-b", broker_addr)
-        cc = run(ba.examine_consumer_connection, AdminClient([], timeout=timeout), group.strip(), addr)
+        cc = run(ba.examine_consumer_connection, AdminClient([], timeout=timeout), group.strip(), broker_addr)
     else:
         cc = run(ba.examine_consumer_connection, client_for(namesrv, timeout), group.strip())
     subs = [(topic, str(sd.get("subString", ""))) for topic, sd in sorted(cc.subscriptions.items())]

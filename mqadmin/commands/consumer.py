@@ -18,12 +18,13 @@ from mqadmin.commands.options import (
     JsonOpt,
     NamesrvOpt,
     TimeoutOpt,
-    addr_opt,
     bad_option,
     bool_opt,
+    broker_addr_option,
     client_for,
     one_target,
 )
+from mqadmin.commands.results import exit_if_any_failed, only, print_failure, print_results
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
 from remoting.admin_bodies import subscription_group_config
@@ -72,10 +73,10 @@ def consumer_progress(
     for mq, w in sorted(stats.offset_table.items()):
         queues.append({"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id,
                        "brokerOffset": w.broker_offset, "consumerOffset": w.consumer_offset,
-                       "diff": w.broker_offset - w.consumer_offset, "inflight": w.pull_offset - w.consumer_offset,
+                       "diff": w.broker_offset - w.consumer_offset, "inflight": _inflight(w.pull_offset, w.consumer_offset),
                        "lastTimestamp": w.last_timestamp or None} | ({"clientIp": None} if ip else {}))
     diff_total = sum(q["diff"] for q in queues)
-    inflight_total = sum(q["inflight"] for q in queues)
+    inflight_total = sum(q["inflight"] or 0 for q in queues)
     if as_json:
         print_json({"group": group, "queues": queues, "consumeTps": stats.consume_tps, "diffTotal": diff_total,
                     "inflightTotal": inflight_total})
@@ -84,13 +85,21 @@ def consumer_progress(
             Col("#Consumer Offset", 0, "right")] + ([Col("#Client IP")] if ip else []) + [
             Col("#Diff", 0, "right"), Col("#Inflight", 0, "right"), Col("#LastTime", 1)]
     rows = [[q["topic"], q["brokerName"], str(q["queueId"]), str(q["brokerOffset"]), str(q["consumerOffset"])]
-            + ([NA] if ip else []) + [str(q["diff"]), str(q["inflight"]), _date(q["lastTimestamp"] or 0)]
+            + ([NA] if ip else []) + [str(q["diff"]), "-" if q["inflight"] is None else str(q["inflight"]),
+                                      _date(q["lastTimestamp"] or 0)]
             for q in queues]
     out.print(fit_table(cols, rows))
     out.print("")
     out.print(f"Consume TPS: {stats.consume_tps:.2f}")
     out.print(f"Consume Diff Total: {diff_total}")
     out.print(f"Consume Inflight Total: {inflight_total}")
+
+
+def _inflight(pull_offset: int, consumer_offset: int) -> int | None:
+    """Messages pulled and not yet committed, or None (``-``) when the broker does not say: a 4.9.x broker
+    sends no pullOffset (Java 4.9.7's tool has no Inflight column), and a pull offset behind the committed
+    one (not kept across a broker restart) would show a negative count."""
+    return pull_offset - consumer_offset if pull_offset >= consumer_offset else None
 
 
 async def _all_groups(client: AdminClient) -> list[dict[str, Any]]:
@@ -123,7 +132,7 @@ async def _all_groups(client: AdminClient) -> list[dict[str, Any]]:
 def _targets(client: AdminClient, broker_addr: str | None, cluster: str | None) -> list[str]:
     one_target(broker_addr, cluster)
     if broker_addr is not None:
-        return [addr_opt("-b", broker_addr)]
+        return [broker_addr]
     assert cluster is not None
     masters = list(run(client.masters_of_cluster, cluster.strip()).values())
     if not masters:
@@ -160,7 +169,7 @@ def subscription_group_text(cfg: dict[str, Any]) -> str:
 
 def update_sub_group(
     group: str = typer.Option(..., "-g", "--groupName", help="Consumer group name."),
-    broker_addr: str | None = typer.Option(None, "-b", "--brokerAddr", help="On this broker (host:port)."),
+    broker_addr: str | None = broker_addr_option("On this broker (host:port)."),
     cluster: str | None = typer.Option(None, "-c", "--clusterName", help="On every master of this cluster."),
     consume_enable: str | None = typer.Option(None, "-s", "--consumeEnable", metavar="true|false", help="Consume enable."),
     from_min: str | None = typer.Option(None, "-m", "--consumeFromMinEnable", metavar="true|false", help="From min offset."),
@@ -212,19 +221,16 @@ def update_sub_group(
     if as_json:
         print_json({"config": cfg, "brokers": [r.to_json() for r in results]})
     else:
-        for r in results:
-            if r.ok:
-                out.print(f"create subscription group to {r.addr} success.")
-            else:
-                out.print(f"create subscription group to {r.addr} failed: {r.error}", style="red")
+        if broker_addr is not None:
+            only(results)
+        print_results(results, "create subscription group to {addr} success.")
         out.print(subscription_group_text(cfg))
-    if not all(r.ok for r in results):
-        raise typer.Exit(1)
+    exit_if_any_failed(results)
 
 
 def delete_sub_group(
     group: str = typer.Option(..., "-g", "--groupName", help="Subscription group name."),
-    broker_addr: str | None = typer.Option(None, "-b", "--brokerAddr", help="From this broker (host:port)."),
+    broker_addr: str | None = broker_addr_option("From this broker (host:port)."),
     cluster: str | None = typer.Option(None, "-c", "--clusterName", help="From every master of this cluster, "
                                        "and its %RETRY% and %DLQ% topics from the cluster."),
     remove_offset: str | None = typer.Option(None, "-r", "--removeOffset", metavar="true|false",
@@ -253,18 +259,15 @@ def delete_sub_group(
                     "topics": [{"topic": t, "brokers": [r.to_json() for r in b], "namesrvs": [r.to_json() for r in n]}
                                for t, b, n in topics]})
     else:
+        if broker_addr is not None:
+            only(results)
         where = f" in cluster [{cluster}]" if cluster is not None else ""
-        for r in results:
-            if r.ok:
-                out.print(f"delete subscription group [{group}] from broker [{r.addr}]{where} success.")
-            else:
-                out.print(f"delete subscription group [{group}] from broker [{r.addr}] failed: {r.error}", style="red")
+        print_results(results, f"delete subscription group [{group}] from broker [{{addr}}]{where} success.")
         for topic, brokers, namesrvs in topics:
             for r in brokers + namesrvs:
                 if not r.ok:
-                    out.print(f"delete topic [{topic}] failed: {r.error}", style="red")
-    if not all(r.ok for r in results):
-        raise typer.Exit(1)
+                    print_failure(r, f"delete topic [{topic}]")
+    exit_if_any_failed(results + [r for _, brokers, namesrvs in topics for r in brokers + namesrvs])
 
 
 def register(app: typer.Typer) -> None:

@@ -24,7 +24,7 @@ import typer
 
 from mqadmin.client.security import current_security
 from mqadmin.commands.options import check_output, has_module, state_dir_option
-from mqadmin.output.console import make_console, out
+from mqadmin.output.console import make_console, out, print_json
 from mqadmin.output.plotmarks import PLOT_INSTALL, PLOT_SUFFIXES
 
 DirOpt = typer.Option(None, "--dir", help="State directory of the local cluster (default: a temporary one with --start).")
@@ -45,12 +45,12 @@ def failed_check(doc: dict[str, Any]) -> str | None:
     agreement = doc["agreement"]
     if not (agreement["agree"] or agreement["explained"]):
         return f"the brokers' counts disagree with the producers': {agreement['note']}"
-    failed = [v["expectation"] for v in doc["scenario_verdicts"] if v["passed"] is False]
+    failed = [v["expectation"] for v in doc["scenarioVerdicts"] if v["passed"] is False]
     if failed:
         return f"{len(failed)} scenario expectation(s) failed: {'; '.join(failed)}"
     consumers = doc.get("consumers")
     if consumers is not None and not consumers["reconciled"]:
-        unread = [r["group"] for r in consumers["by_group"] if not r["offsets_read"]]
+        unread = [r["group"] for r in consumers["byGroup"] if not r["offsetsRead"]]
         why = (f"{consumers['total']['unexplained']:,} acknowledged message(s) unexplained" if not unread
                else f"the committed offsets of {len(unread)} group(s) could not be read")
         return f"the consumer groups do not reconcile: {why}"
@@ -176,9 +176,12 @@ def register(app: typer.Typer) -> None:
                 result = runner.run(opts, status=status)
         except FanoutError as exc:
             raise _fail(str(exc)) from None
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (the runner raises it with the signal's name)
+            why = str(exc) or "interrupted"
+            raise _fail(f"{why}; every process the run started was stopped", 130) from None
         doc = reporting.to_json(result)
         if as_json:
-            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+            print_json(doc)
         else:
             out.print(reporting.render(doc))
         # Files last: the tables are on the screen whatever happens to them.

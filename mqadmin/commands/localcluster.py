@@ -11,12 +11,13 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
+from mqadmin.client import AdminClient, run
 from mqadmin.client.errors import AdminError
 from mqadmin.commands.options import JsonOpt, bad_option, state_dir_option
 from mqadmin.commands.results import self_command
 from mqadmin.localcluster import processes, prometheus_sd
 from mqadmin.localcluster.certs import cert_path
-from mqadmin.localcluster.state import ClusterError, ClusterState, Proc, default_dir, proc_state
+from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, default_dir, proc_state
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
 
@@ -102,9 +103,14 @@ def summary(state: ClusterState, directory: Path | None) -> Group:
     slaves = len(state.brokers) - masters
     topics = ", ".join(["TBW102", *state.topics]) if state.brokers else "none (no brokers)"
     dir_opt = "" if directory is None else f" --dir {state.dir}"
+    if state.brokers:
+        up = (f"cluster {state.cluster} is up: {len(state.namesrvs)} NameServer(s), {masters} master(s), "
+              f"{slaves} slave(s); topics: {topics}")
+    else:  # --brokers 0: NameServers alone route nothing; say what was started, not that a cluster "is up"
+        up = (f"started {len(state.namesrvs)} NameServer(s) and no broker (--brokers 0): nothing is routable "
+              "until brokers register with them")
     lines = [
-        Text(f"cluster {state.cluster} is up: {len(state.namesrvs)} NameServer(s), {masters} master(s), "
-             f"{slaves} slave(s); topics: {topics}", style="bold green"),
+        Text(up, style="bold green"),
         Text(f"export NAMESRV_ADDR='{state.namesrv_addr}'"),
     ]
     if state.auth:
@@ -117,7 +123,13 @@ def summary(state: ClusterState, directory: Path | None) -> Group:
         lines.append(Text(f"TLS only (enforcing); certificate: {cert} (other clients: --tls-trust-cert {cert})"))
     hint = "" if directory is None else "  (with NAMESRV_ADDR set)"
     me = self_command()
-    lines.append(Text(f"try:  {me} clusterList | {me} topicRoute -t TBW102 | {me} killBroker -b broker-a{dir_opt}{hint}"))
+    # Commands apart, never joined by | or ; -- a pasted line must not run killBroker along with the rest.
+    if state.brokers:
+        first = state.brokers[0].broker_name or "broker-a"
+        lines.append(Text(f"try:  {me} clusterList,  {me} topicRoute -t TBW102,  {me} killBroker -b {first}{dir_opt}"
+                          f"{hint}"))
+    else:  # no broker to route or kill
+        lines.append(Text(f"try:  {me} clusterList,  {me} getNamesrvConfig{hint}"))
     lines.append(Text(f"stop: {me} stop{dir_opt}"))
     if state.metrics:
         lines.append(Text("metrics: " + "  ".join(f"{p.name} {_metrics_url(p)}" for p in state.procs if p.metrics_port)))
@@ -135,8 +147,18 @@ def status_cmd(directory: Path | None = DirOpt, as_json: bool = JsonOpt) -> None
 
 
 def stop_cmd(directory: Path | None = DirOpt) -> None:
-    state = ClusterState.load(_dir(directory))
+    """Idempotent: with nothing running (never started, or stopped already) it says so and exits 0,
+    so that ``make stop`` twice is not an error."""
+    where = _dir(directory)
+    if not (where / STATE_FILE).exists():
+        out.print(f"nothing is running: no local cluster in {where}")
+        return
+    state = ClusterState.load(where)
     running = [p for p in state.procs if p.alive()]
+    if not running:
+        processes.stop_cluster(state)  # forgets the cluster
+        out.print(f"nothing is running: every process of the cluster in {where} had stopped already")
+        return
     forced, left = processes.stop_cluster(state)
     if left:
         raise ClusterError(f"could not stop {', '.join(left)} (state kept in {state.dir})")
@@ -205,7 +227,19 @@ def restart_namesrv(
     p = _namesrv(state, index)
     processes.restart(p)
     state.save()
-    out.print(f"restarted {p.name} (pid {p.pid}, {p.addr})")
+    out.print(f"restarted {p.name} (pid {p.pid}, {p.addr}): {_restored_note(p.addr)}")
+
+
+def _restored_note(addr: str) -> str:
+    """What the restarted NameServer routes at once: its warm restart's brokers (code 9002), or none."""
+    (answer,) = run(AdminClient([addr]).warm_restarts)
+    if not answer.ok:
+        return f"cannot tell which routes it restored ({answer.error})"
+    restore = answer.value["restore"]
+    if restore is None:
+        return "no routes restored (no recent route snapshot): each broker is routed again when it next registers"
+    return (f"{restore['brokers']} broker(s) and {restore['topics']} topic(s) restored from its route snapshot, "
+            "routed at once (provisional until each broker registers again)")
 
 
 def logs_cmd(
@@ -236,5 +270,5 @@ def register(app: typer.Typer) -> None:
     app.command("killBroker", help="Send a signal to a broker's processes (default KILL: a crash).")(kill_broker)
     app.command("restartBroker", help="Restart a broker's processes on their previous ports.")(restart_broker)
     app.command("killNamesrv", help="Send a signal to one NameServer (default KILL).")(kill_namesrv)
-    app.command("restartNamesrv", help="Restart one NameServer on its previous port (its routes start empty).")(restart_namesrv)
+    app.command("restartNamesrv", help="Restart one NameServer on its previous port; it answers routes at once from its route snapshot (warm restart).")(restart_namesrv)
     app.command("logs", help="Print the last lines of a process's log.")(logs_cmd)

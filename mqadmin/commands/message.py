@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
 from typing import Any
 
@@ -10,12 +9,11 @@ import typer
 from rich.text import Text
 
 from mqadmin.client import run
-from mqadmin.client.messaging import TOOLS_CONSUMER_GROUP
+from mqadmin.client.messages import message_ext_text, message_queue_text
+from mqadmin.client.messaging import TOOLS_CONSUMER_GROUP, QueueRead
 from mqadmin.commands.options import JsonOpt, NamesrvOpt, TimeoutOpt, bad_option, client_for, topic_opt
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
-
-BODY_PREVIEW = 120  # characters of a body shown in the table (--json has all)
 
 
 def send_message(
@@ -31,6 +29,8 @@ def send_message(
 ) -> None:
     if queue_id is not None and broker is None:
         raise bad_option("-i", "Broker name must be set if the queue is chosen (-b)")
+    if not body:  # Apache's client refuses it too (Validators.checkMessage: MESSAGE_ILLEGAL)
+        raise bad_option("-p", "the message body length is zero")
     client = client_for(namesrv, timeout)
 
     async def send() -> Any:
@@ -80,18 +80,31 @@ def consume_message(
     if as_json:
         print_json({"topic": topic, "messages": [m.to_json() for m in msgs], "queues": [r.to_json() for r in reads]})
     else:
-        rows = [[m.broker_name, str(m.queue_id), str(m.queue_offset), m.msg_id, m.tags or "", m.keys or "",
-                 time.strftime("%H:%M:%S", time.localtime(m.store_timestamp / 1000)), _preview(m.body)] for m in msgs]
-        cols = [Col("#Broker Name"), Col("#QID"), Col("#Offset"), Col("#MsgId", 2), Col("#Tags", 3), Col("#Keys", 3),
-                Col("#StoreTime", 4), Col("#Body", wrap=True)]
-        if rows:
-            out.print(fit_table(cols, rows))
-        out.print(f"{len(msgs)} message(s) from {sum(1 for r in reads if r.messages)} of {len(reads)} queue(s) of {topic}")
-        for r in reads:
-            if r.error:
-                out.print(f"{r.broker_name} queue {r.queue_id}: {r.error}", style="red")
+        _print_as_apache(topic, reads, count, by_queue=queue_id is not None)
     if any(r.error for r in reads):
         raise typer.Exit(1)
+
+
+def _print_as_apache(topic: str, reads: list[QueueRead], count: int, by_queue: bool) -> None:
+    """Apache's consumeMessage text, queue after queue: ``Consume ok``, one ``MSGID: ... BODY: ...`` line per
+    message (MessageExt.toString() in the middle), then ``... print msg finished`` once the queue is read to
+    its end; a queue cut short by -c is announced first, as Java does."""
+    total = sum(len(r.messages) for r in reads)
+    for i, r in enumerate(reads):
+        mq = message_queue_text(topic, r.broker_name, r.queue_id)
+        if r.error:
+            out.print(f"{mq}: {r.error}", style="red")
+            continue
+        cut = i == len(reads) - 1 and total >= count and r.next_offset < r.max_offset
+        if cut:  # Java's two wordings (sic), for one queue (-i) and for a topic's queues
+            out.print(f"The oldler {count} message will be provided" if by_queue
+                      else f"The older {len(r.messages)} message of the {r.queue_id} queue will be provided")
+        if r.messages:
+            out.print("Consume ok")
+        for m in r.messages:
+            out.print(f"MSGID: {m.msg_id} {message_ext_text(m)} BODY: {m.body.decode('utf-8', 'replace')}")
+        if not cut:
+            out.print(f"{mq} print msg finished. status=NO_NEW_MSG, offset={r.next_offset}")
 
 
 def _timestamp(option: str, text: str) -> int:
@@ -104,11 +117,6 @@ def _timestamp(option: str, text: str) -> int:
     except ValueError:
         raise bad_option(option, f"{text!r} is neither milliseconds since the epoch nor yyyy-MM-dd#HH:mm:ss:SSS") from None
     return int(moment.timestamp() * 1000)
-
-
-def _preview(body: bytes) -> str:
-    text = body.decode("utf-8", "replace")
-    return text if len(text) <= BODY_PREVIEW else text[:BODY_PREVIEW] + f"... ({len(body)} bytes)"
 
 
 def register(app: typer.Typer) -> None:

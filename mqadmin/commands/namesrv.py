@@ -9,11 +9,19 @@ from __future__ import annotations
 import typer
 
 from mqadmin.client import run
-from mqadmin.commands.options import JsonOpt, NamesrvOpt, TimeoutOpt, client_for
-from mqadmin.commands.results import per_server
+from mqadmin.client.errors import PerServer
+from mqadmin.commands.options import JsonOpt, NamesrvOpt, TimeoutOpt, bad_option, client_for
+from mqadmin.commands.results import exit_if_any_failed, fail, per_server, print_failure, print_results
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
 from namesrv.config_policy import config_view, key_class
+
+
+def not_empty(option: str, value: str) -> str:
+    """A namespace, key or broker name: never empty (Apache's NameServer would store an empty key)."""
+    if not value.strip():
+        raise bad_option(option, "must not be empty")
+    return value.strip()
 
 
 def update_kv(
@@ -24,8 +32,11 @@ def update_kv(
     as_json: bool = JsonOpt,
     timeout: float = TimeoutOpt,
 ) -> None:
+    namespace, key = not_empty("-s", namespace), not_empty("-k", key)
+    if not value.strip():
+        raise bad_option("-v", "the value is empty (to remove the key, use deleteKvConfig)")
     results = run(client_for(namesrv, timeout).put_kv, namespace, key, value)
-    per_server(results, "create or update kv config to namespace success. [{addr}]", "{error}", as_json)
+    per_server(results, "create or update kv config to namespace success. [{addr}]", as_json)
 
 
 def delete_kv(
@@ -35,8 +46,9 @@ def delete_kv(
     as_json: bool = JsonOpt,
     timeout: float = TimeoutOpt,
 ) -> None:
+    namespace, key = not_empty("-s", namespace), not_empty("-k", key)
     results = run(client_for(namesrv, timeout).delete_kv, namespace, key)
-    per_server(results, "delete kv config from namespace success. [{addr}]", "{error}", as_json)
+    per_server(results, "delete kv config from namespace success. [{addr}]", as_json)
 
 
 def get_kv(
@@ -46,6 +58,8 @@ def get_kv(
     as_json: bool = JsonOpt,
     timeout: float = TimeoutOpt,
 ) -> None:
+    namespace = not_empty("-s", namespace)
+    key = not_empty("-k", key) if key is not None else None
     client = client_for(namesrv, timeout)
     table = {key: run(client.get_kv, namespace, key)} if key is not None else run(client.kv_list, namespace)
     if as_json:
@@ -61,13 +75,9 @@ def wipe_write_perm(
     as_json: bool = JsonOpt,
     timeout: float = TimeoutOpt,
 ) -> None:
+    broker = not_empty("-b", broker)
     results = run(client_for(namesrv, timeout).wipe_write_perm, broker)
-    per_server(
-        results,
-        f"wipe write perm of broker[{broker}] in name server[{{addr}}] OK, {{value}}",
-        f"wipe write perm of broker[{broker}] in name server[{{addr}}] Failed: {{error}}",
-        as_json,
-    )
+    _write_perm_results(results, broker, "wipe", as_json)
 
 
 def add_write_perm(
@@ -76,13 +86,26 @@ def add_write_perm(
     as_json: bool = JsonOpt,
     timeout: float = TimeoutOpt,
 ) -> None:
+    broker = not_empty("-b", broker)
     results = run(client_for(namesrv, timeout).add_write_perm, broker)
-    per_server(
-        results,
-        f"add write perm of broker[{broker}] in name server[{{addr}}] OK, {{value}}",
-        f"add write perm of broker[{broker}] in name server[{{addr}}] Failed: {{error}}",
-        as_json,
-    )
+    _write_perm_results(results, broker, "add", as_json)
+
+
+def _write_perm_results(results: list[PerServer], broker: str, verb: str, as_json: bool) -> None:
+    """Apache's line per NameServer (``OK, N``: N topics changed), and ours after them: a NameServer that
+    changed no topic does not know the broker (a typo, or a NameServer that missed it), which Apache's
+    tool leaves the operator to notice from the 0. It is a warning on stderr and exit status 1."""
+    if as_json:
+        print_json({"results": [r.to_json() for r in results]})
+    else:
+        print_results(results, f"{verb} write perm of broker[{broker}] in name server[{{addr}}] OK, {{value}}")
+    unknown = [r.addr for r in results if r.ok and r.value == 0]
+    if unknown:
+        everywhere = len(unknown) == len(results)
+        fail(f"no NameServer knows broker {broker}: no topic changed (clusterList shows the broker names)"
+             if everywhere else f"{len(unknown)} of {len(results)} NameServers ({', '.join(unknown)}) do not know "
+                                f"broker {broker}: no topic changed there")
+    exit_if_any_failed(results)
 
 
 def get_namesrv_config(
@@ -98,16 +121,15 @@ def get_namesrv_config(
         print_json({r.addr: (config_view(r.value, classes) if r.ok else {"error": r.error}) for r in results})
     else:
         for r in results:
-            out.print(f"============{r.addr}============")
             if not r.ok:
-                out.print(r.error, style="red")
+                print_failure(r)
                 continue
+            out.print(f"============{r.addr}============")
             black_list = r.value.get("configBlackList", "")
             for k, v in r.value.items():
                 suffix = f"  [{key_class(k, black_list)}]" if classes else ""
                 out.print(f"{k:<50}=  {v}{suffix}")
-    if not all(r.ok for r in results):
-        raise typer.Exit(1)
+    exit_if_any_failed(results)
 
 
 def update_namesrv_config(
@@ -117,8 +139,8 @@ def update_namesrv_config(
     as_json: bool = JsonOpt,
     timeout: float = TimeoutOpt,
 ) -> None:
-    results = run(client_for(namesrv, timeout).update_namesrv_config, key, value)
-    per_server(results, f"update name server config success! [{{addr}}] {key} : {value}", "{error}", as_json)
+    results = run(client_for(namesrv, timeout).update_namesrv_config, not_empty("-k", key), value)
+    per_server(results, f"update name server config success! [{{addr}}] {key} : {value}", as_json)
 
 
 def register(app: typer.Typer) -> None:

@@ -12,9 +12,9 @@ from mqadmin.commands.options import (
     JsonOpt,
     NamesrvOpt,
     TimeoutOpt,
-    addr_opt,
     bad_option,
     bool_opt,
+    broker_addr_option,
     client_for,
     time_opt,
 )
@@ -31,7 +31,7 @@ def reset_offset_by_time(
                                   help="now, milliseconds since the epoch, or yyyy-MM-dd#HH:mm:ss:SSS."),
     force: str | None = typer.Option(None, "-f", "--force", metavar="true|false",
                                      help="Also move offsets forward (default true)."),
-    broker_addr: str | None = typer.Option(None, "-b", "--broker", help="With -q: this broker (host:port)."),
+    broker_addr: str | None = broker_addr_option("With -q: this broker (host:port).", "-b", "--broker"),
     queue_id: int | None = typer.Option(None, "-q", "--queue", min=0, help="With -b: only this queue."),
     offset: int | None = typer.Option(None, "-o", "--offset", min=0, help="With -b -q: to this offset."),
     cluster: str | None = typer.Option(None, "-c", "--cluster", help="Cluster (routes LMQ and timer topics)."),
@@ -48,8 +48,7 @@ def reset_offset_by_time(
     if offset is not None and queue_id is None:
         raise bad_option("-o", "needs -b and -q")
     if broker_addr is not None and queue_id is not None:
-        addr = addr_opt("-b", broker_addr)
-        _reset_one_queue(addr, group, topic, queue_id, offset, when, timestamp, as_json, timeout)
+        _reset_one_queue(broker_addr, group, topic, queue_id, offset, when, timestamp, as_json, timeout)
         return
     client = client_for(namesrv, timeout)
 

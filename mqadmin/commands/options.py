@@ -23,13 +23,13 @@ from typing import Any
 import typer
 
 from mqadmin.client import AdminClient
+from mqadmin.client.addresses import check_addr
 from mqadmin.client.errors import AdminError
 from mqadmin.client.security import TlsOptions, credentials_from, using_security
 from mqadmin.localcluster.accounts import security_for
 from mqadmin.localcluster.namesrvs import namesrv_addrs
 from mqadmin.localcluster.processes import make_state_dir
 from mqadmin.localcluster.state import ClusterError, default_dir
-from remoting.transport import parse_addr
 
 NamesrvOpt = typer.Option(None, "-n", "--namesrvAddr", metavar="ADDR",
                           help="NameServer(s), 'host:port;host:port' (default: $NAMESRV_ADDR, else the local cluster).")
@@ -59,12 +59,25 @@ def client_for(namesrv: str | None, timeout: float) -> AdminClient:
 
 
 def addr_opt(option: str, value: str) -> str:
-    """A ``host:port`` option value."""
+    """A ``host:port`` option value (a missing port or a port out of range is a usage error)."""
     try:
-        parse_addr(value)
-    except ValueError as exc:
+        return check_addr(value)
+    except AdminError as exc:
         raise bad_option(option, str(exc)) from None
-    return value.strip()
+
+
+def _host_port(ctx: typer.Context, param: Any, value: str | None) -> str | None:
+    """Typer callback of every ``host:port`` option: checked while the command line is parsed."""
+    if value is None:
+        return None
+    return addr_opt(param.opts[0], value)
+
+
+def broker_addr_option(help_text: str, *names: str) -> Any:
+    """The ``-b brokerAddr`` option (``host:port``) of every command that takes one: one parser, so
+    ``-b 127.0.0.1`` (no port) is the same usage error (exit 2) everywhere."""
+    return typer.Option(None, *(names or ("-b", "--brokerAddr")), metavar="HOST:PORT", help=help_text,
+                        callback=_host_port)
 
 
 def one_target(broker_addr: str | None, cluster: str | None) -> None:

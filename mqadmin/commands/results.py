@@ -6,9 +6,18 @@ The exit statuses every command follows (README, "Exit status and errors"):
 * 1 a runtime failure: a request failed, a server did not answer, an expectation did not hold;
 * 2 bad usage: an unknown option, a missing or bad option value (raised as click usage errors, or
   :func:`mqadmin.commands.options.bad_option`), an output file that cannot be written;
-* 130 interrupted (Ctrl-C, SIGTERM where a command handles it).
+* 130 interrupted (Ctrl-C, SIGTERM where a command handles it);
+* 0 as well when stdout's reader goes away (``mqadmin topicList | head -1``): see :func:`reader_gone`.
 
-Errors are one line on stderr starting ``mqadmin:``; ``--debug`` shows the traceback instead.
+Two kinds of failure, two places:
+
+* a command that sends one request to several servers (every NameServer, every master of a cluster)
+  prints one result line per server on stdout, Apache's words for a server that answered and
+  ``ADDR: what went wrong`` for one that did not (:func:`print_results`); the exit status is 1 if any
+  server failed;
+* a command-level error (bad input the servers refused, the one server named by ``-b`` or every
+  NameServer not answering, a run that failed) is one line on stderr starting ``mqadmin:``;
+  ``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -24,31 +33,77 @@ from typing import Any, NoReturn
 import typer
 
 from mqadmin.client.errors import AdminError, PerServer
-from mqadmin.output.console import out, print_json
+from mqadmin.output.console import ReaderGone, out, print_json
 from remoting.climain import first_of
 
 #: Exit statuses (documented once, in the README).
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-def per_server(results: list[PerServer], ok_line: str, fail_line: str, as_json: bool = False,
+def per_server(results: list[PerServer], ok_line: str, as_json: bool = False,
                extra: dict[str, Any] | None = None) -> None:
     """One line per server (or JSON ``{"results": [...]}``); exit 1 if any failed."""
     if as_json:
         print_json({**(extra or {}), "results": [r.to_json() for r in results]})
     else:
-        print_results(results, ok_line, fail_line)
-    if not all(r.ok for r in results):
-        raise typer.Exit(1)
+        print_results(results, ok_line)
+    exit_if_any_failed(results)
 
 
-def print_results(results: list[PerServer], ok_line: str, fail_line: str) -> None:
-    """``ok_line`` or ``fail_line`` (in red) per server, formatted with its ``addr``, ``value`` and ``error``."""
+def print_results(results: list[PerServer], ok_line: str) -> None:
+    """The per-server result lines, on stdout: ``ok_line`` (Apache's words, formatted with the server's
+    ``addr`` and the answer's ``value``) for a server that answered, ``ADDR: what went wrong`` (in red)
+    for one that did not."""
     for r in results:
         if r.ok:
             out.print(ok_line.format(addr=r.addr, value=r.value))
         else:
-            out.print(fail_line.format(addr=r.addr, error=r.error), style="red")
+            print_failure(r)
+
+
+def print_failure(r: PerServer, doing: str = "") -> None:
+    """A per-server failure line, ``ADDR: what went wrong`` (``ADDR: doing: what went wrong`` when the
+    command does several things on each server), on stdout with the other result lines."""
+    line = error_line(r.addr, r.error or "no answer")
+    if doing:
+        line = f"{r.addr}: {doing}: {line.removeprefix(f'{r.addr}: ')}"
+    out.print(line, style="red")
+
+
+def exit_if_any_failed(results: list[PerServer]) -> None:
+    """Exit status 1 when any server failed (its line is printed already)."""
+    if not all(r.ok for r in results):
+        raise typer.Exit(EXIT_FAILED)
+
+
+def only(results: list[PerServer]) -> PerServer:
+    """The result of a request to the one server the user named (``-b``): its failure is the command's
+    error, one ``mqadmin:`` line on stderr (exit 1), as for any command that asks one server."""
+    (result,) = results
+    if not result.ok:
+        raise AdminError(result.error or f"{result.addr}: no answer")
+    return result
+
+
+def is_reader_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` (or one inside an exception group) says stdout's reader went away."""
+    return first_of(exc, ReaderGone) is not None or first_of(exc, BrokenPipeError) is not None
+
+
+def reader_gone() -> int:
+    """stdout's reader closed the pipe: stop writing, say nothing, exit 0.
+
+    A reader that stops reading (``head -1``) got what it wanted; a script under ``set -o pipefail``
+    must not fail because of it. stdout is pointed at /dev/null so that the interpreter's last flush
+    cannot fail again.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (tests): nothing to protect
+        pass
+    return 0
 
 
 def fail(message: str, code: int = EXIT_FAILED, prog: str = "mqadmin") -> NoReturn:
@@ -69,8 +124,14 @@ def interruptible() -> Iterator[None]:
 
 
 def error_line(addr: str, error: str) -> str:
-    """``addr: error`` with the address once: client errors usually name it already."""
-    return error if addr in error else f"{addr}: {error}"
+    """``ADDR: what went wrong``, the address once and first: client errors usually begin with it
+    already (``ADDR: no response ...``); a refused connection names it inside instead."""
+    if error.startswith(f"{addr}: "):
+        return error
+    connect = f"cannot connect to {addr}: "
+    if error.startswith(connect):
+        return f"{addr}: cannot connect: {error.removeprefix(connect)}"
+    return f"{addr}: {error}"
 
 
 def write_output(path: Path, text: str) -> None:

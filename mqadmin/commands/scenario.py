@@ -18,7 +18,7 @@ import typer
 
 from mqadmin.commands.options import CONTEXT_SETTINGS, check_output
 from mqadmin.commands.results import write_output
-from mqadmin.output.console import make_console, out
+from mqadmin.output.console import make_console, out, print_json
 from mqadmin.output.plotmarks import PLOT_INSTALL, PLOT_SUFFIXES
 from mqadmin.scenario import schema
 from mqadmin.scenario.shipped import resolve, shipped_dir
@@ -85,12 +85,13 @@ def run_cmd(
         if interrupt is None:
             raise
         why = str(interrupt) or "interrupted"
-        raise _fail(130, f"{why}; every process the run started was stopped") from None
+        partial = getattr(interrupt, "result", None)
+        raise _fail(130, f"{why}; every process the run started was stopped{_partial_report(partial, report)}") from None
     from mqadmin.scenario import report as reporting
 
     doc = reporting.to_json(result)
     if as_json:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        print_json(doc)
     elif quiet:
         for v in result.verdicts:
             if not v.passed:
@@ -115,6 +116,21 @@ def run_cmd(
         raise typer.Exit(1)
 
 
+def _partial_report(result: object, path: Path | None) -> str:
+    """Write what an interrupted run gathered to ``--report`` (marked ``"interrupted"``, nothing judged);
+    the words the interruption line adds about it."""
+    if path is None or result is None:
+        return ""
+    from mqadmin.scenario import report as reporting
+
+    doc = reporting.to_json(result)  # type: ignore[arg-type]
+    try:
+        path.write_text(json.dumps(doc, indent=2) + "\n")
+    except OSError as exc:
+        return f"; cannot write the partial report {path}: {exc.strerror or exc}"
+    return f"; the run so far (t={doc['end']:.1f} s, {doc['sends']['total']} sends, marked interrupted) is in {path}"
+
+
 @app.command("list", help="The shipped scenarios, one line each (or those in --dir).")
 def list_cmd(
     directory: Path | None = ListDirOpt,
@@ -133,7 +149,7 @@ def list_cmd(
         except schema.ScenarioError as exc:
             rows.append({"name": f.stem, "file": str(f), "duration": None, "description": str(exc), "valid": False})
     if as_json:
-        sys.stdout.write(json.dumps({"scenarios": rows}, indent=2) + "\n")
+        print_json({"scenarios": rows})
         return
     width = max(len(r["name"]) for r in rows)
     for r in rows:

@@ -15,20 +15,20 @@ import typer
 
 from mqadmin.client import AdminClient, run
 from mqadmin.client import broker_admin as ba
-from mqadmin.client.addresses import check_addr
 from mqadmin.client.errors import AdminError, PerServer
 from mqadmin.client.topic_text import parse_attributes, topic_config_text
 from mqadmin.commands.options import (
     JsonOpt,
     NamesrvOpt,
     TimeoutOpt,
-    addr_opt,
     bad_option,
     bool_opt,
+    broker_addr_option,
     client_for,
     one_target,
     topic_opt,
 )
+from mqadmin.commands.results import exit_if_any_failed, only, print_failure, print_results
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
 from remoting.bodies import ClusterInfo, TopicConfig, TopicRouteData
@@ -129,7 +129,7 @@ def _cluster_of(info: ClusterInfo, broker_name: str) -> str | None:
 
 def update_topic(
     topic: str = typer.Option(..., "-t", "--topic", help="Topic name."),
-    broker_addr: str | None = typer.Option(None, "-b", "--brokerAddr", help="Create on this broker (host:port)."),
+    broker_addr: str | None = broker_addr_option("Create on this broker (host:port)."),
     cluster: str | None = typer.Option(None, "-c", "--clusterName", help="Create on every master of this cluster."),
     read_queues: int = typer.Option(8, "-r", "--readQueueNums", min=1, max=1024, help="Read queues."),
     write_queues: int = typer.Option(8, "-w", "--writeQueueNums", min=1, max=1024, help="Write queues."),
@@ -148,32 +148,25 @@ def update_topic(
                      order=bool(bool_opt("-o", order)), attributes=parse_attributes(attributes))
     client = client_for(namesrv, timeout)
     brokers, order_conf, order_results = run(_update_topic, client, tc, broker_addr, cluster)
+    if broker_addr is not None and not as_json:
+        only(brokers)
     if as_json:
         print_json({"topicConfig": tc.to_obj(), "brokers": [r.to_json() for r in brokers],
                     "orderConf": None if order_conf is None else {"value": order_conf, "namesrvs": [r.to_json() for r in order_results]}})
     else:
-        for r in brokers:
-            if r.ok:
-                out.print(f"create topic to {r.addr} success.")
-            else:
-                out.print(f"create topic to {r.addr} failed: {r.error}", style="red")
+        print_results(brokers, "create topic to {addr} success.")
         if order_conf is not None:
             scope = "cluster" if cluster else "broker"
-            for r in order_results:
-                if r.ok:
-                    out.print(f"set {scope} orderConf. isOrder=true, orderConf=[{order_conf}] [{r.addr}]")
-                else:
-                    out.print(f"set {scope} orderConf failed: {r.error}", style="red")
+            print_results(order_results, f"set {scope} orderConf. isOrder=true, orderConf=[{order_conf}] [{{addr}}]")
         out.print(topic_config_text(tc))
-    if not all(r.ok for r in brokers + order_results):
-        raise typer.Exit(1)
+    exit_if_any_failed(brokers + order_results)
 
 
 async def _update_topic(
     client: AdminClient, tc: TopicConfig, broker_addr: str | None, cluster: str | None
 ) -> tuple[list[PerServer], str | None, list[PerServer]]:
     if broker_addr is not None:
-        addr = check_addr(broker_addr)
+        addr = broker_addr
         brokers = await client.create_topic_on([addr], tc)
         if not tc.order or not brokers[0].ok:
             return brokers, None, []
@@ -211,16 +204,11 @@ def delete_topic(
     else:
         for r in brokers:
             if not r.ok:
-                out.print(f"delete topic [{topic}] from broker {r.addr} failed: {r.error}", style="red")
+                print_failure(r)
         if all(r.ok for r in brokers):
             out.print(f"delete topic [{topic}] from cluster [{cluster}] success.")
-        for r in namesrvs:
-            if r.ok:
-                out.print(f"delete topic [{topic}] from NameServer success. [{r.addr}]")
-            else:
-                out.print(f"delete topic [{topic}] from NameServer failed: {r.error}", style="red")
-    if not all(r.ok for r in brokers + namesrvs):
-        raise typer.Exit(1)
+        print_results(namesrvs, f"delete topic [{topic}] from NameServer success. [{{addr}}]")
+    exit_if_any_failed(brokers + namesrvs)
 
 
 async def _delete_topic(client: AdminClient, topic: str, cluster: str) -> tuple[list[PerServer], list[PerServer]]:
@@ -276,7 +264,7 @@ def topic_cluster_list(
 def update_topic_perm(
     topic: str = typer.Option(..., "-t", "--topic", help="Topic name."),
     perm: int = typer.Option(..., "-p", "--perm", help="New permission: 2 W, 4 R, 6 RW."),
-    broker_addr: str | None = typer.Option(None, "-b", "--brokerAddr", help="Only this master (host:port)."),
+    broker_addr: str | None = broker_addr_option("Only this master (host:port)."),
     cluster: str | None = typer.Option(None, "-c", "--clusterName", help="Every master of this cluster."),
     namesrv: str | None = NamesrvOpt,
     as_json: bool = JsonOpt,
@@ -287,23 +275,21 @@ def update_topic_perm(
     one_target(broker_addr, cluster)
     if perm not in TOPIC_PERMS:
         raise bad_option("-p", f"perm {perm} is not one of 2 (W), 4 (R), 6 (RW)")
-    addr = addr_opt("-b", broker_addr) if broker_addr is not None else None
+    addr = broker_addr
     client = client_for(namesrv, timeout)
     result = run(_update_topic_perm, client, topic.strip(), perm, addr, cluster)
+    results: list[PerServer] = result.pop("results")
     if as_json:
-        print_json(result)
+        print_json(result | {"brokers": [r.to_json() for r in results]})
     elif result["unchanged"]:
         out.print("new perm equals to the old one!")
     else:
-        for r in result["brokers"]:
-            if r["ok"]:
-                out.print(f"update topic perm from {result['oldPerm']} to {perm} in {r['addr']} success.")
-            else:
-                out.print(f"update topic perm in {r['addr']} failed: {r['error']}", style="red")
-        if addr is not None and result["brokers"][0]["ok"]:
+        if addr is not None:
+            only(results)
+        print_results(results, f"update topic perm from {result['oldPerm']} to {perm} in {{addr}} success.")
+        if addr is not None:
             out.print(f"{result['text']}.")
-    if not all(r["ok"] for r in result["brokers"]):
-        raise typer.Exit(1)
+    exit_if_any_failed(results)
 
 
 async def _update_topic_perm(client: AdminClient, topic: str, perm: int, addr: str | None,
@@ -329,13 +315,13 @@ async def _update_topic_perm(client: AdminClient, topic: str, perm: int, addr: s
     known = await ba.topic_config_of(client, targets[0], topic)
     if known is not None:
         tc.order, tc.attributes = known.order, {f"+{k}": v for k, v in known.attributes.items()}
-    base: dict[str, Any] = {"topic": topic, "perm": perm, "oldPerm": old, "unchanged": False, "brokers": []}
+    base: dict[str, Any] = {"topic": topic, "perm": perm, "oldPerm": old, "unchanged": False, "results": []}
     if addr is not None and perm == old:
         return base | {"unchanged": True}
     results = await client.create_topic_on(targets, tc)
     shown = TopicConfig(topic, tc.read_queue_nums, tc.write_queue_nums, perm, topic_sys_flag=tc.topic_sys_flag,
                         order=tc.order, attributes=known.attributes if known else {})
-    return base | {"brokers": [r.to_json() for r in results], "text": topic_config_text(shown)}
+    return base | {"results": results, "text": topic_config_text(shown)}
 
 
 def register(app: typer.Typer) -> None:

@@ -184,15 +184,15 @@ def consumers_doc(metrics: ConsumeMetrics, rows: list[dict[str, object]], window
         "consumers": st.consumers,
         "groups": len(metrics.members),
         "consumptions": st.consumed,
-        "per_second": round(st.consumed / window, 1) if window > 0 else None,
-        "latency_ms": {"count": lat.count, "p50": round(lat.percentile(50), 3), "p99": round(lat.percentile(99), 3),
+        "perSecond": round(st.consumed / window, 1) if window > 0 else None,
+        "latencyMs": {"count": lat.count, "p50": round(lat.percentile(50), 3), "p99": round(lat.percentile(99), 3),
                        "max": round(lat.max_ms, 3)},
-        "pulls": st.pulls, "pulls_found": st.pulls_found, "pull_errors": st.pull_errors, "rebalances": st.rebalances,
+        "pulls": st.pulls, "pullsFound": st.pulls_found, "pullErrors": st.pull_errors, "rebalances": st.rebalances,
         "heartbeats": st.heartbeats,
         "total": total,
-        "reconciled": total["unexplained"] == 0 and all(r["offsets_read"] for r in rows),
-        "by_group": rows,
-        "per_second_series": [metrics.per_second.get(s, 0) for s in range(max(metrics.per_second, default=-1) + 1)],
+        "reconciled": total["unexplained"] == 0 and all(r["offsetsRead"] for r in rows),
+        "byGroup": rows,
+        "perSecondSeries": [metrics.per_second.get(s, 0) for s in range(max(metrics.per_second, default=-1) + 1)],
     }
 
 

@@ -179,8 +179,10 @@ class GroupReconciliation:
     offsets_read: bool = True
 
     def to_obj(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("group", "members", "acknowledged", "consumed", "lag", "unexplained",
-                                              "other", "duplicates", "broker_lag", "offsets_read")}
+        """The report's ``consumers.byGroup`` row."""
+        return {"group": self.group, "members": self.members, "acknowledged": self.acknowledged,
+                "consumed": self.consumed, "lag": self.lag, "unexplained": self.unexplained, "other": self.other,
+                "duplicates": self.duplicates, "brokerLag": self.broker_lag, "offsetsRead": self.offsets_read}
 
 
 def reconcile(

@@ -35,9 +35,9 @@ def to_json(result: FanoutResult, window: float) -> dict[str, Any] | None:
 def render(doc: dict[str, Any] | None, console: Console | None = None) -> list[RenderableType]:
     if doc is None:
         return []
-    lat = doc["latency_ms"]
+    lat = doc["latencyMs"]
     head = Text(f"{doc['consumers']:,} consumers in {doc['groups']} group(s): {doc['consumptions']:,} consumptions, "
-                f"{doc['per_second'] or 0:,.1f}/s, end-to-end p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms, "
+                f"{doc['perSecond'] or 0:,.1f}/s, end-to-end p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms, "
                 f"max {lat['max']:.0f} ms; {doc['pulls']:,} pulls, {doc['rebalances']:,} rebalances")
     cols = [Col("#Group"), Col("#Consumers", justify="right"), Col("#Acked", justify="right"),
             Col("#Consumed", justify="right"), Col("#Lag", justify="right"), Col("#Unexplained", justify="right"),
@@ -48,26 +48,29 @@ def render(doc: dict[str, Any] | None, console: Console | None = None) -> list[R
         return [name, f"{r.get('members', ''):,}" if isinstance(r.get("members"), int) else "", f"{r['acknowledged']:,}",
                 f"{r['consumed']:,}", f"{r['lag']:,}", Text(f"{bad:,}", style="red" if bad else "green"),
                 f"{r['other']:,}", f"{r['duplicates']:,}",
-                "-" if r.get("broker_lag") is None else f"{r['broker_lag']:,}"]
+                "-" if r.get("brokerLag") is None else f"{r['brokerLag']:,}"]
 
-    groups = doc["by_group"]
+    groups = doc["byGroup"]
     rows = [row(r, r["group"]) for r in groups[:MAX_GROUP_ROWS]]
     if len(groups) > MAX_GROUP_ROWS:
         rows.append([f"... {len(groups) - MAX_GROUP_ROWS} more groups", "", "", "", "", "", "", "", ""])
     total = {**doc["total"], "members": doc["consumers"],
-             "broker_lag": None if any(r.get("broker_lag") is None for r in groups) else sum(r["broker_lag"] for r in groups)}
+             "brokerLag": None if any(r.get("brokerLag") is None for r in groups) else sum(r["brokerLag"] for r in groups)}
     verdict = "reconciled: every acknowledged message consumed or lagging" if doc["reconciled"] else "NOT reconciled"
     table = fit_table(cols, rows, footer_rows=[row(total, "total")], console=console,
                       title=f"consumers ({verdict})")
     return [head, table]
 
 
-def plot_line(doc: dict[str, Any] | None, ax: Any) -> None:
-    """Consumed per second over the sends-per-second bars."""
-    if doc is None or not doc["per_second_series"]:
+def plot_line(doc: dict[str, Any] | None, ax: Any, span: tuple[float, float]) -> None:
+    """Consumed per second over the sends-per-second bars: steps over whole seconds, the partial first and
+    last seconds of ``span`` (when the consumers ran) over their part, as a rate."""
+    from mqadmin.output.plotmarks import rate_pieces, stairs_of
+
+    if doc is None or not doc["perSecondSeries"]:
         return
-    ys = doc["per_second_series"]
-    ax.plot([i + 0.5 for i in range(len(ys))], ys, color="#1f77b4", linewidth=1.6, label="consumed")
+    values, edges = stairs_of(rate_pieces(doc["perSecondSeries"], *span))
+    ax.stairs(values, edges, color="#1f77b4", linewidth=1.6, label="consumed")
 
 
 __all__ = ["plot_line", "render", "to_json"]

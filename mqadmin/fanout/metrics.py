@@ -20,10 +20,11 @@ from typing import Any
 import msgpack
 
 from mqadmin.fanout.consume_metrics import ConsumeMetrics
+from mqadmin.output.jsonkeys import camel
 from simclient.load import LoadSummary
 
-#: Per-second counters of the whole run, in this order.
-TIMELINE_FIELDS = ("ok", "failed", "route_queries", "route_failures")
+#: Per-second counters of the whole run, in this order (their names are the report's JSON keys).
+TIMELINE_FIELDS = ("ok", "failed", "routeQueries", "routeFailures")
 #: Per-second counters of one broker, in this order (``routing`` is a sampled gauge: producers
 #: whose route of some topic includes the broker; it adds up across partitions).
 BROKER_TIMELINE_FIELDS = ("attempts", "failed", "routing")
@@ -173,6 +174,10 @@ class PartInfo:
             "connects": self.connects, "connect_failures": self.connect_failures, "host": self.host, "pid": self.pid,
             "error": self.error,
         }
+
+    def to_json(self) -> dict[str, Any]:
+        """The report's ``partitions`` entry: ``to_obj`` (what travels back to the driver) with camelCase keys."""
+        return {"cpuSeconds" if k == "cpu_s" else camel(k): v for k, v in self.to_obj().items()}
 
     @classmethod
     def from_obj(cls, obj: dict[str, Any]) -> PartInfo:

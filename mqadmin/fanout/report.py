@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from mqadmin.fanout.metrics import (
     FanoutMetrics,
 )
 from mqadmin.fanout.runner import FanoutResult
+from mqadmin.output.jsonkeys import camel
 from mqadmin.output.tables import Col, fit_table
 from simclient.stats import Histogram
 
@@ -41,6 +43,16 @@ def _hist(h: Histogram) -> dict[str, float]:
 
 def _series(timeline: dict[int, list[int]], fields: tuple[str, ...], last: int) -> dict[str, list[int]]:
     return {name: [timeline.get(s, [0] * len(fields))[i] for s in range(last + 1)] for i, name in enumerate(fields)}
+
+
+def _seconds_key(name: str) -> str:
+    """A timing's JSON key: ``cluster_start_s`` -> ``clusterStartSeconds`` (camelCase, as every JSON key)."""
+    return camel(name.removesuffix("_s")) + "Seconds"
+
+
+def _words(key: str) -> str:
+    """``clusterStart`` -> ``cluster start``."""
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", lambda m: " " + m.group(1).lower(), key)
 
 
 def load_window(result: FanoutResult) -> float:
@@ -78,16 +90,16 @@ def failover(result: FanoutResult, end: float) -> list[dict[str, Any]]:
         in_use = use.routing > 0 and last is not None and end - last < still
         rows.append({
             "broker": name,
-            "killed_at": _r(kills.get(name)),
-            "first_failure": _r(use.first_failure),
-            "failed_attempts": use.failed,
-            "refused_attempts": use.refused,
-            "last_attempt": _r(last),
-            "stopped_sending_after": None if in_use or last is None or ref is None else _r(max(0.0, last - ref)),
-            "still_sending_at_end": in_use,
-            "producers_routing_at_end": use.routing,
-            "last_routed": _r(use.last_routed),
-            "dropped_from_routes_after": None if use.routing or use.last_routed is None or ref is None
+            "killedAt": _r(kills.get(name)),
+            "firstFailure": _r(use.first_failure),
+            "failedAttempts": use.failed,
+            "refusedAttempts": use.refused,
+            "lastAttempt": _r(last),
+            "stoppedSendingAfter": None if in_use or last is None or ref is None else _r(max(0.0, last - ref)),
+            "stillSendingAtEnd": in_use,
+            "producersRoutingAtEnd": use.routing,
+            "lastRouted": _r(use.last_routed),
+            "droppedFromRoutesAfter": None if use.routing or use.last_routed is None or ref is None
             else _r(max(0.0, use.last_routed - ref)),
         })
     return rows
@@ -115,10 +127,10 @@ def agreement(result: FanoutResult) -> dict[str, Any]:
         if counted is None:
             agree = False
             why = c.error if c is not None and c.error else "not a master listed before the run"
-            per[name] = {"producers_ok": seen, "broker_counted": None, "agree": False, "why": why}
+            per[name] = {"producersOk": seen, "brokerCounted": None, "agree": False, "why": why}
             continue
         total_counted += counted
-        entry: dict[str, Any] = {"producers_ok": seen, "broker_counted": counted}
+        entry: dict[str, Any] = {"producersOk": seen, "brokerCounted": counted}
         if c is not None and not c.reachable_at_end:
             entry["agree"] = counted <= seen
             entry["gone"] = True
@@ -129,11 +141,11 @@ def agreement(result: FanoutResult) -> dict[str, Any]:
         agree = agree and entry["agree"]
         per[name] = entry
     diff = total_counted - total_seen
-    explained = not agree and all(e["broker_counted"] is not None for e in per.values()) and 0 <= diff <= timeouts
+    explained = not agree and all(e["brokerCounted"] is not None for e in per.values()) and 0 <= diff <= timeouts
     # A broker gone at the end (killed: an in-memory store) was last counted before it died; the sends
     # the producers saw stored on it after that reading cannot be checked -- say so, never "agree".
-    unchecked = sum(e["producers_ok"] - e["broker_counted"] for e in per.values()
-                    if e.get("gone") and e["broker_counted"] is not None and e["agree"])
+    unchecked = sum(e["producersOk"] - e["brokerCounted"] for e in per.values()
+                    if e.get("gone") and e["brokerCounted"] is not None and e["agree"])
     note = ""
     if not agree:
         note = f"brokers counted {diff:+d} vs the producers' stored sends"
@@ -143,7 +155,7 @@ def agreement(result: FanoutResult) -> dict[str, Any]:
         gone = ", ".join(n for n, e in per.items() if e.get("gone"))
         note = (f"{unchecked:,} sends stored on {gone} after its last count cannot be checked: "
                 "its messages died with it (in-memory broker)")
-    return {"producers_ok": total_seen, "brokers_counted": total_counted, "agree": agree, "explained": explained,
+    return {"producersOk": total_seen, "brokersCounted": total_counted, "agree": agree, "explained": explained,
             "unchecked": unchecked, "brokers": per, "note": note}
 
 
@@ -161,34 +173,34 @@ def to_json(result: FanoutResult) -> dict[str, Any]:
     return {
         "engine": {"name": result.engine, "master": result.master, "parallelism": result.parallelism,
                    "partitions": plan.partitions, "text": result.engine_text},
-        "load": {"producers": plan.producers, "topics": list(plan.topics), "rate_per_producer": plan.rate,
-                 "duration": plan.duration, "messages_per_producer": plan.messages_per_producer,
-                 "message_size": plan.message_size, "poll_interval": plan.poll_interval,
-                 "send_timeout": plan.send_timeout, "retries": plan.retries, "latency_fault": plan.latency_fault,
-                 "ramp_up": plan.ramp_up, "namesrv": list(plan.namesrv_addrs), "scenario": result.scenario},
-        "window": {"started": _r(started), "ended": _r(ended), "load_seconds": _r(window)},
-        "sends": {"total": load.sends, "per_second": round(load.sends / window, 1), "peak_second": sends_peak,
-                  "outcomes": dict(load.outcomes), "retried": load.retried, "latency_ms": _hist(load.latency),
-                  "ok_latency_ms": _hist(load.ok_latency)},
-        "routes": {"queries": load.route.queries, "per_second": round(load.route.queries / window, 1),
-                   "peak_second": route_peak, "failures": load.route.failures, "not_found": load.route.not_found,
-                   "changes": load.route.changes, "latency_ms": _hist(load.route.latency)},
+        "load": {"producers": plan.producers, "topics": list(plan.topics), "ratePerProducer": plan.rate,
+                 "duration": plan.duration, "messagesPerProducer": plan.messages_per_producer,
+                 "messageSize": plan.message_size, "pollInterval": plan.poll_interval,
+                 "sendTimeout": plan.send_timeout, "retries": plan.retries, "latencyFault": plan.latency_fault,
+                 "rampUp": plan.ramp_up, "namesrv": list(plan.namesrv_addrs), "scenario": result.scenario},
+        "window": {"started": _r(started), "ended": _r(ended), "loadSeconds": _r(window)},
+        "sends": {"total": load.sends, "perSecond": round(load.sends / window, 1), "peakSecond": sends_peak,
+                  "outcomes": dict(load.outcomes), "retried": load.retried, "latencyMs": _hist(load.latency),
+                  "okLatencyMs": _hist(load.ok_latency)},
+        "routes": {"queries": load.route.queries, "perSecond": round(load.route.queries / window, 1),
+                   "peakSecond": route_peak, "failures": load.route.failures, "notFound": load.route.not_found,
+                   "changes": load.route.changes, "latencyMs": _hist(load.route.latency)},
         "brokers": {name: {"stored": u.stored, "attempts": u.attempts, "failed": u.failed, "refused": u.refused,
-                           "first_attempt": _r(u.first_attempt), "last_attempt": _r(u.last_attempt),
-                           "first_failure": _r(u.first_failure), "last_failure": _r(u.last_failure),
-                           "routing_at_end": u.routing, "last_routed": _r(u.last_routed), "addrs": u.addrs}
+                           "firstAttempt": _r(u.first_attempt), "lastAttempt": _r(u.last_attempt),
+                           "firstFailure": _r(u.first_failure), "lastFailure": _r(u.last_failure),
+                           "routingAtEnd": u.routing, "lastRouted": _r(u.last_routed), "addrs": u.addrs}
                     for name, u in sorted(m.brokers.items())},
         "agreement": agreement(result),
         "failover": failover(result, ended),
         "events": [e.to_json() for e in result.events],
-        "scenario_verdicts": result.verdicts,
-        "timings": {k: round(v, 3) for k, v in result.timings.items()},
-        "resources": {"cpu_s": round(cpu, 3), "cpu_us_per_send": round(cpu / load.sends * 1e6, 1) if load.sends else None,
-                      "max_rss_mb": round(max((p.max_rss_mb for p in parts), default=0.0), 1),
-                      "max_fds": max((p.max_fds for p in parts), default=0),
+        "scenarioVerdicts": result.verdicts,
+        "timings": {_seconds_key(k): round(v, 3) for k, v in result.timings.items()},
+        "resources": {"cpuSeconds": round(cpu, 3), "cpuMicrosPerSend": round(cpu / load.sends * 1e6, 1) if load.sends else None,
+                      "maxRssMb": round(max((p.max_rss_mb for p in parts), default=0.0), 1),
+                      "maxFds": max((p.max_fds for p in parts), default=0),
                       "connections": sum(p.connects - p.connect_failures for p in parts),
-                      "connect_failures": sum(p.connect_failures for p in parts)},
-        "partitions": [p.to_obj() for p in m.parts],
+                      "connectFailures": sum(p.connect_failures for p in parts)},
+        "partitions": [p.to_json() for p in m.parts],
         "timeline": {**_series(m.timeline, TIMELINE_FIELDS, last_sec),
                      "brokers": {name: _series(u.timeline, BROKER_TIMELINE_FIELDS, last_sec)
                                  for name, u in sorted(m.brokers.items())}},
@@ -213,22 +225,22 @@ def render(doc: dict[str, Any], console: Console | None = None) -> RenderableTyp
     load, sends, routes = doc["load"], doc["sends"], doc["routes"]
     head = Text(
         f"{load['producers']:,} producers × {len(load['topics'])} topics on {doc['engine']['text']} "
-        f"({doc['engine']['partitions']} partitions), {doc['window']['load_seconds']:g} s of load"
+        f"({doc['engine']['partitions']} partitions), {doc['window']['loadSeconds']:g} s of load"
         + (f", scenario {load['scenario']}" if load["scenario"] else ""), style="bold")
     cols = [Col("#What"), Col("#Count", justify="right"), Col("#Per s", justify="right"),
             Col("#Peak s", 2, "right"), Col("#p50 ms", justify="right"), Col("#p99 ms", justify="right"),
             Col("#max ms", 1, "right")]
     rows = [
-        ["sends", f"{sends['total']:,}", f"{sends['per_second']:,.1f}", f"{sends['peak_second']:,}", *_ms(sends["latency_ms"])],
-        ["  stored (ok)", f"{sends['outcomes'].get('ok', 0):,}", "", "", *_ms(sends["ok_latency_ms"])],
+        ["sends", f"{sends['total']:,}", f"{sends['perSecond']:,.1f}", f"{sends['peakSecond']:,}", *_ms(sends["latencyMs"])],
+        ["  stored (ok)", f"{sends['outcomes'].get('ok', 0):,}", "", "", *_ms(sends["okLatencyMs"])],
     ]
     for outcome, n in sends["outcomes"].items():
         if outcome != "ok" and n:
             rows.append([Text(f"  {outcome}", style="red"), f"{n:,}", "", "", "", "", ""])
     if sends["retried"]:
         rows.append([Text("  retried (failover)", style="yellow"), f"{sends['retried']:,}", "", "", "", "", ""])
-    rows.append(["route queries", f"{routes['queries']:,}", f"{routes['per_second']:,.1f}", f"{routes['peak_second']:,}",
-                 *_ms(routes["latency_ms"])])
+    rows.append(["route queries", f"{routes['queries']:,}", f"{routes['perSecond']:,.1f}", f"{routes['peakSecond']:,}",
+                 *_ms(routes["latencyMs"])])
     if routes["failures"]:
         rows.append([Text("  unanswered", style="red"), f"{routes['failures']:,}", "", "", "", "", ""])
     if routes["changes"]:
@@ -243,17 +255,17 @@ def render(doc: dict[str, Any], console: Console | None = None) -> RenderableTyp
     for name, a in agree["brokers"].items():
         use = doc["brokers"].get(name, {})
         flag = a["agree"]
-        brows.append([name, f"{a['producers_ok']:,}", "-" if a["broker_counted"] is None else f"{a['broker_counted']:,}",
+        brows.append([name, f"{a['producersOk']:,}", "-" if a["brokerCounted"] is None else f"{a['brokerCounted']:,}",
                       Text(("<= ok" if a.get("gone") else "yes") if flag else "NO", style="green" if flag else "red"),
                       f"{use.get('attempts', 0):,}", f"{use.get('failed', 0) + use.get('refused', 0):,}",
-                      _t(use.get("last_attempt")), f"{use.get('routing_at_end', 0):,}", a.get("why", "")])
+                      _t(use.get("lastAttempt")), f"{use.get('routingAtEnd', 0):,}", a.get("why", "")])
     if not agree["agree"]:
         verdict = Text("NO", style="red")
     elif agree.get("unchecked"):
         verdict = Text(f"{agree['unchecked']:,} unchecked", style="yellow")
     else:
         verdict = Text("yes", style="green")
-    footer = [["total", f"{agree['producers_ok']:,}", f"{agree['brokers_counted']:,}", verdict, "", "", "", "",
+    footer = [["total", f"{agree['producersOk']:,}", f"{agree['brokersCounted']:,}", verdict, "", "", "", "",
                agree["note"]]]
     parts.append(fit_table(bcols, brows, footer_rows=footer, title="brokers (counted = the brokers' own queue offsets)",
                            console=console))
@@ -265,25 +277,25 @@ def render(doc: dict[str, Any], console: Console | None = None) -> RenderableTyp
                  Col("#Routing at end", 2, "right")]
         frows = []
         for f in doc["failover"]:
-            stop = Text("still sending at end", style="red") if f["still_sending_at_end"] else _t(f["stopped_sending_after"])
-            frows.append([f["broker"], _t(f["killed_at"]), f"{f['failed_attempts'] + f['refused_attempts']:,}", stop,
-                          _t(f["dropped_from_routes_after"]), f"{f['producers_routing_at_end']:,}"])
+            stop = Text("still sending at end", style="red") if f["stillSendingAtEnd"] else _t(f["stoppedSendingAfter"])
+            frows.append([f["broker"], _t(f["killedAt"]), f"{f['failedAttempts'] + f['refusedAttempts']:,}", stop,
+                          _t(f["droppedFromRoutesAfter"]), f"{f['producersRoutingAtEnd']:,}"])
         parts.append(fit_table(fcols, frows, title="failover (times from the kill, else from the first failure)",
                                console=console))
     for e in doc["events"]:
         parts.append(Text(f"t={e['t']:6.2f} s  {e['what']}: {'ok' if e['ok'] else 'FAILED'} ({e['detail']})",
                           style=None if e["ok"] else "red"))
-    for v in doc["scenario_verdicts"]:
+    for v in doc["scenarioVerdicts"]:
         mark, style = ("PASS", "green") if v["passed"] else ("----", "yellow") if v["passed"] is None else ("FAIL", "red")
         parts.append(Text(f"{mark} {v['expectation']}: {v['measuredText']} (target {v['target']})", style=style))
     t, r = doc["timings"], doc["resources"]
-    bits = [f"{k.removesuffix('_s').replace('_', ' ')} {v:.2f} s" for k, v in t.items()]
+    bits = [f"{_words(k.removesuffix('Seconds'))} {v:.2f} s" for k, v in t.items()]
     parts.append(Text("timings: " + ", ".join(bits), style="dim"))
-    failed_dials = r.get("connect_failures", 0)
+    failed_dials = r.get("connectFailures", 0)
     conns = (f"{r['connections']} connections opened in {doc['engine']['partitions']} partitions"
              + (f", {failed_dials} connect attempts failed (re-dials of a broker that is gone)" if failed_dials else ""))
-    parts.append(Text(f"workers: {r['cpu_s']:.1f} s CPU ({r['cpu_us_per_send'] or 0:.0f} µs per send), "
-                      f"max RSS {r['max_rss_mb']:.0f} MB, max fds {r['max_fds']}, {conns}", style="dim"))
+    parts.append(Text(f"workers: {r['cpuSeconds']:.1f} s CPU ({r['cpuMicrosPerSend'] or 0:.0f} µs per send), "
+                      f"max RSS {r['maxRssMb']:.0f} MB, max fds {r['maxFds']}, {conns}", style="dim"))
     for n in doc["notes"]:
         parts.append(Text(f"note: {n}", style="yellow"))
     return Group(*parts)
@@ -297,46 +309,67 @@ def plot_available() -> bool:
 
 
 def plot(doc: dict[str, Any], path: str | Path) -> None:
-    """Sends per second by outcome, attempts per broker, route queries per second; kills marked."""
+    """Sends (and consumptions) per second, attempts per broker, route queries per second; kills marked."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mqadmin.output.plotmarks import draw_marks, layout, legend_outside, merge_marks, seconds_edges
+    from mqadmin.output.plotmarks import bars, draw_marks, layout, legend_outside, merge_marks, rate_pieces, stairs_of
 
     tl = doc["timeline"]
     n = len(tl["ok"])
-    edges = seconds_edges(n)  # second i is drawn over [i, i+1]: a kill at t=8 shows from 8, not 7.5
+    load_span, run_span = spans(doc)
     height = 9.0
     fig, (top, mid, bottom) = plt.subplots(3, 1, sharex=True, figsize=(12, height), height_ratios=(3, 2, 2))
-    top.bar(range(n), tl["ok"], width=1.0, align="edge", color="#2ca02c", label="stored", edgecolor="white", linewidth=0.3)
+    # second i is drawn over [i, i+1] (a kill at t=8 shows from 8, not 7.5), the load's partial first and
+    # last seconds over the part the load covered, as a rate
+    tops = bars(top, rate_pieces(tl["ok"], *load_span), color="#2ca02c", label="sends stored", edgecolor="white",
+                linewidth=0.3)
     if any(tl["failed"]):
-        top.bar(range(n), tl["failed"], width=1.0, align="edge", bottom=tl["ok"], color="#d62728", label="failed",
-                edgecolor="white", linewidth=0.3)
-    top.set_ylabel("sends begun / s")
-    consume_report.plot_line(doc.get("consumers"), top)
+        bars(top, rate_pieces(tl["failed"], *load_span), tops, color="#d62728", label="sends failed",
+             edgecolor="white", linewidth=0.3)
+    consumers = doc.get("consumers")
+    top.set_ylabel("per second: sends begun (bars),\nconsumed (line)" if consumers else "sends begun / s")
+    consume_report.plot_line(consumers, top, run_span)
     legend_outside(top)
     load = doc["load"]
-    fig.suptitle(f"{load['producers']:,} producers on {doc['engine']['text']}: {doc['sends']['total']:,} sends, "
-                 f"{doc['routes']['queries']:,} route queries", fontsize="medium", x=0.1, ha="left")
+    who = f"{load['producers']:,} producers" + (
+        f" and {consumers['consumers']:,} consumers in {consumers['groups']:,} group(s)" if consumers else "")
+    done = f"{doc['sends']['total']:,} sends, " + (f"{consumers['consumptions']:,} consumptions, " if consumers else "")
+    fig.suptitle(f"{who} on {doc['engine']['text']}: {done}{doc['routes']['queries']:,} route queries",
+                 fontsize="medium", x=0.1, ha="left")
     for name, series in tl["brokers"].items():
-        line = mid.stairs(series["attempts"], edges, label=f"{name} attempts", linewidth=1.5)
+        line = mid.stairs(*stairs_of(rate_pieces(series["attempts"], *load_span)), label=f"{name} attempts",
+                          linewidth=1.5)
         if any(series["failed"]):
-            mid.stairs(series["failed"], edges, label=f"{name} failed", color=line.get_edgecolor(), linestyle=":",
-                       linewidth=2)
+            mid.stairs(*stairs_of(rate_pieces(series["failed"], *load_span)), label=f"{name} failed",
+                       color=line.get_edgecolor(), linestyle=":", linewidth=2)
     mid.set_ylabel("send attempts / s")
     legend_outside(mid)
-    bottom.stairs(tl["route_queries"], edges, color="#1f77b4", label="route queries", linewidth=1.5)
-    if any(tl["route_failures"]):
-        bottom.stairs(tl["route_failures"], edges, color="#d62728", label="unanswered", linewidth=1.5)
+    bottom.stairs(*stairs_of(rate_pieces(tl["routeQueries"], *run_span)), color="#1f77b4", label="route queries",
+                  linewidth=1.5)
+    if any(tl["routeFailures"]):
+        bottom.stairs(*stairs_of(rate_pieces(tl["routeFailures"], *run_span)), color="#d62728", label="unanswered",
+                      linewidth=1.5)
     bottom.set_ylabel("route queries / s")
     bottom.set_xlabel("seconds since the start barrier")
     legend_outside(bottom)
     marks = merge_marks([(e["t"], f"{e['what']}" + ("" if e["ok"] else f": {e['detail']}"), e["ok"])
                          for e in doc["events"]])
     listed = draw_marks(fig, top, (top, mid, bottom), marks)
-    bottom.set_xlim(0, max(n, 1))
+    bottom.set_xlim(0, max(n, run_span[1], 1))
     layout(fig, listed, height)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def spans(doc: dict[str, Any]) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(when producers sent, when partitions ran), in seconds since the start barrier, from the partitions:
+    a second only partly inside one is drawn over that part, as a rate (see plotmarks.rate_pieces)."""
+    parts = [p for p in doc.get("partitions", []) if p.get("error") is None] or [{"started": 0.0, "ended": 0.0}]
+    first = min(p["started"] for p in parts)
+    last_end = max(p["ended"] for p in parts)
+    duration = doc["load"].get("duration")
+    load_end = max(p["started"] for p in parts) + duration if duration else last_end
+    return (first, load_end), (first, max(last_end, load_end))

@@ -93,7 +93,7 @@ def _term_as_interrupt() -> Iterator[None]:
         return
 
     def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(signal.Signals(signum).name)
+        raise KeyboardInterrupt(f"received {signal.Signals(signum).name}")
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:

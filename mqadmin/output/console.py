@@ -1,8 +1,9 @@
 """mqadmin's terminal: one console for stdout, and JSON.
 
 Colours appear only when stdout is a terminal (Rich's own detection, which
-also honours ``NO_COLOR``). Off a terminal the width is fixed (scripts get
-every column) and the padding Rich adds at line ends is dropped.
+also honours ``NO_COLOR``). Off a terminal the output does not depend on the
+terminal at all: $COLUMNS is ignored, the width is unbounded (scripts get every
+column, whole), and the padding Rich adds at line ends is dropped.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any, TextIO, cast
 
 from rich.console import Console
 
-#: Width used when stdout is not a terminal and $COLUMNS is unset: scripts get every column.
-PIPE_WIDTH = 250
+#: Width used when stdout is not a terminal, whatever $COLUMNS says: wide enough that nothing is ever
+#: wrapped or dropped, so a script sees the same columns on every machine.
+PIPE_WIDTH = 100_000
 
 
 class _TrimmedLines:
@@ -53,14 +55,25 @@ class _TrimmedLines:
         return getattr(self.stream, "encoding", None) or "utf-8"
 
 
+class ReaderGone(Exception):
+    """stdout's reader closed the pipe (``mqadmin ... | head -1``). Not an OSError on purpose: Click
+    turns an EPIPE OSError into exit 1; this one goes up to the entry point, which ends the command
+    quietly (:func:`mqadmin.commands.results.reader_gone`)."""
+
+
+class _Console(Console):
+    """Rich's console, but a reader that went away is :class:`ReaderGone` (Rich would exit 1)."""
+
+    def on_broken_pipe(self) -> None:
+        raise ReaderGone
+
+
 def make_console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
-    width = None
     tty = stream.isatty()
-    if not tty and not os.environ.get("COLUMNS"):
-        width = PIPE_WIDTH
+    width = None if tty else PIPE_WIDTH
     file: Any = stream if tty else _TrimmedLines(stream)
-    return Console(file=file, width=width, highlight=False, markup=False, soft_wrap=True, emoji=False)
+    return _Console(file=file, width=width, highlight=False, markup=False, soft_wrap=True, emoji=False)
 
 
 class _CurrentConsole:
@@ -89,6 +102,14 @@ def current_console() -> Console:
     return out.current()  # type: ignore[attr-defined]
 
 
-def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2) + "\n")
-    sys.stdout.flush()
+def print_json(value: Any, indent: int | None = 2) -> None:
+    write_out(json.dumps(value, indent=indent) + "\n")
+
+
+def write_out(text: str) -> None:
+    """Plain text to stdout, flushed (a line of a long-running command is seen at once)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise ReaderGone from None

@@ -1,9 +1,11 @@
-"""Tables that fit the terminal.
+"""Tables that fit the terminal, and Apache's plain columns everywhere else.
 
-A table never cuts the values an operator reads first (cluster, broker,
-address, status): those columns do not wrap, and when the terminal is too
-narrow, low-value columns are dropped (highest ``drop`` rank first) before
-anything is squeezed.
+On a terminal a table never cuts the values an operator reads first (cluster,
+broker, address, status): those columns do not wrap, and when the terminal is
+too narrow, low-value columns are dropped (highest ``drop`` rank first) before
+anything is squeezed. Off a terminal (a pipe, a file) the layout is Apache
+mqadmin's: a ``#Header`` line and one line per row, columns two spaces apart,
+no rule lines, every column, nothing wrapped, whatever $COLUMNS says.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ def fit_table(
     columns are dropped, highest ``drop`` rank first.
     """
     console = console or current_console()
+    if not console.is_terminal:
+        return _plain(columns, rows, footer_rows, title)
     width = width or console.width
     table = _fit_dropping(console, columns, rows, footer_rows, title, width, floor=1, measure=_min_width)
     if table is not None:
@@ -92,7 +96,7 @@ def _share_of_text(columns: Sequence[Col], rows: Sequence[Sequence[Cell]], width
     text = [i for i, c in enumerate(columns) if c.wrap]
     if not text:
         return None
-    fixed = sum(max([len(c.header), *(len(_plain(r[i])) for r in rows)]) for i, c in enumerate(columns) if not c.wrap)
+    fixed = sum(max([len(c.header), *(len(_text_of(r[i])) for r in rows)]) for i, c in enumerate(columns) if not c.wrap)
     left = width - fixed - 2 * (len(columns) - 1)  # one pad and one divider between columns
     share = left // len(text)
     if share < FOLD_MIN_WIDTH:
@@ -118,7 +122,18 @@ def _fit_dropping(
         keep.remove(max(droppable, key=lambda i: (columns[i].drop, i)))
 
 
-def _plain(cell: Cell) -> str:
+def _plain(columns: Sequence[Col], rows: Sequence[Sequence[Cell]], footer: Sequence[Sequence[Cell]],
+           title: str | None) -> Table:
+    """Apache's plain columns (off a terminal): no box, no rules, nothing wrapped or dropped."""
+    table = Table(box=None, title=title, title_justify="left", pad_edge=False, show_edge=False, padding=(0, 2, 0, 0))
+    for col in columns:
+        table.add_column(col.header, justify=col.justify, no_wrap=True)  # type: ignore[arg-type]
+    for row in [*rows, *footer]:
+        table.add_row(*row)
+    return table
+
+
+def _text_of(cell: Cell) -> str:
     return cell.plain if isinstance(cell, Text) else cell
 
 
@@ -133,7 +148,7 @@ def _build(
         no_wrap = mode != "fold" and not col.wrap
         min_width = None
         if mode != "fold":  # headers never wrap; free text keeps a readable width before columns are dropped
-            cells = [_plain(r[i]) for r in rows]
+            cells = [_text_of(r[i]) for r in rows]
             if not col.wrap:
                 min_width = max([len(col.header), *map(len, cells)])
             elif mode == "normal":
@@ -183,6 +198,8 @@ def fit_variants(
     the thread-pool load details).
     """
     console = console or current_console()
+    if not console.is_terminal:  # the fullest variant: a script gets every column
+        return _plain(variants[0][0], variants[0][1], (), title)
     width = width or console.width
     for variant in variants[:-1]:
         columns, rows = variant[0], variant[1]

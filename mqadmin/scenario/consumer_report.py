@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from mqadmin.output.jsonkeys import camel_keys
 from mqadmin.output.tables import Col, fit_table
 from mqadmin.scenario.consumer_eval import GroupAccount, account
 from mqadmin.scenario.expectations import percentile
@@ -29,21 +30,22 @@ def _node(broker: str, broker_id: int) -> str:
     return broker if broker_id == 0 else f"{broker} (slave {broker_id})"
 
 
-def per_second(result: RunResult) -> list[int]:
-    """Consumptions (ok) ended in each whole second since time zero."""
+def per_second(result: RunResult, group: str | None = None) -> list[int]:
+    """Consumptions (ok) ended in each whole second since time zero, of every group or of one (its
+    RocketMQ group name)."""
     seconds = max(1, math.ceil(result.end))
     out = [0] * seconds
     assert result.consumers is not None
     for r in result.consumers.records:
-        if r.outcome == "ok":
+        if r.outcome == "ok" and (group is None or r.group == group):
             out[min(seconds - 1, max(0, int(r.t)))] += 1
     return out
 
 
 def lag_per_second(result: RunResult, accounts: dict[str, GroupAccount]) -> dict[str, list[int]]:
-    """Each group's lag at the end of every second."""
+    """Each group's largest lag within every second (the phase table's "max lag" is the largest of these)."""
     seconds = max(1, math.ceil(result.end))
-    return {g: [a.lag_at(float(i + 1)) for i in range(seconds)] for g, a in accounts.items()}
+    return {g: [a.max_lag(float(i), float(i + 1))[0] for i in range(seconds)] for g, a in accounts.items()}
 
 
 def group_rows(result: RunResult, accounts: dict[str, GroupAccount]) -> list[dict[str, Any]]:
@@ -70,11 +72,11 @@ def group_rows(result: RunResult, accounts: dict[str, GroupAccount]) -> list[dic
             "lost": len(a.lost),
             "lostWithBroker": len(a.lost_with_broker),
             "lagAtEnd": a.lag_at(result.end),
-            "p50_ms": round(percentile(lat, 50), 3) if lat else None,
-            "p99_ms": round(percentile(lat, 99), 3) if lat else None,
-            "max_ms": round(max(lat), 3) if lat else None,
+            "p50Ms": round(percentile(lat, 50), 3) if lat else None,
+            "p99Ms": round(percentile(lat, 99), 3) if lat else None,
+            "maxMs": round(max(lat), 3) if lat else None,
             "consumedFrom": dict(sorted(nodes.items())),
-            "stats": st.to_obj() if st is not None else None,
+            "stats": camel_keys(st.to_obj()) if st is not None else None,
         })
     return rows
 
@@ -90,8 +92,8 @@ def phase_rows(result: RunResult, phases: list[tuple[str, float, float]], accoun
         rows.append({
             "phase": name, "from": round(lo, 4), "to": round(hi, 4), "consumed": len(ok), "duplicates": dups,
             "maxLag": {g: a.max_lag(lo, hi)[0] for g, a in accounts.items()},
-            "p50_ms": round(percentile(lat, 50), 3) if lat else None,
-            "p99_ms": round(percentile(lat, 99), 3) if lat else None,
+            "p50Ms": round(percentile(lat, 50), 3) if lat else None,
+            "p99Ms": round(percentile(lat, 99), 3) if lat else None,
             "consumedFrom": dict(sorted(Counter(_node(r.broker, r.broker_id) for r in ok).items())),
         })
     return rows
@@ -131,7 +133,7 @@ def render(result: RunResult, phases: list[tuple[str, float, float]], console: C
     for g in group_rows(result, accounts):
         lost = str(g["lost"]) + (f" ({g['lostWithBroker']} with the broker)" if g["lostWithBroker"] else "")
         rows.append([g["name"], str(g["consumers"]), str(g["acknowledged"]), str(g["consumed"]), str(g["duplicates"]),
-                     lost, str(g["lagAtEnd"]), ms(g["p50_ms"]), ms(g["p99_ms"]),
+                     lost, str(g["lagAtEnd"]), ms(g["p50Ms"]), ms(g["p99Ms"]),
                      " ".join(f"{k}:{v}" for k, v in g["consumedFrom"].items()) or "-"])
     console.print()
     console.print(fit_table(
@@ -144,7 +146,7 @@ def render(result: RunResult, phases: list[tuple[str, float, float]], console: C
         lag = " ".join(f"{g}:{v}" for g, v in p["maxLag"].items()) if len(p["maxLag"]) > 1 else str(
             next(iter(p["maxLag"].values()), 0))
         rows.append([f"{p['from']:.1f}-{p['to']:.1f}", p["phase"], str(p["consumed"]), str(p["duplicates"]), lag,
-                     ms(p["p99_ms"]), " ".join(f"{k}:{v}" for k, v in p["consumedFrom"].items()) or "-"])
+                     ms(p["p99Ms"]), " ".join(f"{k}:{v}" for k, v in p["consumedFrom"].items()) or "-"])
     console.print()
     console.print(fit_table(
         [Col("t (s)"), Col("phase", wrap=True), Col("consumed", justify="right"), Col("dups", justify="right"),
@@ -154,7 +156,8 @@ def render(result: RunResult, phases: list[tuple[str, float, float]], console: C
     lags = lag_per_second(result, accounts)
     top = max(consumed + [1])
     console.print()
-    console.print(f"consumed per second (full bar = {top}/s) and lag at each second's end (full bar = max lag)")
+    console.print(f"consumed per second (full bar = {top}/s) and each group's largest lag in each second "
+                  "(full bar = its max lag)")
     console.print(f"  consumed   |{_bars(consumed, top)}|")
     for g, values in lags.items():
         console.print(f"  lag {g[:6]:<6} |{_bars(values, max(values + [1]))}| max {max(values + [0])}")

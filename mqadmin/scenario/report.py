@@ -16,6 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from mqadmin.output.jsonkeys import camel_keys
 from mqadmin.output.tables import Col, fit_table, status_text
 from mqadmin.scenario import consumer_report, metrics_watch
 from mqadmin.scenario.expectations import percentile
@@ -62,10 +63,10 @@ def phase_stats(records: Sequence[SendRecord], lo: float, hi: float) -> dict[str
         "ok": len(chosen) - sum(failed.values()),
         "failed": dict(failed),
         "retried": sum(1 for r in chosen if r.attempts > 1),
-        "p50_ms": round(percentile(lat, 50), 3) if lat else None,
-        "p99_ms": round(percentile(lat, 99), 3) if lat else None,
-        "max_ms": round(max(lat), 3) if lat else None,
-        "stored_by_broker": dict(sorted((str(k), v) for k, v in stored.items())),
+        "p50Ms": round(percentile(lat, 50), 3) if lat else None,
+        "p99Ms": round(percentile(lat, 99), 3) if lat else None,
+        "maxMs": round(max(lat), 3) if lat else None,
+        "storedByBroker": dict(sorted((str(k), v) for k, v in stored.items())),
     }
 
 
@@ -77,6 +78,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
         "file": scn.path,
         "description": scn.description,
         "passed": result.passed,
+        "interrupted": result.interrupted,
         "duration": scn.duration,
         "end": round(result.end, 4),
         "setupSeconds": round(result.setup_seconds, 3),
@@ -93,7 +95,8 @@ def to_json(result: RunResult) -> dict[str, Any]:
         "load": [
             {"name": g.name, "producers": g.producers, "rate": g.rate, "start": g.start, "duration": g.duration,
              "pollInterval": g.poll_interval, "sendTimeout": g.send_timeout, "retries": g.retries,
-             "latencyFault": g.latency_fault, "summary": result.summaries[g.name].to_obj() if g.name in result.summaries else None}
+             "latencyFault": g.latency_fault, "summary": camel_keys(result.summaries[g.name].to_obj(), ("outcomes", "by_broker"))
+             if g.name in result.summaries else None}
             for g in scn.groups
         ],
         "actions": [a.to_json() for a in result.actions],
@@ -166,9 +169,9 @@ def render(result: RunResult, console: Console) -> None:
             fails = ", ".join(f"{k} {v}" for k, v in sorted(st["failed"].items())) or "-"
             ok_pct = f"{st['ok'] / st['sends'] * 100:.2f}%" if st["sends"] else "-"
             ms = (lambda x: "-" if x is None else f"{x:.1f}")
-            brokers = " ".join(f"{k}:{v}" for k, v in st["stored_by_broker"].items()) or "-"
+            brokers = " ".join(f"{k}:{v}" for k, v in st["storedByBroker"].items()) or "-"
             rows.append([f"{lo:.1f}-{hi:.1f}", name, str(st["sends"]), ok_pct, fails, str(st["retried"]),
-                         ms(st["p50_ms"]), ms(st["p99_ms"]), ms(st["max_ms"]), brokers])
+                         ms(st["p50Ms"]), ms(st["p99Ms"]), ms(st["maxMs"]), brokers])
         console.print()
         console.print(fit_table(
             [Col("t (s)"), Col("phase", wrap=True), Col("sends", justify="right"), Col("ok", justify="right"),

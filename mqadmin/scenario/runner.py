@@ -32,6 +32,7 @@ from mqadmin.scenario.expectations import Verdict, evaluate_all
 from mqadmin.scenario.metrics_watch import MetricsWatch
 from mqadmin.scenario.model import Action, ProducerGroup, Scenario
 from mqadmin.scenario.observer import Observer
+from remoting.climain import first_of
 from simclient import (
     ClientPool,
     ConsumeRecord,
@@ -58,6 +59,15 @@ class ScenarioRunError(Exception):
 
 class Interrupted(KeyboardInterrupt):
     """SIGTERM or SIGHUP during a run: treated like Ctrl-C."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run ended by Ctrl-C, SIGTERM or SIGHUP, after every process it started was stopped. ``result``
+    holds what the run had gathered (marked ``interrupted``, no verdicts), for a report of it."""
+
+    def __init__(self, why: str, result: RunResult) -> None:
+        super().__init__(why)
+        self.result = result
 
 
 @dataclass
@@ -97,13 +107,14 @@ class RunResult:
     setup_seconds: float = 0.0
     teardown_seconds: float = 0.0
     leftover: list[str] = field(default_factory=list)  # processes that needed SIGKILL at the end
+    interrupted: str | None = None  # why the run was cut short (Ctrl-C, a signal); nothing was judged then
     state_dir: str | None = None  # the cluster's state directory (logs), when kept
     consumers: ConsumerRun | None = None  # consume records and ownership events, when the scenario has consumers
     metrics: MetricsWatch | None = None  # each NameServer's metrics over the run (run with metrics=True)
 
     @property
     def passed(self) -> bool:
-        return bool(self.verdicts) and all(v.passed for v in self.verdicts) and all(a.ok for a in self.actions)
+        return self.interrupted is None and bool(self.verdicts) and all(v.passed for v in self.verdicts) and all(a.ok for a in self.actions)
 
     @property
     def label_times(self) -> dict[str, float]:
@@ -196,6 +207,12 @@ def run(
             if state.metrics:
                 progress(f"metrics: watch the run with {prometheus_sd.prometheus_command(workdir)}")
             trio.run(_run_async, scn, state, result, records_path, progress, consume_records_path)
+    except BaseException as exc:
+        interrupt = first_of(exc, KeyboardInterrupt)
+        if interrupt is None:
+            raise
+        result.interrupted = str(interrupt) or "interrupted"
+        raise RunInterrupted(result.interrupted, result) from None
     finally:
         with _signals(signal.SIG_IGN):  # a second Ctrl-C must not cut the cleanup short
             begin = time.monotonic()
@@ -249,6 +266,8 @@ async def _run_async(
     except trio.TooSlowError:
         raise ScenarioRunError(f"scenario {scn.name} ran longer than its timeout of {scn.timeout:g} s") from None
     finally:
+        if result.observer is not None and not result.end:
+            result.end = result.observer.now()  # cut short (interrupted, timed out): the run so far ends now
         if writer is not None:
             writer.close()
         if consume_writer is not None:

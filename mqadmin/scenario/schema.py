@@ -72,6 +72,10 @@ ACTION_KINDS = (
     "wait_until",
     *consumer_schema.ACTION_KINDS,
 )
+#: The top-level fields of a scenario file: an unknown one (a typo, ``laod:``) is reported before anything
+#: else, since what it was meant to say may be why a later check fails.
+TOP_KEYS = ("name", "description", "duration", "timeout", "cluster", "load", "consumers", "observe", "timeline",
+            "expect")
 COUNT_KINDS = ("send_success_rate", "max_failed_sends", "p99_send_latency", "max_sends_to", "min_sends_to")
 EXPECT_KINDS = (*CONDITION_KINDS, *COUNT_KINDS, *consumer_schema.EXPECT_KINDS)
 
@@ -97,6 +101,13 @@ MAIN_PARAM = {
     "max_sends_to": "broker",
     "min_sends_to": "broker",
     **consumer_schema.MAIN_PARAM,
+}
+
+
+#: How to write a kind's main parameter, for the error when it is missing (default: `KIND: PARAM`).
+MAIN_EXAMPLE = {
+    "wait_until": f"`wait_until: {CONDITION_KINDS[0]}` (or {', '.join(CONDITION_KINDS[1:])}) with `broker: NAME` "
+                  "beside it",
 }
 
 
@@ -129,6 +140,7 @@ def _item(ctx: _Ctx, data: Any, where: str, line: int, kinds: tuple[str, ...], o
         params.key_lines[k] = data.key_lines[k]
     sec = _Section(ctx, params, where)
     sec.also = (kind, *outer)
+    sec.main = (kind, MAIN_PARAM[kind], MAIN_EXAMPLE.get(kind, f"`{kind}: {MAIN_PARAM[kind].upper()}`"))
     return kind, sec, item
 
 
@@ -386,6 +398,7 @@ def parse(text_: str, path: str = "<scenario>") -> Scenario:
     except YamlError as exc:
         raise ctx.error(exc.line, "", str(exc)) from None
     top = _Section(ctx, data, "", 1)
+    top.unknown_first(TOP_KEYS)
     p = _Parser(ctx)
     name = top.get("name", scenario_name, "".join(c if c.isalnum() or c in "._-" else "_" for c in Path(path).stem)[:64] or "scenario")
     description = top.get("description", text, "")  # optional: `scenario list` shows an empty one
@@ -393,6 +406,9 @@ def parse(text_: str, path: str = "<scenario>") -> Scenario:
         raise top.fail("description", "must be one line (put details in the comment at the top)")
     duration = top.get("duration", number(1, MAX_DURATION))
     timeout = top.get("timeout", number(1, MAX_DURATION * 2), None)
+    if timeout is not None and timeout <= duration:
+        raise top.fail("timeout", f"must be longer than duration ({duration:g} s), got {timeout:g}: the load alone "
+                                  "lasts the duration (leave timeout out for duration + the waits + 60 s)")
     cluster_raw = top.raw("cluster")
     p.cluster = p.parse_cluster(_Section(ctx, cluster_raw if cluster_raw is not None else LMap(top.line("cluster")), "cluster"))
     p.topics = set(p.cluster.topics)
@@ -432,6 +448,7 @@ def parse(text_: str, path: str = "<scenario>") -> Scenario:
         for i, (item, line) in enumerate(zip(expect_raw, expect_raw.item_lines))
     ]
     top.finish()
+    assert top.read <= set(TOP_KEYS), top.read - set(TOP_KEYS)  # TOP_KEYS lists every field read above
 
     for what, value, line, where in ctx.deferred:
         if what == "topic" and value not in p.topics:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -32,8 +33,23 @@ Parser = Callable[[Any], Any]
 REQUIRED: Any = object()
 
 
+#: A number in exponent form (``1e9``, ``2.5E-3``): YAML 1.2 reads it as a number, PyYAML (YAML 1.1, which
+#: wants a dot and a sign: ``1.0e+9``) as text; read as the number the author meant.
+EXPONENT_NUMBER = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)[eE][-+]?[0-9]+$")
+
+
+def _as_number(v: Any) -> Any:
+    """``v``, or the number a text in exponent form stands for (inf stays text: not a number)."""
+    if isinstance(v, str) and EXPONENT_NUMBER.match(v.strip()):
+        number_ = float(v)
+        if math.isfinite(number_):
+            return int(number_) if number_.is_integer() and abs(number_) < 2**63 else number_
+    return v
+
+
 def integer(lo: int, hi: int) -> Parser:
     def parse(v: Any) -> int:
+        v = _as_number(v)
         if isinstance(v, bool) or not isinstance(v, int):
             raise _Bad(f"must be an integer, got {_show(v)}")
         if not lo <= v <= hi:
@@ -44,6 +60,7 @@ def integer(lo: int, hi: int) -> Parser:
 
 def number(lo: float, hi: float, *, lo_open: bool = False) -> Parser:
     def parse(v: Any) -> float:
+        v = _as_number(v)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise _Bad(f"must be a number, got {_show(v)}")
         if v < lo or v > hi or (lo_open and v == lo):
@@ -168,6 +185,8 @@ class _Section:
         self.where = where
         self.read: set[str] = set()
         self.also: tuple[str, ...] = ()  # keys read elsewhere but valid here too (an item's `at`, `label`)
+        # an item's kind key, the parameter it carries, and how to write it (```kill_broker: BROKER```)
+        self.main: tuple[str, str, str] | None = None
 
     def path(self, key: str) -> str:
         return f"{self.where}.{key}" if self.where else key
@@ -184,6 +203,9 @@ class _Section:
         self.read.add(key)
         if key not in self.data or (self.data[key] is None and default is not REQUIRED):
             if default is REQUIRED:
+                if self.main is not None and key == self.main[1]:
+                    kind, _, how = self.main
+                    raise self.ctx.error(self.data.line, self.path(kind), f"needs its {key}: write {how}")
                 raise self.ctx.error(self.data.line, self.path(key), "is required")
             return default
         try:
@@ -197,6 +219,15 @@ class _Section:
 
     def fail(self, key: str | None, message: str) -> ScenarioError:
         return self.ctx.error(self.line(key), self.path(key) if key else self.where, message)
+
+    def unknown_first(self, keys: tuple[str, ...]) -> None:
+        """Report a field that is none of ``keys`` before anything else (a typo explains what follows)."""
+        for given in self.data:
+            if given not in keys:
+                close = difflib.get_close_matches(str(given), keys, n=1)
+                hint = f"did you mean {close[0]}? " if close else ""
+                raise self.ctx.error(self.line(given), self.path(str(given)),
+                                     f"unknown field ({hint}expected one of: {', '.join(sorted(keys))})")
 
     def finish(self) -> None:
         for key in self.data:
