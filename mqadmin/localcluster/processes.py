@@ -74,7 +74,7 @@ def _wait_boot(proc: Proc, pattern: re.Pattern[str], offset: int, timeout: float
     while time.monotonic() < deadline:
         try:
             with open(proc.log, "rb") as fh:
-                fh.seek(offset)
+                fh.seek(offset if offset <= os.fstat(fh.fileno()).st_size else 0)  # rotated since: from its start
                 text = fh.read().decode("utf-8", "replace")
         except FileNotFoundError:
             text = ""
@@ -249,7 +249,7 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
             work.mkdir(exist_ok=True)
             proc = Proc("namesrv", f"namesrv-{i}", str(work / "namesrv.properties"), str(work / "namesrv.log"))
             _write_props(Path(proc.config), {
-                "listenPort": 0, "bindAddress": "127.0.0.1", "kvConfigPath": work / "kvConfig.json",
+                "listenPort": 0, "bindAddress": "127.0.0.1", "kvConfigPath": work / "kvConfig.json", "logFile": proc.log,
                 "scanNotActiveBrokerInterval": opts.scan_interval_ms, "brokerChannelExpiredTime": opts.broker_expired_ms,
                 **_acl_props(accounts), **tls, **_metrics_props(opts), **dict(opts.namesrv_props),
             })
@@ -265,7 +265,7 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
                             broker_name=name, broker_id=broker_id)
                 _write_props(Path(proc.config), {
                     "brokerClusterName": opts.cluster, "brokerName": name, "brokerId": broker_id,
-                    "namesrvAddr": state.namesrv_addr, "listenPort": 0, "brokerIP1": "127.0.0.1",
+                    "namesrvAddr": state.namesrv_addr, "listenPort": 0, "brokerIP1": "127.0.0.1", "logFile": proc.log,
                     "registerNameServerPeriod": opts.register_period_ms,
                     "storePathRootDir": work / "store",  # topics (and messages) survive restartBroker, as with Java
                     **_acl_props(accounts, signing=True), **tls, **_metrics_props(opts), **dict(opts.broker_props),
