@@ -37,8 +37,11 @@ interop: $(VENV)/.installed-test
 prometheus:
 	@sh .ci/install-prometheus
 
+# Two workers, each test file on one of them (its module fixtures shared): most tests wait on real
+# processes, so two run in about the time of one; TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed-test interop prometheus
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(VENV)/.installed-test
 	$(PY) bench/namesrv_bench.py

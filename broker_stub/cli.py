@@ -14,9 +14,11 @@ from broker_stub.config import BrokerConfig, ConfigError, load_file
 from broker_stub.server import BrokerServer
 from broker_stub.subgroups import SubscriptionGroupError
 from broker_stub.topic_store import TopicStoreError
+from remoting import logfile
 from remoting.acl_accounts import AccountsError
 from remoting.climain import first_of, run_app
 from remoting.metrics_http import MetricsListenError
+from remoting.regular_file import RefusedFile
 from remoting.tls_config import TlsConfigError
 
 log = logging.getLogger("broker_stub")
@@ -51,9 +53,11 @@ def main(
     if print_config:  # every key a Java 5.3.3 broker prints, with the stub's values
         print(render_config(config), end="")
         return
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s - %(message)s"
-    )
+    try:
+        logfile.configure(config.logFile, config.logFileMaxSize, config.logFileMaxIndex)
+    except OSError as exc:
+        raise ConfigError(f"logFile {config.logFile} {exc}" if isinstance(exc, RefusedFile)
+                          else f"cannot open logFile {config.logFile}: {exc.strerror or exc}") from None
     if config_file:
         print(f"load config properties file OK, {config_file}", flush=True)
     server = BrokerServer(config)  # reads the saved topics: a bad file stops here with one line

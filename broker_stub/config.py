@@ -24,6 +24,8 @@ from remoting.access import ConfigValueError, parse_classes
 from remoting.acl import Credentials
 from remoting.acl_addresses import LOOPBACK_PATTERNS, AddressPatternError, parse_list
 from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
+from remoting.logfile import DEFAULT_MAX_INDEX, DEFAULT_MAX_SIZE, MAX_INDEX_RANGE, MAX_SIZE_RANGE
+from remoting.regular_file import RefusedFile, read_regular_text
 from remoting.tls_config import TlsConfigError, TlsSettings
 from remoting.transport import parse_addr
 
@@ -109,6 +111,10 @@ class BrokerConfig:
     maxHeldPulls: int = 10000  # long-polling pulls held at once; beyond, answered at once
     persistMessages: bool = True  # with storePathRootDir: messages also go to per-queue files, read back on start
     maxKeyIndexEntries: int = 1_000_000  # keys QUERY_MESSAGE finds (UNIQ_KEY and KEYS words), newest; 24 bytes each
+    # logging: see remoting/logfile.py
+    logFile: str = ""  # "" = stderr; else this file, rotated by size
+    logFileMaxSize: int = DEFAULT_MAX_SIZE  # bytes a log file may reach before it rotates
+    logFileMaxIndex: int = DEFAULT_MAX_INDEX  # rotated files kept (logFile.1 .. logFile.N)
     #: Java broker keys the stub keeps and shows but does not act on (flushDiskType, ...), from the file or
     #: UPDATE_BROKER_CONFIG, as Java takes them (broker_stub.java_broker_config); not a key itself.
     java_settings: dict[str, str] = field(default_factory=dict, metadata={"internal": True})
@@ -230,6 +236,9 @@ class BrokerConfig:
             water_marks(self.writeBufferHighWaterMark, self.writeBufferLowWaterMark)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        for key, (low, high) in (("logFileMaxSize", MAX_SIZE_RANGE), ("logFileMaxIndex", MAX_INDEX_RANGE)):
+            if not low <= getattr(self, key) <= high:
+                raise ConfigError(f"{key} must be between {low} and {high}, got {getattr(self, key)}")
         try:
             parse_classes(self.aclUnsignedClasses)
             parse_list(self.adminAddressesWithoutAuth)
@@ -284,11 +293,14 @@ def _parse(key: str, text: str, kind: Any) -> Any:
 def load_file(path: str) -> BrokerConfig:
     """Build a config from a ``-c`` properties file."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        text = read_regular_text(path)
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except RefusedFile as exc:  # a FIFO, a device, a directory or too large: nothing was read
+        raise ConfigError(f"config file {path} {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
     try:
         props = properties.loads(text)

@@ -20,10 +20,14 @@ from broker_stub.topic_store import TopicStoreError
 from namesrv.durable import remove_stale_temp_files, write_atomic
 from remoting import fastjson
 from remoting.names import is_legal_group, is_legal_topic
+from remoting.regular_file import RefusedFile, read_regular_file
 
 log = logging.getLogger("broker_stub")
 
 SEPARATOR = "@"  # ConsumerOffsetManager.TOPIC_GROUP_SEPARATOR
+#: Largest offsets file read back: the table keeps at most 100,000 offsets
+#: (broker_stub.consuming.MAX_CONSUMER_OFFSETS), each under ~300 bytes even with its own long key.
+OFFSETS_FILE_MAX_BYTES = 64 * 1024 * 1024
 
 #: (group, topic, queue id) -> offset, the broker's table (broker_stub.consuming)
 Offsets = Mapping[tuple[str, str, int], int]
@@ -49,10 +53,11 @@ def load(path: str) -> dict[tuple[str, str, int], int]:
     """The saved table; empty when there is no file yet."""
     remove_stale_temp_files(path)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        raw = read_regular_file(path, OFFSETS_FILE_MAX_BYTES)
     except FileNotFoundError:
         return {}
+    except RefusedFile as exc:  # a FIFO, a device, a directory or too large: nothing was read
+        raise OffsetFileError(f"{path} {exc}") from None
     except OSError as exc:
         raise OffsetFileError(f"cannot read {path}: {exc.strerror or exc}") from None
     if not raw.strip():

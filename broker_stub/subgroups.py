@@ -28,10 +28,13 @@ from remoting.admin_bodies import SUBSCRIPTION_GROUP_DEFAULTS, subscription_grou
 from remoting.bodies import DataVersion
 from remoting.mqjson import MqJsonError, loads
 from remoting.names import is_legal_group
+from remoting.regular_file import RefusedFile, read_regular_file
 
 log = logging.getLogger("broker_stub")
 
 MAX_GROUPS = 10_000
+#: Largest subscription group file read back: MAX_GROUPS groups of ~1 KB as Java writes them, with room.
+GROUPS_FILE_MAX_BYTES = 32 * 1024 * 1024
 SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP")
 BROADCAST_SYSTEM_GROUPS = ("CID_ONS-HTTP-PROXY", "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER",
                            "CID_RMQ_SYS_TRANS")
@@ -72,10 +75,11 @@ class SubscriptionGroups:
         """The saved table over the system groups, as ConfigManager.load does (an empty file is no groups)."""
         remove_stale_temp_files(path)
         try:
-            with open(path, "rb") as f:
-                raw = f.read()
+            raw = read_regular_file(path, GROUPS_FILE_MAX_BYTES)
         except FileNotFoundError:
             return
+        except RefusedFile as exc:  # a FIFO, a device, a directory or too large: nothing was read
+            raise SubscriptionGroupError(f"{path} {exc}") from None
         except OSError as exc:
             raise SubscriptionGroupError(f"cannot read {path}: {exc.strerror or exc}") from None
         if not raw.strip():

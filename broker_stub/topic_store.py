@@ -19,8 +19,14 @@ import trio
 from namesrv.durable import remove_stale_temp_files, write_atomic
 from remoting import fastjson
 from remoting.bodies import DataVersion, TopicConfig
+from remoting.regular_file import RefusedFile, read_regular_file
 
 log = logging.getLogger("broker_stub")
+
+
+#: Largest topics file read back: MAX_TOPICS (100,000) topics of up to ~600 bytes each as a Java
+#: broker writes them (pretty-printed, long names, attributes), with room to spare.
+TOPICS_FILE_MAX_BYTES = 128 * 1024 * 1024
 
 
 class TopicStoreError(Exception):
@@ -35,10 +41,11 @@ def load(path: str) -> tuple[list[TopicConfig], DataVersion | None]:
     """The saved topics and data version; nothing if the file does not exist yet."""
     remove_stale_temp_files(path)
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        raw = read_regular_file(path, TOPICS_FILE_MAX_BYTES)
     except FileNotFoundError:
         return [], None
+    except RefusedFile as exc:  # a FIFO, a device, a directory or too large: nothing was read
+        raise TopicStoreError(f"{path} {exc}") from None
     except OSError as exc:
         raise TopicStoreError(f"cannot read {path}: {exc.strerror or exc}") from None
     if not raw.strip():

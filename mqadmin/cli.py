@@ -45,7 +45,7 @@ from mqadmin.commands import (  # noqa: E402
     topic,
     watch,
 )
-from mqadmin.commands.options import CONTEXT_SETTINGS  # noqa: E402
+from mqadmin.commands.options import CONTEXT_SETTINGS, add_signing  # noqa: E402
 from mqadmin.commands.results import is_reader_gone, reader_gone  # noqa: E402
 from mqadmin.localcluster.state import ClusterError  # noqa: E402
 from remoting.climain import run_app  # noqa: E402
@@ -67,6 +67,7 @@ for commands_of_group in (topic, cluster, namesrv, broker, message, consumer, co
 app.add_typer(scenario.app, name="scenario")
 fanout.register(app)
 help.register(app)
+add_signing(app)
 
 
 def full_summaries(app: typer.Typer) -> None:

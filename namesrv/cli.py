@@ -12,9 +12,11 @@ import typer
 from namesrv.config import ConfigError, NamesrvConfig, load_file
 from namesrv.kvconfig import KVConfig, KVConfigError
 from namesrv.server import NameServer
+from remoting import logfile
 from remoting.acl_accounts import AccountsError
 from remoting.climain import first_of, run_app
 from remoting.metrics_http import MetricsListenError
+from remoting.regular_file import RefusedFile
 from remoting.tls_config import TlsConfigError
 
 log = logging.getLogger("namesrv")
@@ -47,13 +49,15 @@ def main(
             value = getattr(config, key)
             print(f"{key}={'true' if value is True else 'false' if value is False else value}")
         return
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s - %(message)s"
-    )
+    try:
+        logfile.configure(config.logFile, config.logFileMaxSize, config.logFileMaxIndex)
+    except OSError as exc:
+        raise ConfigError(f"logFile {config.logFile} {exc}" if isinstance(exc, RefusedFile)
+                          else f"cannot open logFile {config.logFile}: {exc.strerror or exc}") from None
     if config_file:
         print(f"load config properties file OK, {config_file}", flush=True)
     kv = KVConfig(config.kvConfigPath)
-    kv.load()
+    kv.load(config.kvTotalMaxBytes)
     try:
         trio.run(_serve, config, kv)
     except BaseException as exc:

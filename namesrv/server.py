@@ -12,6 +12,10 @@ file is the previous one.
 
 The route snapshot is restored in the constructor, before anything listens.
 
+Heartbeat expiry never judges a broker by a silence that was ours: after
+the process was paused, the heartbeats waiting in the sockets are read
+first (see :mod:`remoting.pause`).
+
 Every request passes the access gate (:mod:`remoting.gate`) first; with
 ``aclEnable`` the accounts file is read in the constructor (a bad one stops
 the start) and polled by the housekeeping round, a change applied to the
@@ -40,6 +44,7 @@ from namesrv.snapshot import RouteSnapshots
 from remoting.gate import AccessControl
 from remoting.metering import RequestMeter
 from remoting.metrics_http import MetricsEndpoint
+from remoting.pause import paused_for
 from remoting.ratelog import CLIP_ARGS
 from remoting.reactor import Processor, Reactor
 from remoting.tls_gate import TlsGate
@@ -192,10 +197,19 @@ class NameServer:
         self._stop_event.set()
 
     async def _housekeeping(self) -> None:
-        """Expire brokers whose heartbeats stopped, every scanNotActiveBrokerInterval; reload changed accounts."""
+        """Expire brokers whose heartbeats stopped, every scanNotActiveBrokerInterval; reload changed accounts.
+
+        After a pause of the process (SIGSTOP, a frozen VM), the heartbeats
+        sent meanwhile are read and applied before anyone is expired.
+        """
         table = self.processor.table
         while True:
-            await trio.sleep(self.config.scanNotActiveBrokerInterval / 1000.0)
+            interval = self.config.scanNotActiveBrokerInterval / 1000.0
+            slept_at = trio.current_time()
+            await trio.sleep(interval)
+            pause = paused_for(slept_at, trio.current_time(), interval)
+            if pause:
+                await self._catch_up(pause)
             self.processor.warn.flush()
             await self.access.reload()
             async with self.processor.table_lock:
@@ -209,3 +223,11 @@ class NameServer:
                 # Java closes the expired broker's channel too.
                 if removed.conn is not None:
                     self.reactor.close_by_id(removed.conn, "broker expired")
+
+    async def _catch_up(self, pause: float) -> None:
+        """Read what waits on every connection, and let the registrations it holds apply."""
+        log.warning(
+            "the process stood still for %.1f s (stopped or starved of CPU): reading what waits on %d connections "
+            "before expiring brokers", pause, len(self.reactor.connections),
+        )
+        await self.reactor.read_pending()

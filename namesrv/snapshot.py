@@ -17,7 +17,10 @@ File format (version 1): a fixed header, then one msgpack map::
 
 A file that is truncated, corrupt (CRC), of another format version, larger
 than ``MAX_SNAPSHOT_BYTES`` or older than ``routeSnapshotMaxAgeMillis`` is
-ignored with one log line; it is never fatal.
+ignored with one log line; it is never fatal. So is a path that is not a
+regular file (a FIFO, a device, a directory): it is opened without blocking
+and its kind and size are checked before a byte is read
+(:mod:`remoting.regular_file`).
 
 How old is a snapshot? The state is rewritten only when it changes, so its
 capture time can be long past while it is still exactly what the server
@@ -48,6 +51,7 @@ from namesrv.config import NamesrvConfig
 from namesrv.durable import remove_stale_temp_files, write_atomic
 from namesrv.route_state import Restored
 from namesrv.routes import RouteTable
+from remoting.regular_file import RefusedFile, read_regular_file_stat
 
 log = logging.getLogger("namesrv")
 
@@ -96,16 +100,14 @@ def decode(data: bytes) -> tuple[int, dict[str, Any]]:
 def read(path: str) -> tuple[int, float, dict[str, Any]] | None:
     """(stateMillis, mtime in ms, state), or None when there is no file."""
     try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            if size > MAX_SNAPSHOT_BYTES:
-                raise SnapshotError(f"{size} bytes, larger than the {MAX_SNAPSHOT_BYTES}-byte bound")
-            mtime_ms = os.fstat(fh.fileno()).st_mtime * 1000.0
-            data = fh.read(MAX_SNAPSHOT_BYTES + 1)
+        data, info = read_regular_file_stat(path, MAX_SNAPSHOT_BYTES)
     except FileNotFoundError:
         return None
+    except RefusedFile as exc:  # a FIFO, a device, a directory, or too large: nothing was read
+        raise SnapshotError(str(exc)) from None
     except OSError as exc:
         raise SnapshotError(f"cannot read it: {exc.strerror or exc}") from None
+    mtime_ms = info.st_mtime * 1000.0
     state_millis, state = decode(data)
     return state_millis, mtime_ms, state
 

@@ -38,6 +38,7 @@ import yaml
 
 from remoting.acl import Verifier
 from remoting.acl_addresses import AddressList, AddressPattern, AddressPatternError, parse_pattern
+from remoting.regular_file import read_regular_file
 
 #: Largest accounts file read (bytes): bounds the memory and the parse time of a reload.
 MAX_FILE_BYTES = 1024 * 1024
@@ -132,14 +133,15 @@ def parse_accounts(text: str, source: str = "") -> Accounts:
 
 
 def read_accounts(path: str) -> Accounts:
-    """Read and parse an accounts file (bounded in size); AccountsError on any failure."""
+    """Read and parse an accounts file; AccountsError on any failure.
+
+    Read as a regular file of at most MAX_FILE_BYTES: a FIFO at the path
+    would otherwise block the start, or a reload's thread, forever.
+    """
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
+        data = read_regular_file(path, MAX_FILE_BYTES)
     except OSError as exc:
         raise AccountsError(f"cannot read accounts file {path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise AccountsError(f"accounts file {path} is larger than {MAX_FILE_BYTES} bytes")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -22,6 +22,11 @@ read while any of these holds, and nothing queues without bound:
 - it already had :data:`BATCH_REQUESTS` requests answered in this pass:
   until the next pass, so one pipelining peer cannot hold the loop.
 
+A task that expires peers by silence (the idle sweep here, the
+NameServer's broker expiry) first calls :meth:`Reactor.read_pending` when
+the process was paused (:mod:`remoting.pause`): the peers' messages sent
+meanwhile wait in the sockets and are read before anyone is judged silent.
+
 TLS (:mod:`remoting.tls_gate`) sits between the socket and the decoder:
 ciphertext read goes through the connection's TLS session and its
 plaintext into the same decoder, answers are encrypted before they join
@@ -54,6 +59,7 @@ from remoting.command import RemotingCommand, response_to
 from remoting.connection import READ, WRITE, Connection
 from remoting.limits import ReadBudget, water_marks
 from remoting.memtrim import Trimmer
+from remoting.pause import paused_for
 from remoting.ratelog import CLIP_ARGS, RateLimitedLog, clip
 from remoting.tls_gate import SUMMARIES, TlsGate, TlsRefused
 from remoting.tls_session import MAX_RECORD_BYTES, Hello, PeerClosed, TlsSession
@@ -70,6 +76,11 @@ TURN_SECONDS = 0.002
 BATCH_REQUESTS = 512
 #: Answers are joined into one send up to this size (and never past the high water mark).
 BATCH_BYTES = 256 * 1024
+#: How often idle connections are looked for.
+SWEEP_SECONDS = 1.0
+#: Passes over the ready connections after a pause, and how long to wait for the answers they start.
+PENDING_PASSES = 4
+PENDING_ANSWER_SECONDS = 5.0
 
 
 class Processor(Protocol):
@@ -268,9 +279,15 @@ class Reactor:
 
     async def _sweep_idle(self) -> None:
         """Once a second: close connections with no traffic (or a stuck send) for too long,
-        emit due log summaries, give big freed buffers back to the OS."""
+        emit due log summaries, give big freed buffers back to the OS.
+
+        After a pause of the process, what waits in the sockets is read
+        first: a peer that kept sending while we were stopped is not idle."""
         while True:
-            await trio.sleep(1.0)
+            slept_at = self.clock()
+            await trio.sleep(SWEEP_SECONDS)
+            if paused_for(slept_at, self.clock(), SWEEP_SECONDS):
+                await self.read_pending()
             limit = self.clock() - self.idle_seconds()
             for conn in [c for c in self.connections.values() if c.last_active < limit and not c.busy]:
                 self.close(conn, "idle" if not conn.out else "peer stopped reading")
@@ -279,6 +296,43 @@ class Reactor:
                     self._refuse(stalled, refusal)
             self.warn.flush()
             self.trimmer.maybe_trim()
+
+    async def read_pending(self, timeout: float = PENDING_ANSWER_SECONDS) -> int:
+        """Read and answer what already waits on every connection, then wait (at most
+        ``timeout``) until every awaiting request has been answered.
+
+        For a server that was paused (see :mod:`remoting.pause`): its peers'
+        messages sit unread in the socket buffers, and a task that expires
+        peers by silence must see them first. The run loop would read them
+        too, but in its own turn, which may come after that task's. Each pass
+        accepts the connections waiting in the listen queue (a peer whose
+        request timed out may have reconnected) and reads every ready
+        connection once; a few passes finish a frame that did not fit one read
+        or the first frame of a new connection. Returns the number of reads.
+        """
+        read: list[Connection] = []
+        for _ in range(PENDING_PASSES):
+            ready = self.selector.select(0)
+            if not ready:
+                break
+            now = self.clock()
+            for key, events in ready:
+                conn = key.data
+                if conn is None:  # peers that connected meanwhile: their first requests are read next pass
+                    self.acceptor.accept(key.fileobj)  # type: ignore[arg-type]
+                    continue
+                if events & WRITE and not conn.closed:
+                    self._flush(conn)
+                if events & READ and not conn.closed:
+                    self._read(conn, now)
+                    read.append(conn)
+        # Every awaiting request, not only those this call read: after a pause the idle sweep and the
+        # NameServer's expiry both catch up, and the first one to run reads what the other must wait for.
+        waiting = [conn for conn in self.connections.values() if conn.busy]
+        with trio.move_on_after(timeout):
+            while any(conn.busy for conn in waiting):
+                await trio.sleep(0.005)
+        return len(read)
 
     # ------------------------------------------------------------------
     # reading and answering

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from remoting import properties
+from remoting.regular_file import read_regular_text
 
 DISABLED = "disabled"
 PERMISSIVE = "permissive"
@@ -116,13 +117,10 @@ class TlsSettings:
         path = self.config_file or DEFAULT_CONFIG_FILE
         if not self.config_file and not os.path.isfile(path):
             return {}
-        try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read(MAX_CONFIG_FILE_BYTES + 1)
+        try:  # a regular file of bounded size: a FIFO here would block the start
+            text = read_regular_text(path, MAX_CONFIG_FILE_BYTES)
         except (OSError, UnicodeDecodeError) as exc:
             raise TlsConfigError(f"tls.config.file {path}: {getattr(exc, 'strerror', None) or exc}") from None
-        if len(text) > MAX_CONFIG_FILE_BYTES:
-            raise TlsConfigError(f"tls.config.file {path} is larger than {MAX_CONFIG_FILE_BYTES} bytes")
         try:
             return properties.loads(text)
         except properties.PropertiesError as exc:

@@ -35,12 +35,14 @@ class NamesrvProcess:
         self.config_path.write_text("".join(f"{k}={_text(v)}\n" for k, v in settings.items()))
         self.proc: subprocess.Popen[bytes] | None = None
         self.addr = ""
+        #: what runs, before ``-c <config>`` (a test may run the server under a measuring wrapper)
+        self.command = [sys.executable, "-m", "namesrv.cli"]
         self.metrics_url = ""  # with metricsPort set: where its /metrics is
 
     def start(self, timeout: float = 15.0) -> NamesrvProcess:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "namesrv.cli", "-c", str(self.config_path)],
+            [*self.command, "-c", str(self.config_path)],
             stdout=subprocess.PIPE,
             stderr=log,
             cwd=self.workdir,

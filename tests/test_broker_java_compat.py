@@ -35,7 +35,7 @@ pytest_plugins = ("tests.broker_procs",)  # the start_broker fixture
 
 STUB_EXTENSIONS = {"maxMessagesPerQueue", "maxStoreBytes", "maxAutoCreatedTopics", "frameMaxLength",
                    "serverMaxConnections", "serverTotalReadBufferBytes", "maxHeldPulls", "persistMessages",
-                   "maxKeyIndexEntries",
+                   "maxKeyIndexEntries", "logFile", "logFileMaxSize", "logFileMaxIndex",
                    # access control (docs/security.md): Java 5.3 keeps these in its auth config, not BrokerConfig
                    "accessKey", "secretKey", "innerClientAuthenticationCredentials", "aclConfigPath",
                    "aclUnsignedClasses", "adminAddressesWithoutAuth", "allowRemoteAdminWithoutAuth",

@@ -20,6 +20,7 @@ import json
 import math
 import socket
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -119,14 +120,20 @@ def test_prometheus_sees_a_killed_broker_on_every_namesrv(tmp_path: Path) -> Non
             # traffic for the panels that need some: route queries (the cache panel), a refused frame
             namesrvs = [p["addr"] for p in status["procs"] if p["role"] == "namesrv"]
             assert len(namesrvs) == 2, status["procs"]
-            for addr in namesrvs:
-                for _ in range(3):
+            [route_queries] = panels["Route queries"]
+            deadline = time.monotonic() + 90
+            while True:  # a series' first sample has no rate (the restarted NameServer's counters start
+                # at its first scrape): ask again until a later scrape has seen the count grow
+                for addr in namesrvs:
                     routed = mqadmin("topicRoute", "-t", SELF_TEST_TOPIC, "-n", addr, "--json", env=env)
                     assert routed.returncode == 0, routed.stderr
+                rates = query(prom, route_queries)
+                if len(rates) == 2 and all(float(x["value"][1]) > 0 for x in rates):
+                    break
+                assert time.monotonic() < deadline, f"route queries on both NameServers: last result {rates}"
+                time.sleep(1)
+            for addr in namesrvs:
                 oversized_frame(addr)
-            [route_queries] = panels["Route queries"]
-            until(prom, route_queries, lambda r: len(r) == 2 and all(float(x["value"][1]) > 0 for x in r),
-                  what="route queries on both NameServers")
             [refused] = panels["Refused by a bound"]
             until(prom, f'({refused}) > 0', lambda r: {x["metric"]["limit"] for x in r} == {"frame_size"},
                   what="the oversized frames refused")

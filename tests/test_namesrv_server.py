@@ -483,7 +483,10 @@ def test_sigint_finishes_in_flight_request(start_namesrv) -> None:  # type: igno
     answers: list[RemotingCommand] = []
     sock.settimeout(5)
     while not answers:
-        data = sock.recv(65536)
+        try:
+            data = sock.recv(65536)
+        except ConnectionResetError:  # the signal came before the request was read: closed unread, never acknowledged
+            break
         if not data:
             break
         answers.extend(dec.feed(data))

@@ -5,6 +5,9 @@
 //	interop-go produce -namesrv H:P -topic T -msg "body=a-0;tag=TagA;keys=k1 k2;prop.color=red" ...
 //	interop-go consume -namesrv H:P -topic T -group G -expression "TagA || TagB" -expect N [-seconds 60]
 //
+// Both take -access-key/-secret-key: the client then signs every request (the Go client's ACL
+// credentials, the same HMAC-SHA1 signature as Java's AclClientRPCHook).
+//
 // A -msg is fields name=value separated by ';' (the same format as the Java harness's Producer).
 package main
 
@@ -90,19 +93,37 @@ func parseMessage(topic, spec string) (*primitive.Message, error) {
 	return msg, nil
 }
 
+// credentialFlags adds -access-key/-secret-key to fs; the returned function reads them after Parse
+// (nil when no access key was given: an unsigned client).
+func credentialFlags(fs *flag.FlagSet) func() *primitive.Credentials {
+	accessKey := fs.String("access-key", "", "ACL access key (sign every request)")
+	secretKey := fs.String("secret-key", "", "ACL secret key")
+	return func() *primitive.Credentials {
+		if *accessKey == "" {
+			return nil
+		}
+		return &primitive.Credentials{AccessKey: *accessKey, SecretKey: *secretKey}
+	}
+}
+
 func produce(argv []string) error {
 	fs := flag.NewFlagSet("produce", flag.ExitOnError)
 	namesrv := fs.String("namesrv", "", "NameServer host:port")
 	topic := fs.String("topic", "", "topic")
 	group := fs.String("group", "interop_go_producer", "producer group")
+	credentials := credentialFlags(fs)
 	var msgs multi
 	fs.Var(&msgs, "msg", "a message spec (repeatable)")
 	fs.Parse(argv)
-	p, err := rocketmq.NewProducer(
+	options := []producer.Option{
 		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{*namesrv})),
 		producer.WithGroupName(*group),
 		producer.WithRetry(2),
-	)
+	}
+	if creds := credentials(); creds != nil {
+		options = append(options, producer.WithCredentials(*creds))
+	}
+	p, err := rocketmq.NewProducer(options...)
 	if err != nil {
 		return err
 	}
@@ -148,15 +169,20 @@ func consume(argv []string) error {
 	expect := fs.Int("expect", 1, "stop after this many messages")
 	seconds := fs.Int("seconds", 60, "give up after this many seconds")
 	linger := fs.Duration("linger", 0, "keep consuming this long after the last expected message")
+	credentials := credentialFlags(fs)
 	fs.Parse(argv)
 	var mu sync.Mutex
 	received := 0
 	done := make(chan struct{})
-	c, err := rocketmq.NewPushConsumer(
+	options := []consumer.Option{
 		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{*namesrv})),
 		consumer.WithGroupName(*group),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
-	)
+	}
+	if creds := credentials(); creds != nil {
+		options = append(options, consumer.WithCredentials(*creds))
+	}
+	c, err := rocketmq.NewPushConsumer(options...)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,8 @@ which keeps one connection per address for the block (for many sends or pulls in
 The calls live in layers, each a module with one job: :mod:`.core` sends and fans out,
 :mod:`.namesrv` talks to NameServers, :mod:`.broker` to brokers, :mod:`.messaging` sends and
 pulls, :mod:`.broker_admin` builds Apache's cluster-wide admin views from per-broker requests;
-:mod:`.errors`, :mod:`.addresses`, :mod:`.messages` and :mod:`.topic_text` sit beside them.
+:mod:`.errors`, :mod:`.addresses`, :mod:`.messages` and :mod:`.topic_text` sit beside them, and
+:mod:`.security`: the keys every request is signed with (``security=``, or the command's context).
 :class:`AdminClient` is the top of the stack; import the other names from their own modules.
 """
 
@@ -26,6 +27,7 @@ import trio
 
 from mqadmin.client.core import DEFAULT_TIMEOUT
 from mqadmin.client.messaging import MessagingClient
+from mqadmin.client.security import ClientSecurity
 
 T = TypeVar("T")
 
@@ -46,8 +48,10 @@ class SyncAdminClient:
     :class:`~mqadmin.client.messaging.SendResult`; errors are the same ``AdminError``.
     """
 
-    def __init__(self, namesrv_addrs: list[str], *, timeout: float = DEFAULT_TIMEOUT) -> None:
-        self.aio = AdminClient(namesrv_addrs, timeout=timeout)
+    def __init__(
+        self, namesrv_addrs: list[str], *, timeout: float = DEFAULT_TIMEOUT, security: ClientSecurity | None = None
+    ) -> None:
+        self.aio = AdminClient(namesrv_addrs, timeout=timeout, security=security)
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.aio, name)

@@ -18,28 +18,45 @@ from typing import Any, Self
 import trio
 
 from mqadmin.client.errors import AdminError, NotFound, PerServer, check_answer
+from mqadmin.client.security import ClientSecurity, current_security
 from remoting.bodies import BodyError
 from remoting.command import RemotingCommand
 from remoting.transport import RemotingClient, RemotingError, connect
 
 DEFAULT_TIMEOUT = 3.0
+#: What a server enforcing TLS does to a plaintext request (it closes the connection unanswered).
+_CLOSED = "connection closed by peer"
 
 
-async def call(addr: str, req: RemotingCommand, timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
-    """One request over a fresh connection to ``addr``."""
+def _failure(exc: RemotingError, security: ClientSecurity | None) -> AdminError:
+    """The error of a failed request; a plaintext one cut off may have met a server that needs TLS."""
+    text = str(exc)
+    if text.endswith(_CLOSED) and (security is None or security.tls is None):
+        text += " (a server that enforces TLS does this to plaintext: try --tls)"
+    return AdminError(text)
+
+
+async def call(
+    addr: str, req: RemotingCommand, timeout: float = DEFAULT_TIMEOUT, security: ClientSecurity | None = None
+) -> RemotingCommand:
+    """One request over a fresh connection to ``addr`` (signed and over TLS as ``security`` says,
+    default: unsigned, plain TCP)."""
+    credentials = security.credentials if security is not None else None
+    tls = security.ssl_context() if security is not None else None
     try:
-        async with connect(addr, connect_timeout=timeout) as client:
+        async with connect(addr, connect_timeout=timeout, credentials=credentials, tls=tls) as client:
             return await client.invoke(req, timeout)
     except RemotingError as exc:
-        raise AdminError(str(exc)) from None
+        raise _failure(exc, security) from None
 
 
 class _Pool:
     """One persistent connection per address, each held open by a task of the pool's nursery."""
 
-    def __init__(self, nursery: trio.Nursery, timeout: float) -> None:
+    def __init__(self, nursery: trio.Nursery, timeout: float, security: ClientSecurity) -> None:
         self.nursery = nursery
         self.timeout = timeout
+        self.security = security
         self.conns: dict[str, RemotingClient] = {}
         self.closers: dict[str, trio.Event] = {}
         self.locks: dict[str, trio.Lock] = {}
@@ -66,25 +83,32 @@ class _Pool:
     async def _hold(self, addr: str, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         done = trio.Event()
         self.closers[addr] = done
-        async with connect(addr, connect_timeout=self.timeout) as conn:
+        async with connect(addr, connect_timeout=self.timeout, credentials=self.security.credentials,
+                           tls=self.security.ssl_context()) as conn:
             task_status.started(conn)
             await done.wait()
 
 
 class ClientCore:
-    """A set of NameServer addresses, a timeout, and the ways to send a request."""
+    """A set of NameServer addresses, a timeout, the keys requests are signed with, and the ways to
+    send a request."""
 
-    def __init__(self, namesrv_addrs: list[str], *, timeout: float = DEFAULT_TIMEOUT) -> None:
-        """``namesrv_addrs`` may be empty for broker-only calls; NameServer calls then fail clearly."""
+    def __init__(
+        self, namesrv_addrs: list[str], *, timeout: float = DEFAULT_TIMEOUT, security: ClientSecurity | None = None
+    ) -> None:
+        """``namesrv_addrs`` may be empty for broker-only calls; NameServer calls then fail clearly.
+        Without ``security``, the client takes the one of the context it is built in
+        (:func:`~mqadmin.client.security.using_security`; unsigned by default)."""
         self.namesrv_addrs = list(namesrv_addrs)
         self.timeout = timeout
+        self.security = security if security is not None else current_security()
         self._pool: _Pool | None = None
 
     @asynccontextmanager
     async def pooled(self) -> AsyncIterator[Self]:
         """Reuse one connection per address for the block (many sends or pulls in a row)."""
         async with trio.open_nursery() as nursery:
-            self._pool = _Pool(nursery, self.timeout)
+            self._pool = _Pool(nursery, self.timeout, self.security)
             try:
                 yield self
             finally:
@@ -96,13 +120,13 @@ class ClientCore:
         t = self.timeout if timeout is None else timeout
         pool = self._pool
         if pool is None:
-            return await call(addr, req, t)
+            return await call(addr, req, t, self.security)
         try:
             conn = await pool.get(addr)
             return await conn.invoke(req, t)
         except RemotingError as exc:
             pool.drop(addr)
-            raise AdminError(str(exc)) from None
+            raise _failure(exc, self.security) from None
 
     async def _any(self, req_factory: Callable[[], RemotingCommand], what: str) -> tuple[str, RemotingCommand]:
         """Ask NameServers in random order until one answers (like a Java client)."""

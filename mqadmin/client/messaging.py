@@ -17,6 +17,7 @@ from mqadmin.client import messages
 from mqadmin.client.broker import BrokerClient
 from mqadmin.client.core import DEFAULT_TIMEOUT
 from mqadmin.client.errors import AdminError, NotFound, check_answer, parse_answer
+from mqadmin.client.security import ClientSecurity
 from remoting.bodies import TopicRouteData
 from remoting.codes import (
     DEFAULT_TOPIC,
@@ -106,9 +107,11 @@ class QueueRead:
 class MessagingClient(BrokerClient):
     """Sending and pulling messages, on top of the NameServer and broker calls."""
 
-    def __init__(self, namesrv_addrs: list[str], *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self, namesrv_addrs: list[str], *, timeout: float = DEFAULT_TIMEOUT, security: ClientSecurity | None = None
+    ) -> None:
         """Message ids and the producer group are per client, as a Java producer's are."""
-        super().__init__(namesrv_addrs, timeout=timeout)
+        super().__init__(namesrv_addrs, timeout=timeout, security=security)
         self._uniq = messages.UniqIdGenerator()
         self._producer_group = f"mqadmin-{os.getpid()}"
 

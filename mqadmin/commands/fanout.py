@@ -22,6 +22,7 @@ from typing import Any
 
 import typer
 
+from mqadmin.client.security import current_security
 from mqadmin.commands.options import check_output, has_module, state_dir_option
 from mqadmin.output.console import make_console, out, print_json
 from mqadmin.output.plotmarks import PLOT_INSTALL, PLOT_SUFFIXES
@@ -152,6 +153,7 @@ def register(app: typer.Typer) -> None:
             ramp_up=ramp_up, start_delay=start_delay, kills=tuple(_kill(k) for k in kills or ()),
             create_topics=create_topics, queues=queues, spark_conf=_conf(conf or []), spark_timeout=spark_timeout,
             consumers=consumers, consumer_groups=consumer_groups, drain=drain,
+            security=current_security(),  # --access-key, or the local cluster's keys (mqadmin.commands.options.signing)
         )
         try:
             opts.validate()

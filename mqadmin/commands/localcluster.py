@@ -16,6 +16,7 @@ from mqadmin.client.errors import AdminError
 from mqadmin.commands.options import JsonOpt, bad_option, state_dir_option
 from mqadmin.commands.results import self_command
 from mqadmin.localcluster import processes, prometheus_sd
+from mqadmin.localcluster.certs import cert_path
 from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, default_dir, proc_state
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
@@ -50,6 +51,7 @@ def state_json(state: ClusterState) -> dict[str, Any]:
     """The documented shape of ``start --json`` and ``status --json``."""
     return {
         "dir": state.dir, "cluster": state.cluster, "namesrvAddr": state.namesrv_addr, "topics": state.topics,
+        "auth": state.auth, "tls": state.tls,
         "procs": [{"name": p.name, "kind": p.kind, "role": _role(p), "brokerName": p.broker_name,
                    "brokerId": p.broker_id, "addr": p.addr, "pid": p.pid, "state": proc_state(p),
                    "log": p.log, "config": p.config, "metricsUrl": _metrics_url(p)} for p in state.procs],
@@ -69,6 +71,10 @@ def start_cmd(
                                        help="NameServer brokerChannelExpiredTime: silence after which a broker is dropped, ms."),
     scan_interval: int = typer.Option(5000, "--scan-interval", min=10,
                                       help="NameServer scanNotActiveBrokerInterval: how often silence is checked, ms."),
+    auth: bool = typer.Option(False, "--auth", help="Accounts on every process (aclEnable=true), keys generated into "
+                              "<dir>/conf; mqadmin commands to this cluster sign with its admin keys."),
+    tls: bool = typer.Option(False, "--tls", help="TLS on every process in enforcing mode (no plaintext), with a "
+                             "certificate generated into <dir>/conf/tls; mqadmin commands to this cluster trust it."),
     metrics: bool = typer.Option(False, "--metrics",
                                  help="Serve /metrics on every process (each its own port) and write a prometheus.yml."),
     directory: Path | None = DirOpt,
@@ -78,7 +84,7 @@ def start_cmd(
     opts = processes.StartOptions(
         namesrvs=namesrvs, brokers=brokers, slaves=slaves, cluster=cluster_name, register_period_ms=register_period,
         broker_expired_ms=broker_timeout, scan_interval_ms=scan_interval, topics=topic_list, topic_queues=topic_queues,
-        metrics=metrics,
+        auth=auth, tls=tls, metrics=metrics,
     )
     try:
         processes.validate_options(opts)
@@ -107,6 +113,14 @@ def summary(state: ClusterState, directory: Path | None) -> Group:
         Text(up, style="bold green"),
         Text(f"export NAMESRV_ADDR='{state.namesrv_addr}'"),
     ]
+    if state.auth:
+        lines.append(Text(f"accounts: {Path(state.dir) / 'conf' / 'plain_acl.yml'} (localAdmin signs mqadmin's and the "
+                          "brokers' requests, localUser is for applications)"))
+        if directory is not None:  # elsewhere than the default, commands find the keys through ROCKETMQ_HOME
+            lines.append(Text(f"export ROCKETMQ_HOME='{state.dir}'  # its conf/tools.yml: mqadmin (ours and Java's) signs"))
+    if state.tls:
+        cert = cert_path(Path(state.dir))
+        lines.append(Text(f"TLS only (enforcing); certificate: {cert} (other clients: --tls-trust-cert {cert})"))
     hint = "" if directory is None else "  (with NAMESRV_ADDR set)"
     me = self_command()
     # Commands apart, never joined by | or ; -- a pasted line must not run killBroker along with the rest.

@@ -9,12 +9,15 @@ a usage error.
 from __future__ import annotations
 
 import datetime
+import functools
 import importlib.util
+import inspect
 import os
 import re
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -22,6 +25,8 @@ import typer
 from mqadmin.client import AdminClient
 from mqadmin.client.addresses import check_addr
 from mqadmin.client.errors import AdminError
+from mqadmin.client.security import TlsOptions, credentials_from, using_security
+from mqadmin.localcluster.accounts import security_for
 from mqadmin.localcluster.namesrvs import namesrv_addrs
 from mqadmin.localcluster.processes import make_state_dir
 from mqadmin.localcluster.state import ClusterError, default_dir
@@ -157,3 +162,73 @@ def has_module(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
+
+
+# --- signing and TLS: --access-key/--secret-key and --tls on every command that talks to a server ----
+
+AccessKeyOpt = typer.Option(
+    None, "--access-key", metavar="AK", envvar="ROCKETMQ_ACCESS_KEY", show_envvar=False,
+    help="Sign every request as this account (also $ROCKETMQ_ACCESS_KEY; default: the local cluster's "
+         "keys when talking to it, else $ROCKETMQ_HOME/conf/tools.yml).")
+SecretKeyOpt = typer.Option(
+    None, "--secret-key", metavar="SK", envvar="ROCKETMQ_SECRET_KEY", show_envvar=False,
+    help="The account's secret key (better in $ROCKETMQ_SECRET_KEY or tools.yml: other users can read a command line).")
+TlsOpt = typer.Option(
+    False, "--tls", help="Connect with TLS, as a Java client with -Dtls.enable=true: the server's certificate is not "
+                         "checked unless --tls-trust-cert is given (default: on for a local cluster started with --tls).")
+TlsTrustOpt = typer.Option(
+    None, "--tls-trust-cert", metavar="PEM", help="Connect with TLS, only to servers whose certificate chain this "
+                                                  "PEM file anchors (implies --tls).")
+
+#: The options :func:`signing` adds: parameter name -> (typer option, annotation).
+SECURITY_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "access_key": (AccessKeyOpt, str | None), "secret_key": (SecretKeyOpt, str | None),
+    "tls": (TlsOpt, bool), "tls_trust_cert": (TlsTrustOpt, Path | None),
+}
+
+
+def _tls_given(tls: bool, trust_cert: Path | None) -> TlsOptions | None:
+    """``--tls``/``--tls-trust-cert`` as options (None: neither); a trust file that cannot be read is a usage error."""
+    if trust_cert is None:
+        return TlsOptions() if tls else None
+    if not trust_cert.is_file():
+        raise bad_option("--tls-trust-cert", f"{trust_cert} is not a readable file")
+    options = TlsOptions(str(trust_cert.resolve()))
+    try:
+        options.context()
+    except AdminError as exc:
+        raise bad_option("--tls-trust-cert", str(exc)) from None
+    return options
+
+
+def signing(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``command`` with the ``--access-key``/``--secret-key`` and ``--tls`` options: the keys and
+    the channel are resolved once (:func:`~mqadmin.localcluster.accounts.security_for`) and every
+    client the command builds signs and connects that way, without the command itself knowing."""
+    sig = inspect.signature(command, eval_str=True)
+
+    @functools.wraps(command)
+    def signed(*args: Any, access_key: str | None = None, secret_key: str | None = None, tls: bool = False,
+               tls_trust_cert: Path | None = None, **kwargs: Any) -> Any:
+        try:
+            given = credentials_from(access_key, secret_key)
+        except ValueError as exc:
+            raise bad_option("--access-key/--secret-key", str(exc)) from None
+        security = security_for(kwargs.get("namesrv"), given, kwargs.get("directory"),
+                                tls=_tls_given(tls, tls_trust_cert))
+        with using_security(security):
+            return command(*args, **kwargs)
+
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=opt, annotation=annotation)
+             for name, (opt, annotation) in SECURITY_OPTIONS.items()]
+    signed.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *extra])  # type: ignore[attr-defined]
+    signed.__annotations__ = {**command.__annotations__,
+                              **{name: annotation for name, (_, annotation) in SECURITY_OPTIONS.items()}}
+    return signed
+
+
+def add_signing(app: typer.Typer) -> None:
+    """Give every command of ``app`` that talks to servers (it takes ``-n``) the signing options."""
+    for info in app.registered_commands:
+        if info.callback is not None and "namesrv" in inspect.signature(info.callback).parameters:
+            info.callback = signing(info.callback)

@@ -18,6 +18,7 @@ import trio
 
 from mqadmin.client import AdminClient
 from mqadmin.client.errors import AdminError, NotFound
+from mqadmin.client.security import UNSIGNED, ClientSecurity
 from mqadmin.fanout import FanoutError
 from remoting.bodies import TopicConfig
 from remoting.climain import first_of
@@ -36,6 +37,7 @@ class ClusterView:
     namesrv_addrs: list[str]
     masters: dict[str, str]  # broker name -> master address
     queues: dict[tuple[str, str], int] = field(default_factory=dict)  # (broker, topic) -> queue count
+    security: ClientSecurity = UNSIGNED  # how every later read of the brokers signs
 
     @property
     def requests(self) -> int:
@@ -62,8 +64,9 @@ class StoredCount:
         return self.after is not None
 
 
-async def _probe(addrs: list[str], topics: tuple[str, ...], create: bool, queues: int, wait: float) -> ClusterView:
-    client = AdminClient(addrs, timeout=PROBE_TIMEOUT)
+async def _probe(addrs: list[str], topics: tuple[str, ...], create: bool, queues: int, wait: float,
+                 security: ClientSecurity) -> ClusterView:
+    client = AdminClient(addrs, timeout=PROBE_TIMEOUT, security=security)
     async with client.pooled():
         info = await client.cluster_info()
         masters = {
@@ -73,7 +76,7 @@ async def _probe(addrs: list[str], topics: tuple[str, ...], create: bool, queues
         }
         if not masters:
             raise FanoutError(f"no master broker is registered with the NameServer(s) {';'.join(addrs)}")
-        view = ClusterView(addrs, masters)
+        view = ClusterView(addrs, masters, security=security)
         if create:
             await _ensure_topics(client, view, topics, queues, wait)
         for topic in topics:
@@ -117,10 +120,10 @@ async def _ensure_topics(client: AdminClient, view: ClusterView, topics: tuple[s
 
 
 def probe(addrs: list[str], topics: tuple[str, ...], *, create: bool = True, queues: int = 8,
-          wait: float = 10.0) -> ClusterView:
+          wait: float = 10.0, security: ClientSecurity = UNSIGNED) -> ClusterView:
     """Brokers and topic queues of the cluster (creating missing topics); FanoutError if unreachable."""
     try:
-        return trio.run(_probe, addrs, topics, create, queues, wait)
+        return trio.run(_probe, addrs, topics, create, queues, wait, security)
     except BaseException as exc:
         found = first_of(exc, FanoutError)
         if found is not None:
@@ -132,7 +135,7 @@ def probe(addrs: list[str], topics: tuple[str, ...], *, create: bool = True, que
 
 
 async def _read(view: ClusterView, topics: tuple[str, ...], timeout: float) -> dict[str, int | str]:
-    client = AdminClient([], timeout=timeout)
+    client = AdminClient([], timeout=timeout, security=view.security)
     out: dict[str, int | str] = {}
 
     async def one(name: str, addr: str) -> None:

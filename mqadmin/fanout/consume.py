@@ -134,7 +134,7 @@ async def _read_offsets(view: ClusterView, metrics: ConsumeMetrics, timeout: flo
     wanted = [(g, k) for g, topics in metrics.topics.items() for k in keys if k[0] in topics]
     if len(wanted) + len(keys) > MAX_OFFSET_READS:
         return None
-    client = AdminClient([], timeout=timeout)
+    client = AdminClient([], timeout=timeout, security=view.security)
     committed: dict[tuple[str, str, str, int], int] = {}
     max_offsets: dict[QueueKey, int] = {}
     failed: list[str] = []

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from mqadmin.client.addresses import split_addrs
 from mqadmin.client.errors import AdminError
+from mqadmin.client.security import UNSIGNED, ClientSecurity
 from mqadmin.fanout import FanoutUsageError
 
 ENGINES = ("spark", "multiprocessing")
@@ -51,6 +52,7 @@ class FanoutOptions:
     consumers: int = 0  # simulated push consumers in the same partitions (mqadmin.fanout.consume)
     consumer_groups: int | None = None  # default: one per topic
     drain: float = 5.0  # s consumers keep consuming after the load ends
+    security: ClientSecurity = UNSIGNED  # keys for a cluster the run does not start (a started one's are known)
 
     def validate(self) -> None:
         if self.engine not in ENGINES:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 import trio
 
+from mqadmin.client.security import UNSIGNED, ClientSecurity
 from mqadmin.fanout.consume import end_of_consumers, run_consumers
 from mqadmin.fanout.consume_metrics import ConsumeMetrics
 from mqadmin.fanout.metrics import (
@@ -71,6 +72,7 @@ class FanoutPlan:
     consumer_heartbeat_interval: float = 30.0  # heartbeatBrokerInterval
     rebalance_interval: float = 20.0
     persist_interval: float = 5.0  # persistConsumerOffsetInterval
+    security: ClientSecurity = UNSIGNED  # every producer's and consumer's requests are signed with its keys
 
     def __post_init__(self) -> None:
         if self.partitions < 1:
@@ -266,7 +268,8 @@ async def _run(index: int, plan: FanoutPlan, part: PartInfo) -> FanoutMetrics:
             if use.last_stored is None or t > use.last_stored:
                 use.last_stored = t
 
-    async with TrackingPool(clock, metrics, by_addr) as pool:
+    async with TrackingPool(clock, metrics, by_addr, credentials=plan.security.credentials,
+                            tls=plan.security.ssl_context()) as pool:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(sampler.run)
             consumers_done = trio.Event()

@@ -35,6 +35,7 @@ from mqadmin.fanout.options import FanoutOptions
 from mqadmin.fanout.partition import FanoutPlan
 from mqadmin.fanout.timeline import Event, KillTimeline, ScenarioTimeline, Timeline
 from mqadmin.localcluster import processes
+from mqadmin.localcluster.accounts import admin_security
 from mqadmin.localcluster.namesrvs import namesrv_addrs
 from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, default_dir
 
@@ -322,7 +323,8 @@ class Driver:
             self._start_cluster(topics)
         namesrvs = self._namesrvs()
         self.status(f"asking {';'.join(namesrvs)} for brokers")
-        view = probe(namesrvs, topics, create=opts.create_topics, queues=opts.queues)
+        security = admin_security(self.state) if self.state is not None else opts.security
+        view = probe(namesrvs, topics, create=opts.create_topics, queues=opts.queues, security=security)
         kill_state = self._kill_state(view)
         counter = Counter(view, topics)
         counter.before()
@@ -334,7 +336,8 @@ class Driver:
                               "so not all producers are live at once")
         self._warm_up(min(partitions, parallelism))
         submitted = time.time()
-        plan = make_plan(opts, namesrvs, topics, partitions).starting_at(submitted + opts.start_delay)
+        plan = replace(make_plan(opts, namesrvs, topics, partitions), security=security,
+                       start_wall=submitted + opts.start_delay)
         job = self._job(plan)
         timeline = self._timeline(plan.start_wall, namesrvs, kill_state)
         poller = _Poller(counter, plan.start_wall)

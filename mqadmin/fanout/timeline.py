@@ -22,6 +22,7 @@ import trio
 
 from mqadmin.fanout.metrics import FanoutMetrics
 from mqadmin.localcluster import processes
+from mqadmin.localcluster.accounts import admin_security
 from mqadmin.localcluster.state import ClusterError, ClusterState
 
 if TYPE_CHECKING:
@@ -129,7 +130,7 @@ class ScenarioTimeline(Timeline):
         # trio's clock at the start barrier: time zero of the scenario.
         t0 = trio.current_time() + (self.start_wall - time.time())
         obs = self.observer = Observer(self.namesrvs, scn.observe_topics, interval=scn.observe_interval,
-                                       timeout=scn.observe_timeout, t0=t0)
+                                       timeout=scn.observe_timeout, t0=t0, security=admin_security(self.state))
         executor = Executor(self.state, obs)
         with trio.CancelScope() as scope:
             self._scope = scope

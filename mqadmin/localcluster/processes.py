@@ -24,6 +24,9 @@ import trio
 
 from mqadmin.client import AdminClient
 from mqadmin.client.errors import AdminError
+from mqadmin.client.security import ClientSecurity, write_private
+from mqadmin.localcluster.accounts import LocalAccounts, admin_security, create_accounts
+from mqadmin.localcluster.certs import create_certificate, tls_props
 from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, proc_state, start_ticks
 from remoting.bodies import TopicConfig, TopicRouteData
 
@@ -44,8 +47,13 @@ def broker_names(count: int) -> list[str]:
     return [f"broker-{letters[i]}" if i < 26 else f"broker-{i}" for i in range(count)]
 
 
-def _write_props(path: Path, props: dict[str, object]) -> None:
-    path.write_text("".join(f"{k}={'true' if v is True else 'false' if v is False else v}\n" for k, v in props.items()))
+def _write_props(path: Path, props: dict[str, object], *, private: bool = False) -> None:
+    """A .properties file; ``private`` (it holds a secret key): readable by its owner only."""
+    text = "".join(f"{k}={'true' if v is True else 'false' if v is False else v}\n" for k, v in props.items())
+    if private:
+        write_private(path, text)
+    else:
+        path.write_text(text)
 
 
 def _spawn(proc: Proc, module: str) -> None:
@@ -66,7 +74,7 @@ def _wait_boot(proc: Proc, pattern: re.Pattern[str], offset: int, timeout: float
     while time.monotonic() < deadline:
         try:
             with open(proc.log, "rb") as fh:
-                fh.seek(offset)
+                fh.seek(offset if offset <= os.fstat(fh.fileno()).st_size else 0)  # rotated since: from its start
                 text = fh.read().decode("utf-8", "replace")
         except FileNotFoundError:
             text = ""
@@ -180,6 +188,8 @@ class StartOptions:
     topic_queues: int = 8
     ready_timeout: float = ROUTABLE_TIMEOUT
     broker_props: tuple[tuple[str, str], ...] = ()  # extra broker.properties keys for every broker (scenarios)
+    auth: bool = False  # accounts on every process (aclEnable), made by mqadmin.localcluster.accounts
+    tls: bool = False  # every process enforcing TLS with a certificate made by mqadmin.localcluster.certs
     metrics: bool = False  # /metrics on every process (each its own port) and a prometheus.yml for them
 
 
@@ -226,7 +236,12 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
             raise ClusterError(f"a cluster is already running in {directory} (mqadmin stop first)")
     validate_options(opts)
     make_state_dir(directory)
-    state = ClusterState(dir=str(directory), cluster=opts.cluster, topics=list(opts.topics))
+    state = ClusterState(dir=str(directory), cluster=opts.cluster, topics=list(opts.topics), auth=opts.auth,
+                         tls=opts.tls)
+    accounts = create_accounts(directory) if opts.auth else None
+    tls = tls_props(directory if opts.tls else None)
+    if opts.tls:
+        create_certificate(directory)
     try:
         namesrvs = []
         for i in range(opts.namesrvs):
@@ -234,9 +249,9 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
             work.mkdir(exist_ok=True)
             proc = Proc("namesrv", f"namesrv-{i}", str(work / "namesrv.properties"), str(work / "namesrv.log"))
             _write_props(Path(proc.config), {
-                "listenPort": 0, "bindAddress": "127.0.0.1", "kvConfigPath": work / "kvConfig.json",
+                "listenPort": 0, "bindAddress": "127.0.0.1", "kvConfigPath": work / "kvConfig.json", "logFile": proc.log,
                 "scanNotActiveBrokerInterval": opts.scan_interval_ms, "brokerChannelExpiredTime": opts.broker_expired_ms,
-                **_metrics_props(opts), **dict(opts.namesrv_props),
+                **_acl_props(accounts), **tls, **_metrics_props(opts), **dict(opts.namesrv_props),
             })
             state.procs.append(proc)
             namesrvs.append(proc)
@@ -250,20 +265,30 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
                             broker_name=name, broker_id=broker_id)
                 _write_props(Path(proc.config), {
                     "brokerClusterName": opts.cluster, "brokerName": name, "brokerId": broker_id,
-                    "namesrvAddr": state.namesrv_addr, "listenPort": 0, "brokerIP1": "127.0.0.1",
+                    "namesrvAddr": state.namesrv_addr, "listenPort": 0, "brokerIP1": "127.0.0.1", "logFile": proc.log,
                     "registerNameServerPeriod": opts.register_period_ms,
                     "storePathRootDir": work / "store",  # topics (and messages) survive restartBroker, as with Java
-                    **_metrics_props(opts), **dict(opts.broker_props),
-                })
+                    **_acl_props(accounts, signing=True), **tls, **_metrics_props(opts), **dict(opts.broker_props),
+                }, private=accounts is not None)
                 state.procs.append(proc)
                 brokers.append(proc)
         _start_all(state, brokers)
-        trio.run(_make_ready, state, opts)
+        trio.run(_make_ready, state, opts, admin_security(state))
     except BaseException:
         stop_procs(state.procs)
         state.save()
         raise
     return state
+
+
+def _acl_props(accounts: LocalAccounts | None, *, signing: bool = False) -> dict[str, object]:
+    """The keys that turn accounts on in a process's config (and, ``signing``, its own keys: a broker's)."""
+    if accounts is None:
+        return {}
+    props: dict[str, object] = {"aclEnable": True, "aclConfigPath": accounts.acl_path}
+    if signing:
+        props.update(accessKey=accounts.admin.access_key, secretKey=accounts.admin.secret_key)
+    return props
 
 
 def _metrics_props(opts: StartOptions) -> dict[str, object]:
@@ -284,8 +309,8 @@ def _start_all(state: ClusterState, procs: list[Proc]) -> None:
     state.save()
 
 
-async def _make_ready(state: ClusterState, opts: StartOptions) -> None:
-    client = AdminClient([p.addr for p in state.namesrvs], timeout=1.0)
+async def _make_ready(state: ClusterState, opts: StartOptions, security: ClientSecurity) -> None:
+    client = AdminClient([p.addr for p in state.namesrvs], timeout=1.0, security=security)
     try:
         await wait_routable(client, state, opts.ready_timeout)
         if opts.topics:

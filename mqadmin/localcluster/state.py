@@ -60,6 +60,8 @@ class ClusterState:
     cluster: str = "DefaultCluster"
     procs: list[Proc] = field(default_factory=list)
     topics: list[str] = field(default_factory=list)
+    auth: bool = False  # started with --auth: accounts in <dir>/conf (mqadmin.localcluster.accounts)
+    tls: bool = False  # started with --tls: enforcing, its certificate in <dir>/conf/tls (mqadmin.localcluster.certs)
 
     @property
     def namesrvs(self) -> list[Proc]:
@@ -100,7 +102,8 @@ class ClusterState:
         try:
             procs = [Proc(**p) for p in data["procs"]]
             return cls(dir=data["dir"], cluster=data.get("cluster", "DefaultCluster"), procs=procs,
-                       topics=list(data.get("topics", [])))
+                       topics=list(data.get("topics", [])), auth=bool(data.get("auth", False)),
+                       tls=bool(data.get("tls", False)))
         except (KeyError, TypeError) as exc:
             raise ClusterError(f"cannot read {path}: unexpected content ({exc})") from None
 

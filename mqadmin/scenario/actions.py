@@ -20,6 +20,7 @@ import trio
 from mqadmin.client import AdminClient
 from mqadmin.client.errors import AdminError
 from mqadmin.localcluster import processes
+from mqadmin.localcluster.accounts import admin_security
 from mqadmin.localcluster.state import ClusterError, ClusterState, Proc
 from mqadmin.scenario.consumer_schema import ACTION_KINDS as CONSUMER_ACTIONS
 from mqadmin.scenario.expectations import holds, holds_through, stable_hold
@@ -38,6 +39,7 @@ class Executor:
     def __init__(self, state: ClusterState, observer: Observer) -> None:
         self.state = state
         self.observer = observer
+        self.security = admin_security(state)  # the cluster's admin keys when it has accounts
         #: carries out start/stop/kill_consumer (mqadmin.scenario.consumers.ConsumerFleet.action)
         self.consumer_actions: Callable[[Action], Awaitable[str]] | None = None
 
@@ -53,7 +55,7 @@ class Executor:
         return self.state.namesrvs[index]
 
     def _admin(self) -> AdminClient:
-        return AdminClient([p.addr for p in self.state.namesrvs], timeout=RPC_TIMEOUT)
+        return AdminClient([p.addr for p in self.state.namesrvs], timeout=RPC_TIMEOUT, security=self.security)
 
     async def _blocking(self, fn: Callable[[], None]) -> None:
         """Run a blocking cluster operation in a thread (not abandoned: no process may start after cleanup)."""
@@ -72,7 +74,7 @@ class Executor:
         if not proc.alive():
             raise ActionError(f"{proc.name} is not running")
         try:
-            await AdminClient([], timeout=RPC_TIMEOUT).broker_fault(proc.addr, action, **params)
+            await AdminClient([], timeout=RPC_TIMEOUT, security=self.security).broker_fault(proc.addr, action, **params)
         except AdminError as exc:
             raise ActionError(str(exc)) from None
         return f"{proc.name}: action={action}" + "".join(f" {k}={v}" for k, v in params.items())
@@ -139,7 +141,7 @@ class Executor:
         masters = [p.addr for p in self.state.brokers if p.broker_id == 0 and p.broker_name in brokers and p.alive()]
         if not masters:
             raise ActionError(f"no running master among {', '.join(brokers)} to create {topic} on")
-        results = await AdminClient([], timeout=RPC_TIMEOUT).create_topic_on(masters, TopicConfig(topic, queues, queues))
+        results = await AdminClient([], timeout=RPC_TIMEOUT, security=self.security).create_topic_on(masters, TopicConfig(topic, queues, queues))
         failed = [r.error for r in results if not r.ok]
         if failed:
             raise ActionError(f"create topic {topic}: {failed[0]}")

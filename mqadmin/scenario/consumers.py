@@ -11,6 +11,7 @@ report and the plot read.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -18,6 +19,7 @@ import trio
 
 from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
 from mqadmin.scenario.model import Action, Scenario
+from remoting.acl import Credentials
 from simclient import ClientPool, ConsumeRecord, ConsumerOptions, ConsumeStats, OwnershipEvent, SimConsumer
 
 STOP_TIMEOUT = 3.0  # s a graceful stop may take (commit offsets, unregister)
@@ -70,8 +72,12 @@ class ConsumerFleet:
         t0: float,
         *,
         sink: Callable[[ConsumeRecord], None] | None = None,
+        credentials: Credentials | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.scn = scn
+        self.credentials = credentials  # every consumer's requests are signed (the cluster has accounts)
+        self.tls = tls  # and go over TLS (the cluster enforces it)
         self.namesrvs = namesrvs
         self.t0 = t0
         self.run_data = ConsumerRun(scn.consumers, message_store=scn.cluster.message_store)
@@ -107,7 +113,7 @@ class ConsumerFleet:
         made: list[SimConsumer] = []
 
         async def hold(task_status: trio.TaskStatus[None]) -> None:
-            async with ClientPool() as pool:
+            async with ClientPool(credentials=self.credentials, tls=self.tls) as pool:
                 c = SimConsumer(consumer_options(spec, self.namesrvs), pool, consumer_id=consumer_id, emit=self._emit,
                                 on_event=self.run_data.events.append, stats=stats, t0=self.t0)
                 made.append(c)

@@ -32,6 +32,8 @@ class ClusterSpec:
     message_store: str = "disk"  # disk: messages survive a broker restart; memory: a kill -9 loses them
     broker_config: tuple[tuple[str, str], ...] = ()  # extra broker.properties keys for every broker
     namesrv_config: tuple[tuple[str, str], ...] = ()  # more namesrv.properties keys, e.g. warmRestartEnable
+    auth: bool = False  # accounts on every process, as mqadmin start --auth; the clients sign
+    tls: bool = False  # every process enforcing TLS, as mqadmin start --tls; the clients connect with TLS
 
     @property
     def broker_names(self) -> list[str]:

@@ -20,6 +20,7 @@ from typing import Any
 import trio
 
 from mqadmin.client import AdminClient
+from mqadmin.client.security import UNSIGNED, ClientSecurity
 from mqadmin.client.errors import AdminError, NotFound
 from remoting.bodies import TopicRouteData
 from remoting.codes import MASTER_ID, PERM_WRITE
@@ -116,8 +117,10 @@ class Observer:
         timeout: float,
         t0: float,
         clock: Callable[[], float] = trio.current_time,
+        security: ClientSecurity = UNSIGNED,
     ) -> None:
         self.addrs = list(namesrv_addrs)
+        self.security = security  # route queries are open unsigned by default, not everywhere
         self.topics = topics
         self.interval = interval
         self.timeout = timeout
@@ -187,7 +190,7 @@ class Observer:
         self.polls += 1
 
     async def _poll_one(self, ns: int, addr: str, first: trio.Event) -> None:
-        client = AdminClient([addr], timeout=self.timeout)
+        client = AdminClient([addr], timeout=self.timeout, security=self.security)
         async with client.pooled():
             while True:
                 next_at = self.clock() + self.interval

@@ -24,6 +24,7 @@ from typing import Any
 import trio
 
 from mqadmin.localcluster import processes, prometheus_sd
+from mqadmin.localcluster.accounts import admin_security, app_credentials
 from mqadmin.localcluster.state import ClusterError, ClusterState, Proc
 from mqadmin.scenario.actions import ActionError, Executor
 from mqadmin.scenario.consumers import ConsumerFleet, ConsumerRun
@@ -132,6 +133,8 @@ def start_options(scn: Scenario, metrics: bool = False) -> processes.StartOption
         namesrv_props=c.namesrv_config,
         topics=c.topics,
         topic_queues=c.queues,
+        auth=c.auth,
+        tls=c.tls,
         broker_props=(*c.broker_config, *((("persistMessages", "false"),) if c.message_store == "memory" else ())),
         metrics=metrics,
     )
@@ -281,7 +284,10 @@ async def _main(
 ) -> None:
     namesrvs = [p.addr for p in state.namesrvs]
     t0 = trio.current_time()
-    obs = Observer(namesrvs, scn.observe_topics, interval=scn.observe_interval, timeout=scn.observe_timeout, t0=t0)
+    obs = Observer(namesrvs, scn.observe_topics, interval=scn.observe_interval, timeout=scn.observe_timeout, t0=t0,
+                   security=admin_security(state))
+    credentials = app_credentials(state)  # the simulated applications sign as the normal account
+    tls = admin_security(state).ssl_context()  # ... and use TLS when the cluster enforces it
     result.observer = obs
 
     def sink(rec: SendRecord) -> None:
@@ -302,11 +308,11 @@ async def _main(
         fleet = None
         if scn.consumers:
             consume_sink: Callable[[ConsumeRecord], None] | None = consume_writer.write if consume_writer else None
-            fleet = ConsumerFleet(scn, namesrvs, t0, sink=consume_sink)
+            fleet = ConsumerFleet(scn, namesrvs, t0, sink=consume_sink, credentials=credentials, tls=tls)
             result.consumers = fleet.run_data
             await outer.start(fleet.run)
             executor.consumer_actions = fleet.action
-        async with ClientPool() as pool, trio.open_nursery() as work:
+        async with ClientPool(credentials=credentials, tls=tls) as pool, trio.open_nursery() as work:
             for g in scn.groups:
                 work.start_soon(_run_group, g, namesrvs, pool, t0, sink, result)
             await _run_timeline(scn, executor, result, t0, progress)

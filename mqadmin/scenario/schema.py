@@ -215,6 +215,8 @@ class _Parser:
             message_store=sec.get("message_store", choice("disk", "memory"), "disk"),
             broker_config=sec.get("broker_config", consumer_schema.broker_config, ()),
             namesrv_config=sec.get("namesrv_config", namesrv_config, ()),
+            auth=sec.get("auth", boolean, False),
+            tls=sec.get("tls", boolean, False),
         )
         sec.finish()
         return spec

@@ -18,7 +18,9 @@ import pytest
 pytest.register_assert_rewrite("tests.broker_procs")
 
 from tests.interop import harness_build  # noqa: E402
-from tests.interop.clusters import OURS_EXPIRY_MS, JavaCluster, StubCluster, running_stub_cluster  # noqa: E402
+from tests.interop.clusters import (  # noqa: E402
+    OURS_EXPIRY_MS, AuthCluster, JavaCluster, StubCluster, auth_cluster_started, running_stub_cluster,
+)
 from tests.interop.harness_build import JavaBuild  # noqa: E402
 from tests.interop.java_procs import AdminRunners, JavaBroker, JavaNamesrv, free_port_block, java_servers  # noqa: E402
 from tests.procs import NamesrvProcess  # noqa: E402
@@ -82,6 +84,20 @@ def java_cluster(java_builds: dict[str, JavaBuild], loopback_shim: Path,
 @pytest.fixture(scope="package")
 def stub_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubCluster]:
     with running_stub_cluster(tmp_path_factory.mktemp("stub-cluster")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="package")
+def auth_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthCluster]:
+    """Our NameServer and broker stub with accounts on, from ``mqadmin start --auth``."""
+    with auth_cluster_started(tmp_path_factory.mktemp("auth-cluster")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="package")
+def tls_auth_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthCluster]:
+    """The same with ``--tls``: every port enforcing TLS, with a certificate in <dir>/conf/tls/cert.pem."""
+    with auth_cluster_started(tmp_path_factory.mktemp("tls-auth-cluster"), "--tls") as cluster:
         yield cluster
 
 

@@ -8,7 +8,9 @@ import org.apache.rocketmq.remoting.RPCHook;
 
 /**
  * The checks the ACL and TLS clients share: ask the NameServer for a topic's route with a raw
- * GET_ROUTEINFO_BY_TOPIC (105), then send --count messages with a real producer, printing the
+ * GET_ROUTEINFO_BY_TOPIC (105), with --broker H:P ask that broker a client request of its own
+ * (GET_MAX_OFFSET, 30: whether the broker itself takes or refuses this client's signature, even when
+ * the NameServer refused the route), then send --count messages with a real producer, printing the
  * result code of each step. Refusals are results here, not failures: the exit status is 0 when
  * every step ran, whatever the codes, and the Python test asserts the codes.
  */
@@ -21,6 +23,11 @@ final class ClientChecks {
         String topic = args.get("topic");
         RemotingProbe.request(args.get("namesrv"), 105, List.of("topic=" + topic), null, hook)
             .put("event", "route").println();
+        String broker = args.get("broker", "");
+        if (!broker.isEmpty()) {
+            RemotingProbe.request(broker, 30, List.of("topic=" + topic, "queueId=0"), null, hook)
+                .put("event", "broker").println();
+        }
         int count = Integer.parseInt(args.get("count", "1"));
         if (count == 0) {
             return;
