@@ -33,7 +33,7 @@ from mqadmin.localcluster.state import ClusterError, default_dir
 
 NamesrvOpt = typer.Option(None, "-n", "--namesrvAddr", metavar="ADDR",
                           help="NameServer(s), 'host:port;host:port' (default: $NAMESRV_ADDR, else the local cluster).")
-JsonOpt = typer.Option(False, "--json", help="Print JSON (shapes in the README) instead of text.")
+JsonOpt = typer.Option(False, "--json", help="Print JSON (shapes in docs/mqadmin.md) instead of text.")
 TimeoutOpt = typer.Option(3.0, "--timeout", min=0.05, help="Seconds to wait for each server.")
 
 #: Typer/Click settings of every mqadmin command group: -h as well as --help, and help laid out for

@@ -8,7 +8,7 @@ a ~30 ms loopback delay per task) and run the driver's own interpreter. The
 JVM's output goes to a log file, so the terminal shows only our progress.
 
 The project's own packages are zipped and shipped with ``addPyFile``, so
-workers of a real cluster need only Python, trio and msgpack (see README).
+workers of a real cluster need only Python, trio, msgpack and orjson (docs/fanout.md).
 pyspark is imported here only, when a Spark run starts.
 
 Failures are one line saying what was tried: a ``spark://`` master is first
@@ -388,5 +388,5 @@ def warm_up(session: SparkSession, partitions: int) -> int:
         pids = sc.parallelize(range(partitions), partitions).mapPartitions(_warm).collect()
     except Exception as exc:  # noqa: BLE001 (Py4J/PythonException: one line)
         raise FanoutError(f"Spark workers cannot run the fan-out code: {_java_message(exc)} "
-                          "(the workers' Python needs trio, msgpack and orjson: see README, Spark fan-out)") from None
+                          "(the workers' Python needs trio, msgpack and orjson: see docs/fanout.md)") from None
     return len(set(pids))
