@@ -77,7 +77,9 @@ CHURN_MODES = ("none", "same", "version", "one-topic")
 COUNTER_BASE = 10**12
 #: Topics per broker whose readQueueNums the one-topic mode toggles in turn.
 TOGGLED_TOPICS = 512
-AUTH_MODES = ("off", "unsigned", "signed")
+AUTH_MODES = ("off", "ignored", "unsigned", "signed")
+#: The modes whose server has accounts (``ignored``: signed queries, a server without accounts).
+ACCOUNTS_ON = ("unsigned", "signed")
 #: The accounts of --auth runs: the brokers' admin account and the clients' plain one.
 BROKER_KEYS = acl.Credentials("benchBroker", "benchBrokerSecret")
 CLIENT_KEYS = acl.Credentials("benchClient", "benchClientSecret")
@@ -395,7 +397,7 @@ def main() -> None:
             return
     with tempfile.TemporaryDirectory(prefix="namesrv-bench-") as tmp:
         loadgen = build_loadgen(Path(tmp), tls=args.tls)
-        proc, addr = start_server(Path(tmp), frame_max=64 * 1024 * 1024, auth=args.auth != "off",
+        proc, addr = start_server(Path(tmp), frame_max=64 * 1024 * 1024, auth=args.auth in ACCOUNTS_ON,
                                   server_root=args.server_root.resolve())
         try:
             results.update(run(args, phases, modes, proc.pid, addr, loadgen, Path(tmp)))
@@ -422,8 +424,8 @@ def run(
     configs = [topic_configs(c, args.topics) for c in range(args.clusters)]
     all_topics = [tc.topic_name for cs in configs for tc in cs]
     frames_file = workdir / "route-requests.bin"
-    broker_keys = BROKER_KEYS if args.auth != "off" else None
-    client_keys = CLIENT_KEYS if args.auth == "signed" else None
+    broker_keys = BROKER_KEYS if args.auth in ACCOUNTS_ON else None
+    client_keys = CLIENT_KEYS if args.auth in ("signed", "ignored") else None
 
     def route_frame(topic: str) -> bytes:
         cmd = request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, opaque=1)
@@ -537,7 +539,7 @@ def big_phase(
                 cluster="cluster-big", broker_name=f"broker-big-{label}", broker_addr=f"127.0.1.1:{10911 + n}",
                 broker_id=0, topics=big, data_version=DataVersion(counter, 1), **kw,  # type: ignore[arg-type]
             )
-            frame = encode(acl.sign(cmd, BROKER_KEYS) if args.auth != "off" else cmd)
+            frame = encode(acl.sign(cmd, BROKER_KEYS) if args.auth in ACCOUNTS_ON else cmd)
             gen = subprocess.Popen(
                 loadgen_cmd(loadgen, frames_file, addr, 16, window, args.tls),
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: pin(CLIENT_CPU),

@@ -11,6 +11,16 @@ the same rights), so an allowed unsigned request costs one dict lookup and
 one set lookup. Only a request that is signed (with accounts on) or not in
 that set takes the full check; a large signed body (a registration) is
 verified in a worker thread, off the event loop.
+
+A signed request of a code its connection may send unsigned (a signed
+route query, with route-read in ``aclUnsignedClasses``) is checked in full
+until that connection has sent one whose signature checked out for the
+same ``AccessKey``; after that, such requests of that account pass as
+unsigned ones would. Their signature could add no right, and checking it
+is only there so that wrong keys are refused (a client with a wrong secret
+never gets a signature through, so it is refused on every request); it
+would otherwise cost a third of a route query (see BENCHMARKS.md, "Access
+control"). Every other signed request is checked, each time.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ import logging
 from collections.abc import Callable, Hashable, Mapping
 from typing import Protocol
 
+import orjson
 import trio
 
 from remoting.access import (
@@ -40,7 +51,8 @@ from remoting.command import RemotingCommand, response_to
 from remoting.ratelog import RateLimitedLog, clip
 from remoting.reactor import Processor
 
-_NO_FIELDS: dict[str, str] = {}
+_NO_KEYS: frozenset[str] = frozenset()
+_NO_CODES: frozenset[int] = frozenset()
 #: Signed bodies at least this large are verified in a worker thread (HMAC-SHA1 runs at
 #: roughly 0.5-1 GB/s: a 16 MB registration would hold the loop for tens of ms).
 OFFLOAD_BYTES = 256 * 1024
@@ -67,6 +79,8 @@ class Gate:
         self._open: dict[Hashable, frozenset[int]] = {}  # connection -> codes it may send unsigned
         self._open_classes: dict[Hashable, frozenset[RequestClass]] = {}  # connection -> the same, as classes
         self._codes_of: dict[frozenset[RequestClass], frozenset[int]] = {}
+        #: connection -> the access keys it has sent a verified signature of (at most one per account)
+        self._proven: dict[Hashable, set[str]] = {}
         self._verified = VerifiedRequests()
         self._signers = self._verified.signers if settings.accounts is not None else None
         #: codes any account may send once signed (the others need an admin)
@@ -83,6 +97,7 @@ class Gate:
         self._open.clear()
         self._open_classes.clear()
         self._codes_of.clear()
+        self._proven.clear()
         self._verified = VerifiedRequests()
         self._signers = self._verified.signers if settings.accounts is not None else None
 
@@ -90,6 +105,7 @@ class Gate:
         """A connection closed."""
         self._open.pop(conn, None)
         self._open_classes.pop(conn, None)
+        self._proven.pop(conn, None)
 
     def _open_codes(self, conn: Hashable) -> frozenset[int]:
         classes = unsigned_classes(peer_ip(self.peer_of(conn) or ""), self.settings)
@@ -120,24 +136,48 @@ class Gate:
         return encode(response_to(req, ResponseCode.NO_PERMISSION, clip(remark, 400)))
 
     def _passes(self, req: RemotingCommand, conn: Hashable) -> bool:
-        """The fast path: an unsigned (or accounts-off) request of a code this connection may send."""
+        """The fast path: a request of a code this connection may send unsigned, and unsigned, or
+        accounts off, or signed by an account this connection has proven (see the module's docstring)."""
         codes = self._open.get(conn)
         if codes is None:
             codes = self._open_codes(conn)
-        return req.code in codes and (self._plain or ACCESS_KEY not in (req.ext_fields or _NO_FIELDS))
+        if req.code not in codes:
+            return False
+        fields = req.ext_fields
+        if self._plain or not fields:
+            return True
+        claimed = fields.get(ACCESS_KEY)
+        return claimed is None or claimed in self._proven.get(conn, _NO_KEYS)
+
+    def _prove(self, req: RemotingCommand, conn: Hashable) -> None:
+        """``req`` passed the full check: if its code is open to the connection unsigned, its account
+        is proven there."""
+        fields = req.ext_fields
+        if fields and not self._plain and req.code in self._open.get(conn, _NO_CODES):
+            claimed = fields.get(ACCESS_KEY)
+            if claimed is not None:
+                self._proven.setdefault(conn, set()).add(claimed)
 
     def handle(self, req: RemotingCommand, conn: Hashable) -> bytes | None:
         codes = self._open.get(conn)  # _passes, inlined: this is every route query's path
         if codes is None:
             codes = self._open_codes(conn)
         fields = req.ext_fields
-        if req.code in codes and (self._plain or ACCESS_KEY not in (fields or _NO_FIELDS)):
-            return self.inner.handle(req, conn)
+        if req.code in codes:
+            if self._plain or not fields:
+                return self.inner.handle(req, conn)
+            claimed = fields.get(ACCESS_KEY)
+            if claimed is None or claimed in self._proven.get(conn, _NO_KEYS):
+                return self.inner.handle(req, conn)
         signers = self._signers
-        if signers is not None and fields is not None and not req.body:  # a signed request seen before
-            entry = signers.get(fields.get(SIGNATURE, ""))  # VerifiedRequests.account_of, inlined
-            if entry is not None and entry[1] == req.version and entry[0] == fields:
-                if req.code in self._any_account_codes or (entry[2].admin and req.code in self.classes):
+        if signers is not None and fields and SIGNATURE in fields and not req.body:
+            try:  # a signed request seen before: VerifiedRequests.account_of, inlined
+                entry = signers.get(orjson.dumps(fields))
+            except TypeError:
+                entry = None
+            if entry is not None and entry[0] == req.version:
+                if req.code in self._any_account_codes or (entry[1].admin and req.code in self.classes):
+                    self._prove(req, conn)
                     return self.inner.handle(req, conn)  # (an unknown code goes on to be refused)
         if self._plain and req.code not in self.classes:
             return self.inner.handle(req, conn)  # unknown without accounts: the processor's "not supported"
@@ -145,6 +185,7 @@ class Gate:
         reason = self._reason(req, peer_ip(peer), self._open_classes[conn])
         if reason is not None:
             return self._refused(req, peer, reason)
+        self._prove(req, conn)
         return self.inner.handle(req, conn)
 
     async def handle_async(self, req: RemotingCommand, conn: Hashable) -> bytes | None:
@@ -157,6 +198,7 @@ class Gate:
                 reason = self._reason(req, peer_ip(peer), open_classes)
             if reason is not None:
                 return self._refused(req, peer, reason)
+            self._prove(req, conn)
         return await self.inner.handle_async(req, conn)
 
 

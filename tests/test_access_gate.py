@@ -79,13 +79,36 @@ def test_a_remembered_signature_does_not_open_other_codes() -> None:
 
 def test_a_tampered_field_misses_the_table_and_fails_the_check() -> None:
     g, inner = gate()
-    signed = acl.sign(request(105, {"topic": "A"}), USER)
+    signed = acl.sign(request(319, {"topic": "A"}), ADMIN)  # admin-read: never open unsigned, checked each time
     assert code_of(g.handle(wire(signed), 1)) == ResponseCode.SUCCESS
-    tampered = RemotingCommand(105, ext_fields={**(signed.ext_fields or {}), "topic": "B"})
+    tampered = RemotingCommand(319, ext_fields={**(signed.ext_fields or {}), "topic": "B"})
     assert code_of(g.handle(wire(tampered), 1)) == ResponseCode.NO_PERMISSION
     older = wire(signed)
     older.version = 300  # another version is another entry, checked again (and valid: no unique-key field)
     assert code_of(g.handle(older, 1)) == ResponseCode.SUCCESS
+    route = acl.sign(request(105, {"topic": "A"}), USER)
+    assert code_of(g.handle(wire(route), 2)) == ResponseCode.SUCCESS
+    route_tampered = RemotingCommand(105, ext_fields={**(route.ext_fields or {}), "topic": "B"})
+    assert code_of(g.handle(wire(route_tampered), 3)) == ResponseCode.NO_PERMISSION  # another connection
+
+
+def test_a_connection_that_proved_an_account_sends_its_open_requests_unchecked() -> None:
+    """Route-read is open unsigned: once a connection's signature for an account checked out, that
+    account's route queries on it pass as unsigned ones would; nothing else does."""
+    g, inner = gate()
+    wrong = acl.Credentials(USER.access_key, "wrongSecret1")
+    for _ in range(3):  # a wrong secret never proves anything: refused every time
+        assert code_of(g.handle(wire(acl.sign(request(105, {"topic": "A"}), wrong)), 1)) == ResponseCode.NO_PERMISSION
+    assert code_of(g.handle(wire(acl.sign(request(105, {"topic": "A"}), USER)), 1)) == ResponseCode.SUCCESS
+    assert code_of(g.handle(wire(acl.sign(request(105, {"topic": "B"}), wrong)), 1)) == ResponseCode.SUCCESS
+    assert code_of(g.handle(wire(acl.sign(request(105, {"topic": "B"}), wrong)), 2)) == ResponseCode.NO_PERMISSION
+    # the account's other classes are still checked on the proven connection
+    assert code_of(g.handle(wire(acl.sign(request(319), USER)), 1)) == ResponseCode.NO_PERMISSION  # not an admin
+    forged_admin = acl.sign(request(105, {"topic": "A"}), acl.Credentials(ADMIN.access_key, "wrongSecret1"))
+    assert code_of(g.handle(wire(forged_admin), 1)) == ResponseCode.NO_PERMISSION  # another account: checked
+    g.forget(1)  # a closed connection's proof goes with it
+    assert code_of(g.handle(wire(acl.sign(request(105, {"topic": "C"}), wrong)), 1)) == ResponseCode.NO_PERMISSION
+    assert inner.seen == [105, 105]
 
 
 def test_new_settings_forget_remembered_signatures_and_rights() -> None:
@@ -97,6 +120,8 @@ def test_new_settings_forget_remembered_signatures_and_rights() -> None:
         admin_addresses="127.*.*.*", allow_remote_admin=False)
     g.update(without_user)
     assert code_of(g.handle(wire(signed), 1)) == ResponseCode.NO_PERMISSION  # the account is gone
+    unproven = acl.sign(request(105, {"topic": "B"}), USER)
+    assert code_of(g.handle(wire(unproven), 1)) == ResponseCode.NO_PERMISSION  # and so is its proof
 
 
 def test_oneway_refusals_are_not_answered_and_accounts_off_ignores_signatures() -> None:
