@@ -170,6 +170,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--duration", type=float, default=4.0, help="seconds of load per mode per round")
     ap.add_argument("--today-root", type=Path, help="a checkout from before access control (modes today, today-signed)")
+    ap.add_argument("--modes", help="comma-separated subset of the modes (each needs its reference)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "auth.json"))
     args = ap.parse_args()
     if not (1 <= args.rounds <= 30 and 0.5 <= args.duration <= 60):
@@ -212,6 +213,9 @@ def main() -> None:
                 "signed": ("on", signed, "today-signed" if "today" in servers else "ignored"),
             }
             modes = {m: v for m, v in modes.items() if v[0] in servers and (m != "ignored" or "today" not in servers)}
+            if args.modes:
+                wanted = set(args.modes.split(","))
+                modes = {m: v for m, v in modes.items() if m in wanted or any(m == w[2] for k, w in modes.items() if k in wanted)}
             for mode, (server, frames, _) in modes.items():
                 warm(servers[server][1], frames.read_bytes(), len(topics))
                 measure(loadgen, frames, servers[server][1], servers[server][0].pid, 1.0)  # untimed

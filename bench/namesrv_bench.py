@@ -33,9 +33,12 @@ for the cost of TLS beside the plaintext figures.
 (``aclEnable``, a generated plain_acl.yml): the brokers sign their
 registrations with an admin account; route queries go ``unsigned`` (the
 default aclUnsignedClasses lets them through with one set lookup) or
-``signed`` by a plain account, and then every one is verified (HMAC-SHA1
-over its fields). A signature does not cover the opaque, so the load
-generator's pre-encoded frames stay valid, as a replayed request would.
+``signed`` by a plain account (verified until each connection has shown
+one good signature, see remoting/gate.py); ``ignored`` sends the signed
+queries to a server without accounts. A signature does not cover the
+opaque, so the load generator's pre-encoded frames stay valid, as a
+replayed request would. ``bench/auth_bench.py`` compares these modes in
+interleaved rounds, which one run per mode cannot do on a noisy machine.
 
 Prints the figures and writes them as JSON (``--out``).
 """

@@ -24,7 +24,8 @@ and a request is let through when
    (or the peer matches the account's ``whiteRemoteAddress``, Java's rule),
    and the class is ``route-read`` or ``client`` or the account is an
    ``admin``; a request that claims an account and fails is refused even
-   where an unsigned one would pass;
+   where an unsigned one would pass (the gate stops checking such requests
+   on a connection that has proven the account, see :mod:`remoting.gate`);
 2. it carries none: its class is one of ``aclUnsignedClasses``, or the peer
    matches ``globalWhiteRemoteAddresses`` and the class is not
    ``admin-write`` (Java lets such peers do everything; here changing a
