@@ -47,7 +47,7 @@ Persist = Callable[[str, bytes], Awaitable[None]]
 Handler = Callable[[RemotingCommand, Hashable], RemotingCommand]
 
 
-class NameServerProcessor(KVRequests, ConfigRequests):
+class NameServerProcessor:
     def __init__(
         self,
         config: NamesrvConfig,
@@ -75,15 +75,19 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         self.restored: Restored | None = None  # what a warm restart put in the table (set by the server)
         #: Set by the server when it begins to stop: registrations in progress are abandoned and answered.
         self.stopping = False
+        self.kv_requests = KVRequests(config, kv, persist, self.counters)
+        self.config_requests = ConfigRequests(
+            config, persist, self.counters, sync_options=self.sync_options, runtime_state=self.runtime_state
+        )
         self.registrations = RegisterRequests(
             config, self.table, self.table_lock, self.counters, self.warn,
-            now_ms=self.now_ms, stopping=lambda: self.stopping, order_conf_body=self.order_conf_body,
+            now_ms=self.now_ms, stopping=lambda: self.stopping, order_conf_body=self.kv_requests.order_conf_body,
         )
         self.sync_options()
         self._handlers: dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]] = {
             provisional.RESTORED_BROKERS_CODE: lambda req, conn: provisional.answer(
                 req, self.table, self.restored, self.now_ms()),
-            RequestCode.GET_KV_CONFIG: self.get_kv_config,
+            RequestCode.GET_KV_CONFIG: self.kv_requests.get_kv_config,
             RequestCode.REGISTER_BROKER: self.registrations.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
             RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route,
@@ -93,22 +97,22 @@ class NameServerProcessor(KVRequests, ConfigRequests):
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.all_topics,
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
             RequestCode.REGISTER_TOPIC_IN_NAMESRV: self.register_topic,
-            RequestCode.GET_KVLIST_BY_NAMESPACE: self.kv_list,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self.kv_requests.kv_list,
             RequestCode.GET_TOPICS_BY_CLUSTER: self.topics_by_cluster,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.system_topics,
             RequestCode.GET_UNIT_TOPIC_LIST: self.unit_topics,
             RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self.unit_topics,
             RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self.unit_topics,
-            RequestCode.GET_NAMESRV_CONFIG: self.get_config,
+            RequestCode.GET_NAMESRV_CONFIG: self.config_requests.get_config,
             RequestCode.QUERY_DATA_VERSION: self.query_data_version,
             RequestCode.GET_BROKER_MEMBER_GROUP: self.member_group,
             RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
             liveinfo.LIVE_TABLE_CODE: lambda req, conn: liveinfo.answer(req, self.table, self.now_ms()),
         }
         self._async_handlers: dict[int, Callable[[RemotingCommand], Awaitable[RemotingCommand]]] = {
-            RequestCode.PUT_KV_CONFIG: self.put_kv_config,
-            RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
-            RequestCode.UPDATE_NAMESRV_CONFIG: self.update_config,
+            RequestCode.PUT_KV_CONFIG: self.kv_requests.put_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self.kv_requests.delete_kv_config,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.config_requests.update_config,
         }
         # Requests that change the table: answered by the reactor's awaiting
         # path, under the table lock (the sync handlers above stay for direct
