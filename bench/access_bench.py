@@ -76,7 +76,7 @@ def build_processor(topics: int, brokers: int) -> NameServerProcessor:
                                persist=_no_persist)
     configs = [TopicConfig(f"topic-{i:06d}", 8, 8, 6) for i in range(topics)]
     for b in range(brokers):
-        resp = proc.register_broker(_frame(f"broker-{b}", f"127.0.0.1:{10911 + b}", configs, 1), b + 1)
+        resp = proc.registrations.register_broker(_frame(f"broker-{b}", f"127.0.0.1:{10911 + b}", configs, 1), b + 1)
         assert resp.code == 0, resp.remark
     return proc
 

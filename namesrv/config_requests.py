@@ -26,17 +26,22 @@ log = logging.getLogger("namesrv")
 
 
 class ConfigRequests:
-    """Handlers of the config request codes; mixed into the NameServer processor."""
+    """Handlers of the config request codes; the NameServer processor owns one and routes the codes to it."""
 
-    config: NamesrvConfig
-    persist: Callable[[str, bytes], Awaitable[None]]
-    counters: NamesrvCounters
-
-    def sync_options(self) -> None:  # provided by the processor
-        raise NotImplementedError
-
-    def runtime_state(self) -> config_policy.RuntimeState:  # provided by the processor
-        raise NotImplementedError
+    def __init__(
+        self,
+        config: NamesrvConfig,
+        persist: Callable[[str, bytes], Awaitable[None]],
+        counters: NamesrvCounters,
+        *,
+        sync_options: Callable[[], None],
+        runtime_state: Callable[[], config_policy.RuntimeState],
+    ) -> None:
+        self.config = config
+        self.persist = persist
+        self.counters = counters
+        self.sync_options = sync_options  # the processor's: pushes an applied update into the route table
+        self.runtime_state = runtime_state  # the processor's: what the in-use floors are checked against
 
     def get_config(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         text = self.config.render(public=True)

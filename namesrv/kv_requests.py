@@ -47,12 +47,19 @@ def _too_long(what: str, text: str, limit: int, key_name: str) -> str | None:
 
 
 class KVRequests:
-    """Handlers of the KV request codes; mixed into the NameServer processor."""
+    """Handlers of the KV request codes; the NameServer processor owns one and routes the codes to it."""
 
-    config: NamesrvConfig
-    kv: KVConfig
-    persist: Callable[[str, bytes], Awaitable[None]]
-    counters: NamesrvCounters
+    def __init__(
+        self,
+        config: NamesrvConfig,
+        kv: KVConfig,
+        persist: Callable[[str, bytes], Awaitable[None]],
+        counters: NamesrvCounters,
+    ) -> None:
+        self.config = config
+        self.kv = kv
+        self.persist = persist
+        self.counters = counters
 
     def _kv_refusal(self, namespace: str, key: str, value: str) -> str | None:
         config = self.config

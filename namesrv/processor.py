@@ -6,17 +6,16 @@ connection token) and writes back whatever it returns. Persistence is
 injected as an async callable, so an acknowledged write is on disk
 before its response exists. Remarks and codes follow Java 5.3.3. The KV and
 config handlers live in :mod:`namesrv.kv_requests` and
-:mod:`namesrv.config_requests`; header fields are read (and range-checked
-as Java's types) by :mod:`namesrv.headers`.
+:mod:`namesrv.config_requests`, broker registration (its bounds and its
+slices under the table lock) in :mod:`namesrv.register_requests`; header
+fields are read (and range-checked as Java's types) by :mod:`namesrv.headers`.
 """
 
 from __future__ import annotations
 
 import logging
-import zlib
-from time import perf_counter
-from collections.abc import Awaitable, Callable, Generator, Hashable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any
 
 import trio
 
@@ -25,74 +24,30 @@ from namesrv.config import NamesrvConfig
 from namesrv.config_policy import RuntimeState, observed_state
 from namesrv.config_requests import ConfigRequests
 from namesrv.counters import NamesrvCounters
-from namesrv.headers import (
-    BROKER_HEARTBEAT_NUMBERS,
-    BROKER_ID,
-    REGISTER_BROKER_NUMBERS,
-    BadHeader,
-    check_numbers,
-    flag,
-    number,
-    required,
-)
+from namesrv.headers import BROKER_HEARTBEAT_NUMBERS, BROKER_ID, BadHeader, check_numbers, required
 from namesrv.kv_requests import ANSWER_HEADROOM, KVRequests
 from namesrv.kvconfig import KVConfig
 from namesrv.register_plan import TopicTableFull
-from namesrv.register_scan import RawBody
-from namesrv.registration import run_to_end
+from namesrv.register_requests import RegisterRequests
 from namesrv.request_classes import REQUEST_CLASSES
 from namesrv.route_state import Restored
-from namesrv.routes import UNIT_TOPIC_FLAGS, RegisterOutcome, Registration, RouteOptions, RouteTable
+from namesrv.routes import UNIT_TOPIC_FLAGS, RouteOptions, RouteTable
 from remoting import fastjson
 from remoting.bodies import BodyError, DataVersion, TopicRouteData, encode_topic_list
 from remoting.codec import encode, encode_success_json
-from remoting.fastjson import BodyLimitError
 from remoting.codes import NAMESPACE_ORDER_TOPIC_CONFIG, RequestCode, ResponseCode, Version
 from remoting.command import RemotingCommand, response_to
 from remoting.ratelog import RateLimitedLog, clip
-from remoting.register_body import RegisterBody, RegisterLimits, parse_register_body
 
 log = logging.getLogger("namesrv")
 
 FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
-CRC_MISMATCH = "crc32 not match"
 _STANDARD_JSON_SINCE = int(Version.V4_9_4)  # a plain int: compared on every route query
 Persist = Callable[[str, bytes], Awaitable[None]]
-T = TypeVar("T")
 Handler = Callable[[RemotingCommand, Hashable], RemotingCommand]
 
 
-#: The answer to a registration the server abandoned because it is stopping.
-STOPPING_REMARK = "the NameServer is stopping: this registration was not applied; register again"
-
-
-class Stopping(Exception):
-    """The server began to stop while a sliced operation was under way: it was abandoned unapplied."""
-
-
-async def run_in_slices(steps: Generator[None, None, T], stopping: Callable[[], bool] = lambda: False) -> T:
-    """Drive a sliced table operation, letting other tasks (the reactor) run between slices.
-
-    ``stopping`` is asked before every slice: once it is true the operation
-    is closed (a registration changes the table only in its last step, so
-    nothing of it is applied) and Stopping is raised.
-    """
-    while True:
-        if stopping():
-            steps.close()
-            raise Stopping
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        await trio.lowlevel.checkpoint()
-
-
-#: The handlers' short names for the header readers of namesrv.headers.
-_long, _flag, _required = number, flag, required
-
-
-class NameServerProcessor(KVRequests, ConfigRequests):
+class NameServerProcessor:
     def __init__(
         self,
         config: NamesrvConfig,
@@ -110,11 +65,6 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         self.started_at = clock()
         self.warn = RateLimitedLog(log)  # flushed by the server's housekeeping
         self.counters = NamesrvCounters()  # registrations, removals and refusals, for the metrics
-        #: live brokers each connection registered (pruned as they leave), for maxBrokersPerConnection
-        self._conn_brokers: dict[Hashable, set[tuple[str, str]]] = {}
-        #: size of the last uncompressed registration of each broker (pruned to live ones), for the
-        #: in-use floor of registerBodyMaxBytes
-        self._body_sizes: dict[tuple[str, str], int] = {}
         self.table = RouteTable(RouteOptions())
         #: Held by whatever changes the table's brokers or topics. A large
         #: registration works in slices and holds it throughout, so every
@@ -125,12 +75,20 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         self.restored: Restored | None = None  # what a warm restart put in the table (set by the server)
         #: Set by the server when it begins to stop: registrations in progress are abandoned and answered.
         self.stopping = False
+        self.kv_requests = KVRequests(config, kv, persist, self.counters)
+        self.config_requests = ConfigRequests(
+            config, persist, self.counters, sync_options=self.sync_options, runtime_state=self.runtime_state
+        )
+        self.registrations = RegisterRequests(
+            config, self.table, self.table_lock, self.counters, self.warn,
+            now_ms=self.now_ms, stopping=lambda: self.stopping, order_conf_body=self.kv_requests.order_conf_body,
+        )
         self.sync_options()
         self._handlers: dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]] = {
             provisional.RESTORED_BROKERS_CODE: lambda req, conn: provisional.answer(
                 req, self.table, self.restored, self.now_ms()),
-            RequestCode.GET_KV_CONFIG: self.get_kv_config,
-            RequestCode.REGISTER_BROKER: self.register_broker,
+            RequestCode.GET_KV_CONFIG: self.kv_requests.get_kv_config,
+            RequestCode.REGISTER_BROKER: self.registrations.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
             RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route,
             RequestCode.GET_BROKER_CLUSTER_INFO: self.cluster_info,
@@ -139,28 +97,28 @@ class NameServerProcessor(KVRequests, ConfigRequests):
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.all_topics,
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
             RequestCode.REGISTER_TOPIC_IN_NAMESRV: self.register_topic,
-            RequestCode.GET_KVLIST_BY_NAMESPACE: self.kv_list,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self.kv_requests.kv_list,
             RequestCode.GET_TOPICS_BY_CLUSTER: self.topics_by_cluster,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.system_topics,
             RequestCode.GET_UNIT_TOPIC_LIST: self.unit_topics,
             RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self.unit_topics,
             RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self.unit_topics,
-            RequestCode.GET_NAMESRV_CONFIG: self.get_config,
+            RequestCode.GET_NAMESRV_CONFIG: self.config_requests.get_config,
             RequestCode.QUERY_DATA_VERSION: self.query_data_version,
             RequestCode.GET_BROKER_MEMBER_GROUP: self.member_group,
             RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
             liveinfo.LIVE_TABLE_CODE: lambda req, conn: liveinfo.answer(req, self.table, self.now_ms()),
         }
         self._async_handlers: dict[int, Callable[[RemotingCommand], Awaitable[RemotingCommand]]] = {
-            RequestCode.PUT_KV_CONFIG: self.put_kv_config,
-            RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
-            RequestCode.UPDATE_NAMESRV_CONFIG: self.update_config,
+            RequestCode.PUT_KV_CONFIG: self.kv_requests.put_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self.kv_requests.delete_kv_config,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.config_requests.update_config,
         }
         # Requests that change the table: answered by the reactor's awaiting
         # path, under the table lock (the sync handlers above stay for direct
         # callers).
         self._table_writers: dict[int, Callable[[RemotingCommand, Hashable], Awaitable[RemotingCommand]]] = {
-            RequestCode.REGISTER_BROKER: self.register_broker_sliced,
+            RequestCode.REGISTER_BROKER: self.registrations.register_broker_sliced,
             **{
                 code: self._locked(self._handlers[code])
                 for code in (
@@ -193,24 +151,16 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         # Routes that need neither a readiness wait nor an order conf come
         # straight from the table's cache.
         self._plain_routes = not (self.config.needWaitForService or self.config.orderMessageEnable)
-        self.register_limits = RegisterLimits(
-            max_inflated_bytes=self.config.registerBodyMaxInflatedBytes,
-            max_topics=self.config.registerBodyMaxTopics,
-            max_depth=self.config.registerBodyMaxJsonDepth,
-            max_whole_json=self.config.registerBodyMaxWholeParseBytes,
-        )
+        self.registrations.sync_limits()
 
     def runtime_state(self) -> RuntimeState:
         """What an update's in-use floors are checked against."""
-        self._prune_body_sizes()
         return observed_state(
-            self.table.live, self.connection_count(), self.clock() - self.started_at, self._body_sizes.values()
+            self.table.live, self.connection_count(), self.clock() - self.started_at, self.registrations.body_sizes()
         )
 
-    def _prune_body_sizes(self) -> None:
-        live = self.table.live
-        for key in [k for k in self._body_sizes if k not in live]:
-            del self._body_sizes[key]
+    def connection_closed(self, conn: Hashable) -> None:
+        self.registrations.connection_closed(conn)
 
     # ------------------------------------------------------------------
     # dispatch
@@ -262,163 +212,8 @@ class NameServerProcessor(KVRequests, ConfigRequests):
 
         return run
 
-    def register_broker(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
-        """REGISTER_BROKER in one go (for callers of :meth:`handle`)."""
-        parsed = self._registration(req, conn)
-        if isinstance(parsed, RemotingCommand):
-            return parsed
-        reg, raw, new_key = parsed
-        outcome = run_to_end(self.table.register_raw(reg, raw, conn=conn, now=self.now_ms()))
-        return self._registered(req, outcome, conn, new_key)
-
-    async def register_broker_sliced(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
-        """REGISTER_BROKER under the table lock, yielding to route queries between slices.
-
-        The table changes in one step at the end, so the answer goes out
-        after the registration is applied, and an unregistration or
-        connection close that arrives meanwhile waits for the lock and wins.
-        """
-        began = perf_counter()
-        result = "failed"
-        try:
-            parsed = self._registration(req, conn)
-            if isinstance(parsed, RemotingCommand):
-                result = "failed" if parsed.remark == CRC_MISMATCH else "refused_bound"
-                return parsed
-            reg, raw, new_key = parsed
-            async with self.table_lock:
-                generation = self.table.generation
-                try:
-                    outcome = await run_in_slices(
-                        self.table.register_raw(reg, raw, conn=conn, now=self.now_ms()),
-                        lambda: self.stopping and not self.table.must_finish)
-                except Stopping:
-                    return response_to(req, ResponseCode.SYSTEM_ERROR, STOPPING_REMARK)
-                except TopicTableFull as exc:
-                    result = "refused_bound"
-                    self.counters.refused("max_topics")
-                    self.warn.warning(
-                        "max-topics", "{count} more registrations refused by maxTopics in the last {seconds} s",
-                        "broker %s %s (%s) refused (%d refusals so far): %s",
-                        reg.name, reg.addr, reg.cluster, self.table.topic_table_refusals, exc,
-                    )
-                    raise
-                changed = self.table.generation != generation
-            answer = self._registered(req, outcome, conn, new_key)
-            if outcome.ok:
-                result = "applied" if changed else "unchanged"
-            return answer
-        except BodyLimitError:
-            result = "refused_bound"
-            self.counters.refused("register_body")
-            raise
-        finally:
-            self.counters.registered(result, perf_counter() - began)
-
-    def _registration(
-        self, req: RemotingCommand, conn: Hashable
-    ) -> tuple[Registration, RawBody, tuple[str, str] | None] | RemotingCommand:
-        """The header as a Registration, the body, and the key of a broker new to the table;
-        or the refusal (a CRC that does not match, no room for another broker)."""
-        name, addr, cluster = _required(req, "brokerName", "brokerAddr", "clusterName")
-        check_numbers(req, REGISTER_BROKER_NUMBERS)
-        broker_id = _long(req, "brokerId")
-        if broker_id is None:
-            raise BadHeader("missing header field(s): brokerId")
-        body = req.body
-        compressed = bool(_flag(req, "compressed"))
-        body_limit = self.config.registerBodyMaxBytes
-        if body_limit and not compressed and len(body) > body_limit:  # before any pass over the body
-            raise BodyLimitError(
-                f"register body of {len(body)} bytes is larger than registerBodyMaxBytes ({body_limit});"
-                " a broker with this many topics can set compressedRegister=true"
-            )
-        crc = _long(req, "bodyCrc32") or 0
-        if crc and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
-            return response_to(req, ResponseCode.SYSTEM_ERROR, CRC_MISMATCH)
-        key = (cluster, addr)
-        new_broker = key not in self.table.live
-        if new_broker:
-            refusal = self._broker_room(conn)
-            if refusal is not None:
-                return response_to(req, ResponseCode.SYSTEM_ERROR, refusal)
-        limits = self.register_limits
-        raw = RawBody(
-            body, compressed, req.version,
-            lambda b, c, v: self._load_register_body(b, c, v, name),
-            max_inflated=limits.max_inflated_bytes, max_topics=limits.max_topics,
-        )
-        reg = Registration(
-            cluster=cluster,
-            addr=addr,
-            name=name,
-            broker_id=broker_id,
-            ha_server_addr=req.ext("haServerAddr"),
-            zone_name=req.ext("__ZONE_NAME"),
-            heartbeat_timeout_ms=_long(req, "heartbeatTimeoutMillis"),
-            enable_acting_master=_flag(req, "enableActingMaster"),
-        )
-        return reg, raw, key if new_broker else None
-
-    def _registered(
-        self, req: RemotingCommand, outcome: RegisterOutcome, conn: Hashable, new_key: tuple[str, str] | None
-    ) -> RemotingCommand:
-        if not outcome.ok:
-            return response_to(req, ResponseCode.SYSTEM_ERROR, "register broker failed")
-        if not _flag(req, "compressed"):
-            self._body_sizes[(req.ext("clusterName") or "", req.ext("brokerAddr") or "")] = len(req.body)
-            if len(self._body_sizes) > 2 * len(self.table.live) + 16:
-                self._prune_body_sizes()
-        info = self.table.live.get(new_key) if new_key is not None else None
-        if info is not None and info.conn == conn:  # not when its connection closed meanwhile
-            self._conn_brokers.setdefault(conn, set()).add(new_key)
-        ext = {}
-        if outcome.ha_server_addr is not None or outcome.master_addr is not None:
-            ext = {"haServerAddr": outcome.ha_server_addr, "masterAddr": outcome.master_addr}
-        resp_body = self.order_conf_body() if self.config.returnOrderTopicConfigToBroker else b""
-        return response_to(req, ResponseCode.SUCCESS, ext_fields=ext, body=resp_body)
-
-    def _broker_room(self, conn: Hashable) -> str | None:
-        """Why a new broker may not register now (None: it may).
-
-        Java has no bound; here one connection registering 100,000 brokers took 340 MB, and
-        its close removed them all in one 1.4 s stall with a log line each. A Java broker
-        registers itself alone over its connection (a 5.x broker container, a few).
-        """
-        live = self.table.live
-        if len(live) >= self.config.maxBrokers:
-            self.counters.refused("max_brokers")
-            return f"the NameServer holds {len(live)} brokers, the maxBrokers limit"
-        mine = self._conn_brokers.get(conn)
-        if mine:
-            mine.intersection_update([k for k in mine if (info := live.get(k)) is not None and info.conn == conn])
-            if len(mine) >= self.config.maxBrokersPerConnection:
-                self.counters.refused("max_brokers_per_connection")
-                return (
-                    f"this connection registered {len(mine)} brokers, the maxBrokersPerConnection limit"
-                    f" ({self.config.maxBrokersPerConnection})"
-                )
-        return None
-
-    def connection_closed(self, conn: Hashable) -> None:
-        self._conn_brokers.pop(conn, None)
-
-    def _load_register_body(self, body: bytes, compressed: bool, version: int, name: str) -> RegisterBody:
-        """Parse under the configured limits; a broker may map only its own queues.
-
-        A static-topic mapping info names the broker hosting the queues
-        (``bname``); one naming another broker would overwrite that broker's
-        mapping in every route of the topic.
-        """
-        parsed = parse_register_body(body, compressed=compressed, version=version, limits=self.register_limits)
-        for topic, info in parsed.mapping_infos.items():
-            bname = info.get("bname")
-            if bname is not None and bname != name:
-                raise BodyError(f"mapping info of topic {topic[:60]!r} names broker {bname[:60]!r}, not {name[:60]!r}")
-        return parsed
-
     def unregister_broker(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
-        name, addr, cluster = _required(req, "brokerName", "brokerAddr", "clusterName")
+        name, addr, cluster = required(req, "brokerName", "brokerAddr", "clusterName")
         check_numbers(req, BROKER_ID)
         removed = self.table.unregister_broker(cluster, addr, name)
         if removed is not None:
@@ -427,13 +222,13 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         return response_to(req, ResponseCode.SUCCESS)
 
     def broker_heartbeat(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
-        _, addr, cluster = _required(req, "brokerName", "brokerAddr", "clusterName")
+        _, addr, cluster = required(req, "brokerName", "brokerAddr", "clusterName")
         check_numbers(req, BROKER_HEARTBEAT_NUMBERS)
         self.table.heartbeat(cluster, addr, self.now_ms())
         return response_to(req, ResponseCode.SUCCESS)
 
     def query_data_version(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
-        _, addr, cluster = _required(req, "brokerName", "brokerAddr", "clusterName")
+        _, addr, cluster = required(req, "brokerName", "brokerAddr", "clusterName")
         check_numbers(req, BROKER_ID)
         sent = DataVersion.from_obj(fastjson.loads_small(req.body)) if req.body else DataVersion()
         changed, stored = self.table.query_data_version(cluster, addr, sent, self.now_ms())
@@ -458,13 +253,13 @@ class NameServerProcessor(KVRequests, ConfigRequests):
         return response_to(req, ResponseCode.SUCCESS, body=fastjson.dumps({"brokerMemberGroup": group}))
 
     def wipe_write_perm(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
-        (name,) = _required(req, "brokerName")
+        (name,) = required(req, "brokerName")
         count = self.table.wipe_write_perm(name)
         log.info("wipe write perm of broker %s: %d topics", name, count)
         return response_to(req, ResponseCode.SUCCESS, ext_fields={"wipeTopicCount": count})
 
     def add_write_perm(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
-        (name,) = _required(req, "brokerName")
+        (name,) = required(req, "brokerName")
         count = self.table.add_write_perm(name)
         log.info("add write perm of broker %s: %d topics", name, count)
         return response_to(req, ResponseCode.SUCCESS, ext_fields={"addTopicCount": count})

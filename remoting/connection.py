@@ -1,9 +1,11 @@
 """One client connection of a remoting server: its socket, decoder, unsent answers and pause reasons.
 
 Plain state, read and changed by the reactor (:mod:`remoting.reactor`),
-which owns the loop, and by its TLS gate (:mod:`remoting.tls_gate`), which
-classifies the first bytes and holds the TLS session. Kept apart so both
-can name the type without importing each other.
+which owns the loop, by the helpers it owns (:mod:`remoting.read_admission`,
+:mod:`remoting.tls_link`, :mod:`remoting.idle_sweep`), and by its TLS gate
+(:mod:`remoting.tls_gate`), which classifies the first bytes and holds the
+TLS session. Kept apart so all of them can name the type without importing
+each other.
 """
 
 from __future__ import annotations

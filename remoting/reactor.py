@@ -22,18 +22,16 @@ read while any of these holds, and nothing queues without bound:
 - it already had :data:`BATCH_REQUESTS` requests answered in this pass:
   until the next pass, so one pipelining peer cannot hold the loop.
 
-A task that expires peers by silence (the idle sweep here, the
-NameServer's broker expiry) first calls :meth:`Reactor.read_pending` when
-the process was paused (:mod:`remoting.pause`): the peers' messages sent
-meanwhile wait in the sockets and are read before anyone is judged silent.
+A task that expires peers by silence (the idle sweep,
+:mod:`remoting.idle_sweep`; the NameServer's broker expiry) first calls
+:meth:`Reactor.read_pending` when the process was paused: what the peers
+sent meanwhile is read before anyone is judged silent.
 
-TLS (:mod:`remoting.tls_gate`) sits between the socket and the decoder:
-ciphertext read goes through the connection's TLS session and its
-plaintext into the same decoder, answers are encrypted before they join
-``out``, so the read budget and water marks bound TLS connections as they
-do plaintext ones (``out`` holds ciphertext). A plaintext connection costs
-one attribute read and two tests per read, and one per write, more than
-without TLS.
+TLS (:mod:`remoting.tls_gate`, acted on by :mod:`remoting.tls_link`) sits
+between the socket and the decoder. A plaintext connection costs one
+attribute read and two tests per read, and one per write, more than
+without TLS. What each connection is charged against the read budget is
+:mod:`remoting.read_admission`'s.
 
 Nothing a peer sends leaves this module as an exception: a frame that
 cannot be decoded closes that connection, a request whose handling or
@@ -57,12 +55,14 @@ from remoting.codec import OVERSIZE_FRAME, ProtocolError, encode
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import READ, WRITE, Connection
+from remoting.idle_sweep import PENDING_ANSWER_SECONDS, IdleSweep
 from remoting.limits import ReadBudget, water_marks
 from remoting.memtrim import Trimmer
-from remoting.pause import paused_for
 from remoting.ratelog import CLIP_ARGS, RateLimitedLog, clip
-from remoting.tls_gate import SUMMARIES, TlsGate, TlsRefused
-from remoting.tls_session import MAX_RECORD_BYTES, Hello, PeerClosed, TlsSession
+from remoting.read_admission import ReadAdmission
+from remoting.tls_gate import TlsGate
+from remoting.tls_link import TlsLink
+from remoting.tls_session import MAX_RECORD_BYTES, Hello, TlsSession
 
 log = logging.getLogger("remoting")
 log.addFilter(CLIP_ARGS)
@@ -76,11 +76,6 @@ TURN_SECONDS = 0.002
 BATCH_REQUESTS = 512
 #: Answers are joined into one send up to this size (and never past the high water mark).
 BATCH_BYTES = 256 * 1024
-#: How often idle connections are looked for.
-SWEEP_SECONDS = 1.0
-#: Passes over the ready connections after a pause, and how long to wait for the answers they start.
-PENDING_PASSES = 4
-PENDING_ANSWER_SECONDS = 5.0
 
 
 class Processor(Protocol):
@@ -131,10 +126,11 @@ class Reactor:
         self.connections: dict[int, Connection] = {}
         self._ids = itertools.count(1)
         self._nursery: trio.Nursery | None = None
-        self._starved: dict[int, Connection] = {}  # insertion order = arrival order
         self._backlog: dict[int, Connection] = {}
         self.warn = RateLimitedLog(log)
         self.trimmer = Trimmer()
+        self.admission = ReadAdmission(self.budget, self.trimmer, self._set_interest)
+        self._account = self.admission.account  # bound once: called after every read
         self.acceptor = Acceptor(
             self.selector,
             self.warn,
@@ -150,7 +146,16 @@ class Reactor:
         self.bytes_out = 0
         self.malformed_frames = 0
         self.oversize_frames = 0
-        self.tls = tls  # None: no TLS at all, not even to recognise and refuse a handshake
+        #: None: no TLS at all, not even to recognise and refuse a handshake
+        self.tls = None if tls is None else TlsLink(
+            tls, warn=self.warn, clock=clock, close=self.close, send=self._send,
+            set_interest=self._set_interest, process=self._process,
+        )
+        self.sweep = IdleSweep(
+            selector=self.selector, connections=self.connections, accept=self.acceptor.accept, read=self._read,
+            flush=self._flush, close=self.close, clock=clock, idle_seconds=idle_seconds, tls=self.tls,
+            warn=self.warn, trimmer=self.trimmer,
+        )
 
     # ------------------------------------------------------------------
     # setup
@@ -167,16 +172,16 @@ class Reactor:
         tls = self.tls
         async with trio.open_nursery() as nursery:
             self._nursery = self.acceptor.nursery = nursery
-            nursery.start_soon(self._sweep_idle)
+            if tls is not None:
+                tls.nursery = nursery
+            nursery.start_soon(self.sweep.run)
             while True:
-                if self._backlog or (tls is not None and tls.deferred):
+                if self._backlog or (tls is not None and tls.gate.deferred):
                     await trio.lowlevel.checkpoint()  # others' turn, then the batches or hellos left over
                 else:
                     await trio.lowlevel.wait_readable(fd)
                 if tls is not None:
-                    deferred = tls.new_turn()
-                    if deferred:
-                        self._resume_tls(deferred)  # new TLS connections the last turn had no time for
+                    tls.new_turn()  # new TLS connections the last turn had no time for
                 # Peers that answered while we worked are served in the same
                 # turn, saving a trip through trio; bounded in polls and time
                 # so timers and other tasks still run.
@@ -238,26 +243,18 @@ class Reactor:
         if conn.closed:
             return
         conn.closed = True
-        if type(conn.tls) is TlsSession and not conn.out:
-            try:
-                conn.sock.send(conn.tls.close_notify())
-            except OSError:
-                pass  # best effort: the peer may be gone
+        if self.tls is not None:
+            self.tls.closing(conn)
         if conn.interest:
             self.selector.unregister(conn.sock)
             conn.interest = 0
         conn.sock.close()
         self.connections.pop(conn.id, None)
         self._backlog.pop(conn.id, None)
-        if self._starved.pop(conn.id, None) is not None:
-            self.budget.waiting -= conn.held
         self.trimmer.note_freed(max(conn.held, conn.decoder.buffered) + len(conn.out))
         conn.decoder.clear()
         conn.out = bytearray()
-        if conn.held:
-            self.budget.release(conn.held)
-            conn.held = 0
-            self._wake_starved()
+        self.admission.release(conn)
         if reason.startswith("malformed"):
             self.malformed_frames += 1
             if OVERSIZE_FRAME in reason:
@@ -277,62 +274,9 @@ class Reactor:
         if conn is not None:
             self.close(conn, reason)
 
-    async def _sweep_idle(self) -> None:
-        """Once a second: close connections with no traffic (or a stuck send) for too long,
-        emit due log summaries, give big freed buffers back to the OS.
-
-        After a pause of the process, what waits in the sockets is read
-        first: a peer that kept sending while we were stopped is not idle."""
-        while True:
-            slept_at = self.clock()
-            await trio.sleep(SWEEP_SECONDS)
-            if paused_for(slept_at, self.clock(), SWEEP_SECONDS):
-                await self.read_pending()
-            limit = self.clock() - self.idle_seconds()
-            for conn in [c for c in self.connections.values() if c.last_active < limit and not c.busy]:
-                self.close(conn, "idle" if not conn.out else "peer stopped reading")
-            if self.tls is not None:
-                for stalled, refusal in self.tls.stalled(list(self.connections.values()), self.clock()):
-                    self._refuse(stalled, refusal)
-            self.warn.flush()
-            self.trimmer.maybe_trim()
-
     async def read_pending(self, timeout: float = PENDING_ANSWER_SECONDS) -> int:
-        """Read and answer what already waits on every connection, then wait (at most
-        ``timeout``) until every awaiting request has been answered.
-
-        For a server that was paused (see :mod:`remoting.pause`): its peers'
-        messages sit unread in the socket buffers, and a task that expires
-        peers by silence must see them first. The run loop would read them
-        too, but in its own turn, which may come after that task's. Each pass
-        accepts the connections waiting in the listen queue (a peer whose
-        request timed out may have reconnected) and reads every ready
-        connection once; a few passes finish a frame that did not fit one read
-        or the first frame of a new connection. Returns the number of reads.
-        """
-        read: list[Connection] = []
-        for _ in range(PENDING_PASSES):
-            ready = self.selector.select(0)
-            if not ready:
-                break
-            now = self.clock()
-            for key, events in ready:
-                conn = key.data
-                if conn is None:  # peers that connected meanwhile: their first requests are read next pass
-                    self.acceptor.accept(key.fileobj)  # type: ignore[arg-type]
-                    continue
-                if events & WRITE and not conn.closed:
-                    self._flush(conn)
-                if events & READ and not conn.closed:
-                    self._read(conn, now)
-                    read.append(conn)
-        # Every awaiting request, not only those this call read: after a pause the idle sweep and the
-        # NameServer's expiry both catch up, and the first one to run reads what the other must wait for.
-        waiting = [conn for conn in self.connections.values() if conn.busy]
-        with trio.move_on_after(timeout):
-            while any(conn.busy for conn in waiting):
-                await trio.sleep(0.005)
-        return len(read)
+        """Read and answer what waits on every connection, after a pause (see :mod:`remoting.idle_sweep`)."""
+        return await self.sweep.read_pending(timeout)
 
     # ------------------------------------------------------------------
     # reading and answering
@@ -361,7 +305,7 @@ class Reactor:
         conn.last_active = now
         self.bytes_in += len(data)  # as read from the socket (TLS records included)
         if tls is not None:
-            data = self._tls_receive(conn, data, now)
+            data = self.tls.receive(conn, data, now)  # type: ignore[union-attr]  # conn.tls set: a TLS reactor
             if not data:
                 return
         try:
@@ -370,65 +314,6 @@ class Reactor:
             self.close(conn, f"malformed frame: {exc}")
             return
         self._process(conn)
-
-    # ------------------------------------------------------------------
-    # TLS
-
-    def _tls_receive(self, conn: Connection, data: bytes, now: float) -> bytes:
-        """Plaintext for the decoder out of bytes read from a TLS or not yet classified connection."""
-        assert self.tls is not None
-        try:
-            plain, out = self.tls.receive(conn, data, now)
-        except TlsRefused as refusal:
-            self._refuse(conn, refusal)
-            return b""
-        except PeerClosed:
-            self.close(conn, "closed by peer")
-            return b""
-        if out:
-            self._send(conn, out)
-            if conn.closed:
-                return b""
-        if conn.busy or out:
-            self._set_interest(conn)  # parked until the certificate is ready, or handshake bytes to flush
-            if self.tls.start_preparing():
-                assert self._nursery is not None
-                self._nursery.start_soon(self._tls_ready)
-        return plain
-
-    async def _tls_ready(self) -> None:
-        """Serve the connections that waited for the test-mode certificate (or refuse them)."""
-        assert self.tls is not None
-        self._resume_tls(await self.tls.prepare())
-
-    def _resume_tls(self, conns: list[Connection]) -> None:
-        """Go on with connections the gate parked after their first bytes (their hello is kept)."""
-        for conn in conns:
-            if conn.closed:
-                continue
-            plain = self._tls_receive(conn, b"", self.clock())
-            if conn.closed:
-                continue
-            if plain:
-                try:
-                    conn.decoder.push(plain)
-                except ProtocolError as exc:
-                    self.close(conn, f"malformed frame: {exc}")
-                    continue
-            self._process(conn)
-
-    def _refuse(self, conn: Connection, refusal: TlsRefused) -> None:
-        """Close a connection the TLS mode or handshake refuses, with one rate-limited line."""
-        if refusal.output and not conn.out:
-            try:
-                conn.sock.send(refusal.output)  # the alert, so the peer learns why
-            except OSError:
-                pass
-        self.warn.warning(
-            f"tls-{refusal.kind}", SUMMARIES[refusal.kind],
-            "closing connection from %s: %s", conn.peer, refusal.message,
-        )
-        self.close(conn, f"tls: {refusal.message}")
 
     def _process(self, conn: Connection) -> None:
         """Answer the whole frames buffered, in order, until one of the pause reasons holds."""
@@ -513,48 +398,6 @@ class Reactor:
         except Exception:
             self.close(conn, f"cannot answer request code {req.code}: {what}")
             return None
-
-    def _account(self, conn: Connection) -> None:
-        """Charge the read budget for what this connection holds and is about to receive."""
-        decoder = conn.decoder
-        buffered = decoder.buffered
-        if conn.busy or conn.unwritable or conn.backlogged:
-            want = buffered  # not reading: whole frames wait, a partial one needs no room yet
-        else:
-            want = decoder.partial_frame_size or buffered
-        if want == conn.held and not conn.starved:
-            return
-        budget = self.budget
-        was_waiting = bool(conn.starved)
-        if budget.resize(conn.held, want, was_waiting):
-            shrunk = want < conn.held
-            if shrunk:
-                self.trimmer.note_freed(conn.held - want)  # a big frame done: its buffer is free
-            if was_waiting:
-                budget.waiting -= conn.held
-                conn.starved = 0
-                self._starved.pop(conn.id, None)
-            conn.held = want
-            if shrunk and self._starved:
-                self._wake_starved()
-        else:
-            if was_waiting:
-                budget.waiting -= conn.held
-            conn.held = budget.overdraw(conn.held, buffered)
-            budget.waiting += conn.held
-            conn.starved = want
-            self._starved[conn.id] = conn
-
-    def _wake_starved(self) -> None:
-        """Admit waiting frames that fit now, oldest first."""
-        budget = self.budget
-        for conn in list(self._starved.values()):
-            if budget.resize(conn.held, conn.starved, waiting=True):
-                budget.waiting -= conn.held
-                conn.held = conn.starved
-                conn.starved = 0
-                del self._starved[conn.id]
-                self._set_interest(conn)
 
     # ------------------------------------------------------------------
     # writing

@@ -23,8 +23,9 @@ import trio
 
 from namesrv.config import NamesrvConfig
 from namesrv.kvconfig import KVConfig
-from namesrv.processor import STOPPING_REMARK, NameServerProcessor
+from namesrv.processor import NameServerProcessor
 from namesrv.register_plan import TopicTableFull
+from namesrv.register_requests import STOPPING_REMARK
 from namesrv.register_scan import RawBody
 from namesrv.registration import run_to_end
 from namesrv.routes import Registration, RouteOptions, RouteTable
