@@ -211,7 +211,7 @@ def test_min_and_max_consumed_from_pass_and_fail() -> None:
 MEMORY_CRASH = """\
 name: memory-crash
 description: consumers start after a memory-only broker died with messages on it
-duration: 11
+duration: 14
 cluster:
   namesrvs: 1
   brokers: 2
