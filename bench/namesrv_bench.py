@@ -101,6 +101,24 @@ def pin(cpu: int) -> None:
         os.sched_setaffinity(0, {cpu})
 
 
+def die_with_parent() -> None:
+    """In a child before its exec: SIGKILLed when the benchmark dies, even by SIGKILL (Linux PR_SET_PDEATHSIG)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+
+
+def pinned_child(cpu: int) -> Callable[[], None]:
+    """A ``preexec_fn``: the child runs on ``cpu`` (where the machine has it) and dies with the benchmark."""
+
+    def setup() -> None:
+        pin(cpu)
+        die_with_parent()
+
+    return setup
+
+
 def start_server(
     workdir: Path,
     frame_max: int,
@@ -123,7 +141,7 @@ def start_server(
     )
 
     def setup() -> None:
-        pin(SERVER_CPU)
+        pinned_child(SERVER_CPU)()
         if nice:
             os.nice(nice)
 
@@ -135,15 +153,19 @@ def start_server(
         preexec_fn=setup,
     )
     assert proc.stdout is not None
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 120  # importing the server took over 15 s on a machine with load 19
     seen = b""
     while time.monotonic() < deadline:
-        seen += os.read(proc.stdout.fileno(), 4096)
+        chunk = os.read(proc.stdout.fileno(), 4096)
+        seen += chunk
         m = BOOT.search(seen)
         if m:
             return proc, f"{m.group(1).decode()}:{m.group(2).decode()}"
+        if not chunk:  # it exited
+            break
     proc.kill()
-    raise SystemExit(f"server did not start: {seen!r}")
+    proc.wait()
+    raise SystemExit(f"server did not start: {seen!r}; its log: {workdir / 'namesrv.log'}")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -217,12 +239,19 @@ class BrokerBody:
         self.turn = 0
         self.current = self._frame()
 
+    @property
+    def identity(self) -> dict[str, str]:
+        """The broker's cluster, name and address as its registration names them."""
+        return {"cluster": f"cluster-{self.cluster}", "broker_name": f"broker-{self.cluster}-{self.broker}",
+                "broker_addr": f"127.0.0.{10 + self.cluster}:{10911 + self.broker * 10}"}
+
     def _frame(self) -> bytes:
         body = bytes(self.body)
+        names = self.identity
         ext = {
-            "brokerName": f"broker-{self.cluster}-{self.broker}",
-            "brokerAddr": f"127.0.0.{10 + self.cluster}:{10911 + self.broker * 10}",
-            "clusterName": f"cluster-{self.cluster}",
+            "brokerName": names["broker_name"],
+            "brokerAddr": names["broker_addr"],
+            "clusterName": names["cluster"],
             "haServerAddr": f"127.0.0.{10 + self.cluster}:{10912 + self.broker * 10}",
             "brokerId": 0,
             "compressed": False,
@@ -267,7 +296,7 @@ def query_load(
     """Closed-loop random route queries from the C generator pinned to CPU 1 (over TLS with ``tls``)."""
     out = subprocess.run(
         loadgen_cmd(loadgen, frames_file, addr, conns, duration, tls, depth),
-        capture_output=True, text=True, timeout=duration + 60, preexec_fn=lambda: pin(CLIENT_CPU),
+        capture_output=True, text=True, timeout=duration + 60, preexec_fn=pinned_child(CLIENT_CPU),
     )
     if out.returncode != 0:
         raise SystemExit(f"load generator failed: {out.stderr.strip()}")
