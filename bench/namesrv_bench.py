@@ -168,10 +168,16 @@ def start_server(
     raise SystemExit(f"server did not start: {seen!r}; its log: {workdir / 'namesrv.log'}")
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process, all its threads."""
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def cpu_seconds(pid: int) -> float:
+    return sum(cpu_split(pid))
 
 
 def rss_mb(pid: int) -> float:
@@ -343,7 +349,7 @@ def queries_with(
     rereg = Reregistrar(conns, brokers, period, mode) if mode != "none" else None
     if rereg is not None:
         rereg.start()
-    cpu0 = cpu_seconds(pid)
+    user0, sys0 = cpu_split(pid)
     t0 = time.perf_counter()
     try:
         res: dict[str, object] = dict(run_load())
@@ -352,8 +358,10 @@ def queries_with(
         if rereg is not None:
             rereg.stop.set()
             rereg.join()
-    cpu = cpu_seconds(pid) - cpu0
+    user1, sys1 = cpu_split(pid)
+    cpu = user1 - user0 + sys1 - sys0
     res["server_cpu_pct"] = 100 * cpu / elapsed
+    res["server_sys_share"] = (sys1 - sys0) / cpu if cpu else 0.0  # the kernel's part: recv, send, epoll
     # CPU per query: steadier than q/s on a shared machine, where the server may get a fraction of its core
     res["server_cpu_us_per_query"] = 1e6 * cpu / max(1.0, float(res.get("queries", 0)))
     if rereg is not None:

@@ -45,6 +45,7 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
                     "max_ms": max((p["max_ms"] for p in phases), default=float("nan")),
                     "cpu_pct": _median([p["server_cpu_pct"] for p in phases]),
                     "cpu_us_per_query": _median([p["server_cpu_us_per_query"] for p in phases]),
+                    "sys_share": _median([p.get("server_sys_share", float("nan")) for p in phases]),
                     "errors": sum(p["errors"] for p in phases),
                 }
                 if load == "churn":
