@@ -34,7 +34,7 @@ for the cost of TLS beside the plaintext figures.
 registrations with an admin account; route queries go ``unsigned`` (the
 default aclUnsignedClasses lets them through with one set lookup) or
 ``signed`` by a plain account (verified until each connection has shown
-one good signature, see remoting/gate.py); ``ignored`` sends the signed
+one good signature, see security/gate.py); ``ignored`` sends the signed
 queries to a server without accounts. A signature does not cover the
 opaque, so the load generator's pre-encoded frames stay valid, as a
 replayed request would. ``bench/auth_bench.py`` compares these modes in

@@ -14,12 +14,12 @@ from broker_stub.config import BrokerConfig, ConfigError, load_file
 from broker_stub.server import BrokerServer
 from broker_stub.subgroups import SubscriptionGroupError
 from broker_stub.topic_store import TopicStoreError
-from remoting import logfile
-from remoting.acl_accounts import AccountsError
-from remoting.climain import first_of, run_app
-from remoting.metrics_http import MetricsListenError
-from remoting.regular_file import RefusedFile
-from remoting.tls_config import TlsConfigError
+from security.acl_accounts import AccountsError
+from security.tls_config import TlsConfigError
+from server_runtime import logfile
+from server_runtime.climain import first_of, run_app
+from server_runtime.metrics_http import MetricsListenError
+from server_runtime.regular_file import RefusedFile
 
 log = logging.getLogger("broker_stub")
 

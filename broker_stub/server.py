@@ -34,14 +34,14 @@ from broker_stub.subgroups import SubscriptionGroups, groups_path
 from broker_stub.topic_traffic import TopicTraffic
 from broker_stub.topics import TopicTable, default_topics
 from remoting.bodies import DataVersion, TopicConfig
+from remoting.clip import clip
 from remoting.command import RemotingCommand
-from remoting.gate import AccessControl
-from remoting.metering import RequestMeter
-from remoting.metrics_http import MetricsEndpoint
-from remoting.ratelog import CLIP_ARGS, clip
-from remoting.reactor import Reactor
-from remoting.tls_context import client_context_from
-from remoting.tls_gate import TlsGate
+from security.gate import AccessControl
+from security.tls_context import client_context_from, server_gate
+from server_runtime.metering import RequestMeter
+from server_runtime.metrics_http import MetricsEndpoint
+from server_runtime.ratelog import CLIP_ARGS
+from server_runtime.reactor import Reactor
 
 log = logging.getLogger("broker_stub")
 log.addFilter(CLIP_ARGS)  # no client value makes a long log line, whoever logs it
@@ -80,7 +80,7 @@ class BrokerServer:
         self.persistence: Persistence | None = None
         # Certificates are read here too: a bad file stops the start with one line.
         tls = config.tls.resolved()
-        self.tls = TlsGate.from_settings(tls)
+        self.tls = server_gate(tls)
         #: The broker's own connections (NameServers, a slave's master): TLS with tls.enable=true, or by
         #: default when its port is enforcing, as a Java broker (BrokerStartup's useTLS).
         self.client_tls = client_context_from(tls) if tls.client_tls else None
@@ -152,7 +152,7 @@ class BrokerServer:
         reactor.processor = self.access.guard(self.processor, REQUEST_CLASSES, peer_of=self._peer_of,
                                               warn=self.processor.warn)
         if config.metricsPort:
-            # every request counted on its way through (remoting.metering); without metrics, nothing is
+            # every request counted on its way through (server_runtime.metering); without metrics, nothing is
             meter = RequestMeter(reactor.processor, REQUEST_CLASSES)
             reactor.processor = meter
             self.metrics = await self._metrics_endpoint(meter, store)

@@ -48,7 +48,7 @@ from mqadmin.commands import (  # noqa: E402
 from mqadmin.commands.options import CONTEXT_SETTINGS, add_signing  # noqa: E402
 from mqadmin.commands.results import is_reader_gone, reader_gone  # noqa: E402
 from mqadmin.localcluster.state import ClusterError  # noqa: E402
-from remoting.climain import run_app  # noqa: E402
+from server_runtime.climain import run_app  # noqa: E402
 
 if _LOADING:
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from remoting import properties
-from remoting.access import ConfigValueError, parse_classes
-from remoting.acl_addresses import LOOPBACK_PATTERNS, AddressPatternError, parse_list
 from remoting.javatypes import JavaRangeError, NotANumber, parse_int
-from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
-from remoting.logfile import DEFAULT_MAX_INDEX, DEFAULT_MAX_SIZE, MAX_INDEX_RANGE, MAX_SIZE_RANGE
-from remoting.regular_file import RefusedFile, read_regular_text
-from remoting.tls_config import TlsConfigError, TlsSettings, is_secret_key
+from security.access import ConfigValueError, parse_classes
+from security.acl_addresses import LOOPBACK_PATTERNS, AddressPatternError, parse_list
+from security.tls_config import TlsConfigError, TlsSettings, is_secret_key
+from server_runtime.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
+from server_runtime.logfile import DEFAULT_MAX_INDEX, DEFAULT_MAX_SIZE, MAX_INDEX_RANGE, MAX_SIZE_RANGE
+from server_runtime.regular_file import RefusedFile, read_regular_text
 
 _HOME = os.path.expanduser("~")
 
@@ -108,7 +108,7 @@ class NamesrvConfig:
     routeSnapshotPath: str = ""  # "" = routeSnapshot.msgpack beside kvConfigPath
     routeSnapshotIntervalMillis: int = 1000  # at most one write per interval, only after a change
     routeSnapshotMaxAgeMillis: int = 120000  # an older snapshot is ignored (Java's broker expiry)
-    # logging (extensions): see remoting/logfile.py
+    # logging (extensions): see server_runtime/logfile.py
     logFile: str = ""  # "" = stderr; else this file, rotated by size
     logFileMaxSize: int = DEFAULT_MAX_SIZE  # bytes a log file may reach before it rotates
     logFileMaxIndex: int = DEFAULT_MAX_INDEX  # rotated files kept (logFile.1 .. logFile.N)

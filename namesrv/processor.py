@@ -34,10 +34,11 @@ from namesrv.route_state import Restored
 from namesrv.routes import UNIT_TOPIC_FLAGS, RouteOptions, RouteTable
 from remoting import fastjson
 from remoting.bodies import BodyError, DataVersion, TopicRouteData, encode_topic_list
+from remoting.clip import clip
 from remoting.codec import encode, encode_success_json
 from remoting.codes import NAMESPACE_ORDER_TOPIC_CONFIG, RequestCode, ResponseCode, Version
 from remoting.command import RemotingCommand, response_to
-from remoting.ratelog import RateLimitedLog, clip
+from server_runtime.ratelog import RateLimitedLog
 
 log = logging.getLogger("namesrv")
 

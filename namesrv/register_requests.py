@@ -30,8 +30,8 @@ from remoting.bodies import BodyError
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.fastjson import BodyLimitError
-from remoting.ratelog import RateLimitedLog
 from remoting.register_body import RegisterBody, RegisterLimits, parse_register_body
+from server_runtime.ratelog import RateLimitedLog
 
 log = logging.getLogger("namesrv")
 

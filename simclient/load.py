@@ -19,7 +19,7 @@ from typing import Any
 
 import trio
 
-from remoting.tls_context import client_context
+from security.tls_context import client_context
 from simclient.pool import ClientPool
 from simclient.producer import ProducerOptions, SimProducer
 from simclient.records import OUTCOMES, SendRecord

@@ -14,24 +14,28 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Our top-level packages: an import of one of these is checked against the rules.
-OURS = ("remoting", "namesrv", "broker_stub", "simclient", "mqadmin", "tests", "bench")
+OURS = ("remoting", "server_runtime", "security", "namesrv", "broker_stub", "simclient", "mqadmin", "tests", "bench")
 
 #: package -> what of ours it may import (a package, or one module of it), besides its own modules.
 ALLOWED: dict[str, tuple[str, ...]] = {
     "remoting": (),
-    "namesrv": ("remoting",),
-    "broker_stub": ("remoting", "namesrv.durable"),
-    "simclient": ("remoting",),
-    "mqadmin.client": ("remoting", "namesrv.liveinfo", "namesrv.provisional", "broker_stub.faults"),
+    "server_runtime": ("remoting",),
+    "security": ("remoting", "server_runtime"),
+    "namesrv": ("remoting", "server_runtime", "security"),
+    "broker_stub": ("remoting", "server_runtime", "security", "namesrv.durable"),
+    "simclient": ("remoting", "security.tls_context"),
+    "mqadmin.client": ("remoting", "namesrv.liveinfo", "namesrv.provisional", "broker_stub.faults",
+                       "security.tls_config", "security.tls_context"),
     "mqadmin.output": (),
-    "mqadmin.localcluster": ("remoting", "mqadmin.client"),
-    "mqadmin.scenario": ("remoting", "simclient", "namesrv.config", "mqadmin.client", "mqadmin.output",
-                         "mqadmin.localcluster"),
-    "mqadmin.fanout": ("remoting", "simclient", "mqadmin.client", "mqadmin.output", "mqadmin.localcluster",
-                       "mqadmin.scenario"),
-    "mqadmin.commands": ("remoting", "namesrv.config_policy", "mqadmin.client", "mqadmin.output",
-                         "mqadmin.localcluster", "mqadmin.scenario", "mqadmin.fanout"),
-    "mqadmin.cli": ("remoting", "mqadmin.client", "mqadmin.commands", "mqadmin.localcluster"),
+    "mqadmin.localcluster": ("remoting", "security.tls_context", "mqadmin.client"),
+    "mqadmin.scenario": ("remoting", "server_runtime.climain", "simclient", "namesrv.config", "mqadmin.client",
+                         "mqadmin.output", "mqadmin.localcluster"),
+    "mqadmin.fanout": ("remoting", "server_runtime.climain", "simclient", "mqadmin.client", "mqadmin.output",
+                       "mqadmin.localcluster", "mqadmin.scenario"),
+    "mqadmin.commands": ("remoting", "server_runtime.climain", "namesrv.config_policy", "mqadmin.client",
+                         "mqadmin.output", "mqadmin.localcluster", "mqadmin.scenario", "mqadmin.fanout"),
+    "mqadmin.cli": ("remoting", "server_runtime.climain", "mqadmin.client", "mqadmin.commands",
+                    "mqadmin.localcluster"),
 }
 #: Layers without a command line (Typer), and without terminal output (Rich).
 NO_TYPER = ("simclient", "mqadmin.client", "mqadmin.output", "mqadmin.localcluster", "mqadmin.scenario",

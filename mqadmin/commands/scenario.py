@@ -22,7 +22,7 @@ from mqadmin.output.console import make_console, out, print_json
 from mqadmin.output.plotmarks import PLOT_INSTALL, PLOT_SUFFIXES
 from mqadmin.scenario import schema
 from mqadmin.scenario.shipped import resolve, shipped_dir
-from remoting.climain import first_of
+from server_runtime.climain import first_of
 
 app = typer.Typer(
     add_completion=False,

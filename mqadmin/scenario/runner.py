@@ -32,7 +32,7 @@ from mqadmin.scenario.expectations import Verdict, evaluate_all
 from mqadmin.scenario.metrics_watch import MetricsWatch
 from mqadmin.scenario.model import Action, ProducerGroup, Scenario
 from mqadmin.scenario.observer import Observer
-from remoting.climain import first_of
+from server_runtime.climain import first_of
 from simclient import (
     ClientPool,
     ConsumeRecord,
