@@ -27,20 +27,22 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "mqadmin.client": ("remoting", "namesrv.liveinfo", "namesrv.provisional", "broker_stub.faults",
                        "security.tls_config", "security.tls_context"),
     "mqadmin.output": (),
-    "mqadmin.localcluster": ("remoting", "security.tls_context", "mqadmin.client"),
+    "mqadmin.rocketmq": (),
+    "mqadmin.localcluster": ("remoting", "security.tls_context", "mqadmin.client", "mqadmin.rocketmq"),
     "mqadmin.scenario": ("remoting", "server_runtime.climain", "simclient", "namesrv.config", "mqadmin.client",
-                         "mqadmin.output", "mqadmin.localcluster"),
+                         "mqadmin.output", "mqadmin.localcluster", "mqadmin.rocketmq"),
     "mqadmin.fanout": ("remoting", "server_runtime.climain", "simclient", "mqadmin.client", "mqadmin.output",
                        "mqadmin.localcluster", "mqadmin.scenario"),
     "mqadmin.commands": ("remoting", "server_runtime.climain", "namesrv.config_policy", "mqadmin.client",
-                         "mqadmin.output", "mqadmin.localcluster", "mqadmin.scenario", "mqadmin.fanout"),
+                         "mqadmin.output", "mqadmin.localcluster", "mqadmin.scenario", "mqadmin.fanout",
+                         "mqadmin.rocketmq"),
     "mqadmin.cli": ("remoting", "server_runtime.climain", "mqadmin.client", "mqadmin.commands",
                     "mqadmin.localcluster"),
 }
 #: Layers without a command line (Typer), and without terminal output (Rich).
 NO_TYPER = ("simclient", "mqadmin.client", "mqadmin.output", "mqadmin.localcluster", "mqadmin.scenario",
-            "mqadmin.fanout")
-NO_RICH = ("simclient", "mqadmin.client", "mqadmin.localcluster")
+            "mqadmin.fanout", "mqadmin.rocketmq")
+NO_RICH = ("simclient", "mqadmin.client", "mqadmin.localcluster", "mqadmin.rocketmq")
 #: The command modules' shared layer: the only command modules another command module may import.
 SHARED_COMMANDS = ("mqadmin.commands.options", "mqadmin.commands.results")
 
@@ -120,7 +122,7 @@ def test_mqadmin_has_no_top_level_modules_but_the_entry_point() -> None:
     assert sorted(p.name for p in (ROOT / "mqadmin").glob("*.py")) == ["__init__.py", "cli.py"]
     assert imports_of((ROOT / "mqadmin" / "__init__.py").read_text(), "mqadmin/__init__.py") == []
     packages = sorted(p.name for p in (ROOT / "mqadmin").iterdir() if (p / "__init__.py").is_file())
-    assert packages == ["client", "commands", "fanout", "localcluster", "output", "scenario"]
+    assert packages == ["client", "commands", "fanout", "localcluster", "output", "rocketmq", "scenario"]
 
 
 def test_every_package_has_its_paragraph_in_docs_architecture() -> None:
