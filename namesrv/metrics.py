@@ -89,7 +89,7 @@ class NamesrvMetrics:
         yield GaugeMetricFamily(f"{PREFIX}_clusters", "Clusters with at least one broker.", value=len(table.clusters))
         yield GaugeMetricFamily(f"{PREFIX}_topics", "Topics with a route.", value=len(table.topic_queues))
         routes_ok = self.meter.count(RequestCode.GET_ROUTEINFO_BY_TOPIC, "success")
-        encoded = table.route_encodes
+        encoded = table.answers.encodes
         cache = CounterMetricFamily(f"{PREFIX}_route_cache_events",
                                     "Route answers served from the encoded-route cache (hit) or encoded afresh.",
                                     labels=("result",))

@@ -27,9 +27,9 @@ from namesrv.counters import NamesrvCounters
 from namesrv.headers import BROKER_HEARTBEAT_NUMBERS, BROKER_ID, BadHeader, check_numbers, required
 from namesrv.kv_requests import ANSWER_HEADROOM, KVRequests
 from namesrv.kvconfig import KVConfig
-from namesrv.register_plan import TopicTableFull
 from namesrv.register_requests import RegisterRequests
 from namesrv.request_classes import REQUEST_CLASSES
+from namesrv.route_model import TopicTableFull
 from namesrv.route_state import Restored
 from namesrv.routes import UNIT_TOPIC_FLAGS, RouteOptions, RouteTable
 from remoting import fastjson
@@ -302,28 +302,10 @@ class NameServerProcessor:
             order_conf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
         zone = ext.get("__ZONE_NAME", "").strip() if ext.get("__ZONE_MODE", "").lower() == "true" else ""
         if zone:
-            return self._zone_route(topic, order_conf, zone)
+            return self.table.answers.zone_route(topic, order_conf, zone)
         if order_conf is not None:
             return self.table.encode_route(topic, standard, order_conf)
         return self.table.route_body(topic, standard)
-
-    def _zone_route(self, topic: str, order_conf: str | None, zone: str) -> bytes | None:
-        """5.x ZoneRouteRPCHook: keep brokers of the caller's zone (or without a master)."""
-        obj = self.table.route_obj(topic, order_conf)
-        if obj is None:
-            return None
-        keep, dropped = [], set()
-        for bd in obj["brokerDatas"]:
-            if (bd.get("zoneName") or "").lower() == zone.lower() or 0 not in bd["brokerAddrs"]:
-                keep.append(bd)
-            else:
-                dropped.add(bd["brokerName"])
-                for addr in bd["brokerAddrs"].values():
-                    obj["filterServerTable"].pop(addr, None)
-        obj["brokerDatas"] = keep
-        obj["queueDatas"] = [q for q in obj["queueDatas"] if q["brokerName"] not in dropped]
-        self.table.route_encodes += 1
-        return fastjson.dumps(obj)
 
     def cluster_info(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         return response_to(req, ResponseCode.SUCCESS, body=self.table.cluster_info_body())

@@ -22,10 +22,10 @@ import trio
 from namesrv.config import NamesrvConfig
 from namesrv.counters import NamesrvCounters
 from namesrv.headers import REGISTER_BROKER_NUMBERS, BadHeader, check_numbers, flag, number, required
-from namesrv.register_plan import TopicTableFull
-from namesrv.register_scan import RawBody
-from namesrv.registration import run_to_end
+from namesrv.registration.body import RawBody
+from namesrv.route_model import TopicTableFull
 from namesrv.routes import RegisterOutcome, Registration, RouteTable
+from namesrv.slices import run_to_end
 from remoting.bodies import BodyError
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to

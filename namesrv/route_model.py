@@ -1,7 +1,8 @@
 """The records of the NameServer's routing table (no behaviour beyond encoding).
 
-Kept apart from :mod:`namesrv.routes` so that the table and its
-registration logic (:mod:`namesrv.registration`) can share them without an
+Kept apart from :mod:`namesrv.routes` so that the table, the registration
+planner (:mod:`namesrv.registration`) and the answer cache
+(:mod:`namesrv.route_answers`), which the table uses, share them without an
 import cycle; :mod:`namesrv.routes` re-exports every name.
 """
 
@@ -11,7 +12,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from remoting.bodies import DataVersion
+from remoting.bodies import BodyError, DataVersion
 
 #: (brokerName, readQueueNums, writeQueueNums, perm, topicSysFlag). Tuples are
 #: interned so 320,000 (topic, broker) pairs cost a pointer each.
@@ -103,3 +104,14 @@ class RouteOptions:
     default_timeout_ms: int = DEFAULT_BROKER_CHANNEL_EXPIRED_MS
     #: Topics the table may hold (maxTopics; None: no bound): more is refused.
     max_topics: int | None = None
+
+
+class TopicTableFull(BodyError):
+    """A registration would take the route table past maxTopics: refused whole, nothing changes."""
+
+    def __init__(self, held: int, new: int, limit: int, *, exact: bool) -> None:
+        more = f"{new}" if exact else f"at least {new}"
+        super().__init__(
+            f"topic table full: the NameServer holds {held} topics and this registration would add {more}"
+            f" new ones, past maxTopics ({limit}); nothing was changed"
+        )
