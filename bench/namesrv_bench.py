@@ -66,7 +66,8 @@ sys.path.insert(0, str(ROOT))
 
 from remoting import acl
 from remoting import requests as rq
-from remoting.bodies import DataVersion, TopicConfig, encode_register_body
+from remoting.bodies import DataVersion, TopicConfig
+from remoting.register_body import encode_register_body
 from remoting.codec import FrameDecoder, encode
 from remoting.codes import RequestCode
 from remoting.command import request

@@ -53,8 +53,9 @@ from namesrv.route_model import (
     TopicTableFull,
 )
 from namesrv.slices import Steps, drain, run_to_end
-from remoting.bodies import BodyError, DataVersion, RegisterBody
+from remoting.bodies import BodyError, DataVersion
 from remoting.codes import FLAG_UNIT, FLAG_UNIT_SUB, MASTER_ID, PERM_READ, PERM_WRITE
+from remoting.register_body import RegisterBody
 
 #: Departed broker names tolerated before their bookkeeping is dropped (see RouteTable._forget_departed).
 FORGET_SLACK = 1024

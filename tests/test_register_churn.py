@@ -21,7 +21,8 @@ from namesrv.registration.topics import PLAN_SLICE_TOPICS
 from namesrv.routes import APPLY_SLICE, Registration, RouteOptions, RouteTable
 from namesrv.slices import run_to_end
 from remoting import requests as rq
-from remoting.bodies import BodyError, DataVersion, RegisterBody, TopicConfig, encode_register_body, parse_register_body
+from remoting.bodies import BodyError, DataVersion, TopicConfig
+from remoting.register_body import RegisterBody, encode_register_body, parse_register_body
 from remoting.codec import FrameDecoder, encode
 from remoting.codes import RequestCode, ResponseCode, Version
 from remoting.command import request

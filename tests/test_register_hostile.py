@@ -31,7 +31,8 @@ from namesrv.routes import Registration, RouteOptions, RouteTable
 from namesrv.slices import run_to_end
 from namesrv.server import NameServer
 from remoting import requests as rq
-from remoting.bodies import BodyError, DataVersion, TopicConfig, encode_register_body, parse_register_body
+from remoting.bodies import BodyError, DataVersion, TopicConfig
+from remoting.register_body import encode_register_body, parse_register_body
 from remoting.codec import FrameDecoder, decode_frame, encode
 from remoting.codes import ResponseCode, Version
 from remoting.command import RemotingCommand

@@ -17,7 +17,7 @@ from types import TracebackType
 
 from namesrv.registration.compact import scan_compact
 from namesrv.registration.scan import ParseBody, Scan, scan_json
-from remoting.bodies import RegisterBody
+from remoting.register_body import RegisterBody
 
 #: Bytes hashed per step of the whole-body digest.
 DIGEST_STEP = 2 * 1024 * 1024

@@ -32,8 +32,9 @@ from namesrv.registration.scan import Scan
 from namesrv.registration.topics import AppliedTable, ChunkParseFailed, Parsed, TopicPlan, TopicReads, plan_topics
 from namesrv.route_model import BrokerEntry, LiveBroker, Registration, RouteOptions
 from namesrv.slices import Steps
-from remoting.bodies import DataVersion, RegisterBody
+from remoting.bodies import DataVersion
 from remoting.codes import MASTER_ID, PERM_WRITE
+from remoting.register_body import RegisterBody
 
 
 class Verdict(enum.Enum):

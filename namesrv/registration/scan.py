@@ -43,9 +43,10 @@ import zlib
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
-from remoting.bodies import BodyError, RegisterBody
+from remoting.bodies import BodyError
 from remoting.codes import Version
 from remoting.fastjson import BodyLimitError
+from remoting.register_body import RegisterBody
 
 #: Target size of a JSON chunk: about 95 topics of a Java broker's table,
 #: parsed in about 0.1 ms when it changed.

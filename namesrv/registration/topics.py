@@ -29,8 +29,9 @@ from typing import Any, Protocol
 from namesrv.registration.scan import Chunk, Scan
 from namesrv.route_model import QueueData, TopicTableFull
 from namesrv.slices import Steps, drain
-from remoting.bodies import BodyError, RegisterBody
+from remoting.bodies import BodyError
 from remoting.fastjson import BodyLimitError
+from remoting.register_body import RegisterBody
 
 #: Topics parsed and compared between two yields of a plan (a few ms of CPU
 #: here); steps that only look things up go four times as many per yield.

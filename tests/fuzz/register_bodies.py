@@ -29,7 +29,8 @@ from collections.abc import Callable
 
 import orjson
 
-from remoting.bodies import DataVersion, TopicConfig, encode_register_body
+from remoting.bodies import DataVersion, TopicConfig
+from remoting.register_body import encode_register_body
 from tests.fuzz.encoding import binary_header, frame_bytes, json_header
 
 _I32 = struct.Struct(">i")
