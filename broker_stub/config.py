@@ -19,7 +19,6 @@ from typing import Any
 
 from broker_stub.delays import DEFAULT_DELAY_LEVELS, parse_levels
 from broker_stub.java_broker_config import java_settings
-from remoting import properties
 from remoting.acl import Credentials
 from remoting.transport import parse_addr
 from security.access import ConfigValueError, parse_classes
@@ -27,7 +26,7 @@ from security.acl_addresses import LOOPBACK_PATTERNS, AddressPatternError, parse
 from security.tls_config import TlsConfigError, TlsSettings
 from server_runtime.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
 from server_runtime.logfile import DEFAULT_MAX_INDEX, DEFAULT_MAX_SIZE, MAX_INDEX_RANGE, MAX_SIZE_RANGE
-from server_runtime.regular_file import RefusedFile, read_regular_text
+from server_runtime.regular_file import load_properties
 
 
 class ConfigError(ValueError):
@@ -292,20 +291,7 @@ def _parse(key: str, text: str, kind: Any) -> Any:
 
 def load_file(path: str) -> BrokerConfig:
     """Build a config from a ``-c`` properties file."""
-    try:
-        text = read_regular_text(path)
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
-    except RefusedFile as exc:  # a FIFO, a device, a directory or too large: nothing was read
-        raise ConfigError(f"config file {path} {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from None
-    try:
-        props = properties.loads(text)
-    except properties.PropertiesError as exc:
-        raise ConfigError(f"config file {path}: {exc}") from None
+    props = load_properties(path, ConfigError)
     config = BrokerConfig()
     try:
         for key, value in config.parse_values(props).items():

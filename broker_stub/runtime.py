@@ -25,7 +25,7 @@ import os
 from collections import deque
 from collections.abc import Callable
 
-from remoting.mqjson import java_double
+from remoting.fastjson import java_double
 
 #: Version name and ordinal we claim (MQVersion.Version.V5_3_3).
 VERSION_DESC = "V5_3_3"

@@ -26,7 +26,7 @@ from security.acl_addresses import LOOPBACK_PATTERNS, AddressPatternError, parse
 from security.tls_config import TlsConfigError, TlsSettings, is_secret_key
 from server_runtime.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
 from server_runtime.logfile import DEFAULT_MAX_INDEX, DEFAULT_MAX_SIZE, MAX_INDEX_RANGE, MAX_SIZE_RANGE
-from server_runtime.regular_file import RefusedFile, read_regular_text
+from server_runtime.regular_file import load_properties
 
 _HOME = os.path.expanduser("~")
 
@@ -293,20 +293,7 @@ def _short(text: str, limit: int = 60) -> str:
 
 def load_file(path: str) -> NamesrvConfig:
     """Build a config from a ``-c`` properties file (configStorePath := path)."""
-    try:
-        text = read_regular_text(path)
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
-    except RefusedFile as exc:  # a FIFO, a device, a directory or too large: nothing was read
-        raise ConfigError(f"config file {path} {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from None
-    try:
-        props = properties.loads(text)
-    except properties.PropertiesError as exc:
-        raise ConfigError(f"config file {path}: {exc}") from None
+    props = load_properties(path, ConfigError)
     config = NamesrvConfig()
     try:
         config.apply(config.parse_values(props))
