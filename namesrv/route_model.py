@@ -12,7 +12,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from remoting.bodies import BodyError, DataVersion
+from remoting.bodies import BodyError, DataVersion, broker_data_obj
 
 #: (brokerName, readQueueNums, writeQueueNums, perm, topicSysFlag). Tuples are
 #: interned so 320,000 (topic, broker) pairs cost a pointer each.
@@ -24,7 +24,15 @@ SYNC_BROKER_MEMBER_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"
 
 @dataclass(slots=True)
 class BrokerEntry:
-    """BrokerData: one master/slave set, by brokerName."""
+    """The table's BrokerData: one master/slave set, by brokerName.
+
+    Not :class:`remoting.bodies.BrokerData`, the wire's value of the same
+    fields, because this record is the table's own: registrations and
+    departures change its addresses, acting-master flag and zone in place,
+    and a route may show it with the acting master's address rewritten
+    (``to_obj(addrs)``); a BrokerData is parsed from a peer and never
+    changed. One encoding serves both (:func:`remoting.bodies.broker_data_obj`).
+    """
 
     cluster: str
     name: str
@@ -33,15 +41,8 @@ class BrokerEntry:
     zone_name: str | None = None
 
     def to_obj(self, addrs: dict[int, str] | None = None) -> dict[str, Any]:
-        obj: dict[str, Any] = {
-            "brokerAddrs": dict(sorted((addrs if addrs is not None else self.addrs).items())),
-            "brokerName": self.name,
-            "cluster": self.cluster,
-            "enableActingMaster": self.enable_acting_master,
-        }
-        if self.zone_name is not None:
-            obj["zoneName"] = self.zone_name
-        return obj
+        return broker_data_obj(self.cluster, self.name, self.addrs if addrs is None else addrs,
+                               self.enable_acting_master, self.zone_name)
 
 
 @dataclass(slots=True)

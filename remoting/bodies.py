@@ -265,8 +265,32 @@ class QueueData:
         )
 
 
+def broker_data_obj(
+    cluster: str, name: str, addrs: dict[int, str], enable_acting_master: bool, zone_name: str | None
+) -> dict[str, Any]:
+    """A BrokerData as fastjson orders it: the one encoding of both broker records (see :class:`BrokerData`)."""
+    obj: dict[str, Any] = {
+        "brokerAddrs": dict(sorted(addrs.items())),
+        "brokerName": name,
+        "cluster": cluster,
+        "enableActingMaster": enable_acting_master,
+    }
+    if zone_name is not None:
+        obj["zoneName"] = zone_name
+    return obj
+
+
 @dataclass(slots=True)
 class BrokerData:
+    """A BrokerData as a peer sends it: parsed and checked, read by clients (``master_addr``).
+
+    The NameServer's route table keeps its own record of a broker,
+    :class:`namesrv.route_model.BrokerEntry`, with the same fields under
+    the table's names: that one is changed in place by every registration
+    and never parsed, this one is a value read off the wire and never
+    changed. They share their encoding (:func:`broker_data_obj`).
+    """
+
     cluster: str
     broker_name: str
     broker_addrs: dict[int, str]
@@ -274,15 +298,8 @@ class BrokerData:
     zone_name: str | None = None
 
     def to_obj(self) -> dict[str, Any]:
-        obj: dict[str, Any] = {
-            "brokerAddrs": dict(sorted(self.broker_addrs.items())),
-            "brokerName": self.broker_name,
-            "cluster": self.cluster,
-            "enableActingMaster": self.enable_acting_master,
-        }
-        if self.zone_name is not None:
-            obj["zoneName"] = self.zone_name
-        return obj
+        return broker_data_obj(self.cluster, self.broker_name, self.broker_addrs, self.enable_acting_master,
+                               self.zone_name)
 
     @classmethod
     def from_obj(cls, obj: Any) -> BrokerData:
