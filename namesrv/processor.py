@@ -46,6 +46,15 @@ FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
 _STANDARD_JSON_SINCE = int(Version.V4_9_4)  # a plain int: compared on every route query
 Persist = Callable[[str, bytes], Awaitable[None]]
 Handler = Callable[[RemotingCommand, Hashable], RemotingCommand]
+#: Requests that change the table, besides REGISTER_BROKER: answered by the reactor's awaiting path,
+#: under the table lock.
+TABLE_WRITES = (
+    RequestCode.UNREGISTER_BROKER,
+    RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+    RequestCode.ADD_WRITE_PERM_OF_BROKER,
+    RequestCode.DELETE_TOPIC_IN_NAMESRV,
+    RequestCode.REGISTER_TOPIC_IN_NAMESRV,
+)
 
 
 class NameServerProcessor:
@@ -85,7 +94,25 @@ class NameServerProcessor:
             now_ms=self.now_ms, stopping=lambda: self.stopping, order_conf_body=self.kv_requests.order_conf_body,
         )
         self.sync_options()
-        self._handlers: dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]] = {
+        #: Request code -> its handler: answered at once, awaited (a write persisted first), or a
+        #: change of the table (awaited under the table lock; the sync handler stays for direct callers).
+        self._handlers = self._sync_handlers()
+        self._async_handlers: dict[int, Callable[[RemotingCommand], Awaitable[RemotingCommand]]] = {
+            RequestCode.PUT_KV_CONFIG: self.kv_requests.put_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self.kv_requests.delete_kv_config,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.config_requests.update_config,
+        }
+        self._table_writers: dict[int, Callable[[RemotingCommand, Hashable], Awaitable[RemotingCommand]]] = {
+            RequestCode.REGISTER_BROKER: self.registrations.register_broker_sliced,
+            **{code: self._locked(self._handlers[code]) for code in TABLE_WRITES},
+        }
+        self.async_codes = frozenset(self._async_handlers) | frozenset(self._table_writers)
+        unclassified = (set(self._handlers) | self.async_codes) - REQUEST_CLASSES.keys()
+        if unclassified:  # every code served has an access class (namesrv.request_classes)
+            raise RuntimeError(f"request codes without an access class: {sorted(unclassified)}")
+
+    def _sync_handlers(self) -> dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]]:
+        return {
             provisional.RESTORED_BROKERS_CODE: lambda req, conn: provisional.answer(
                 req, self.table, self.restored, self.now_ms()),
             RequestCode.GET_KV_CONFIG: self.kv_requests.get_kv_config,
@@ -110,31 +137,6 @@ class NameServerProcessor:
             RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
             liveinfo.LIVE_TABLE_CODE: lambda req, conn: liveinfo.answer(req, self.table, self.now_ms()),
         }
-        self._async_handlers: dict[int, Callable[[RemotingCommand], Awaitable[RemotingCommand]]] = {
-            RequestCode.PUT_KV_CONFIG: self.kv_requests.put_kv_config,
-            RequestCode.DELETE_KV_CONFIG: self.kv_requests.delete_kv_config,
-            RequestCode.UPDATE_NAMESRV_CONFIG: self.config_requests.update_config,
-        }
-        # Requests that change the table: answered by the reactor's awaiting
-        # path, under the table lock (the sync handlers above stay for direct
-        # callers).
-        self._table_writers: dict[int, Callable[[RemotingCommand, Hashable], Awaitable[RemotingCommand]]] = {
-            RequestCode.REGISTER_BROKER: self.registrations.register_broker_sliced,
-            **{
-                code: self._locked(self._handlers[code])
-                for code in (
-                    RequestCode.UNREGISTER_BROKER,
-                    RequestCode.WIPE_WRITE_PERM_OF_BROKER,
-                    RequestCode.ADD_WRITE_PERM_OF_BROKER,
-                    RequestCode.DELETE_TOPIC_IN_NAMESRV,
-                    RequestCode.REGISTER_TOPIC_IN_NAMESRV,
-                )
-            },
-        }
-        self.async_codes = frozenset(self._async_handlers) | frozenset(self._table_writers)
-        unclassified = (set(self._handlers) | self.async_codes) - REQUEST_CLASSES.keys()
-        if unclassified:  # every code served has an access class (namesrv.request_classes)
-            raise RuntimeError(f"request codes without an access class: {sorted(unclassified)}")
 
     def now_ms(self) -> float:
         return self.clock() * 1000.0

@@ -34,7 +34,8 @@ from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from simclient.load import LoadSpec, run_load
 from simclient.pool import ClientPool, RemotingError
-from simclient.producer import ProducerOptions, SimProducer
+from simclient.producer import SimProducer
+from simclient.producer_options import ProducerOptions
 from simclient.records import SendRecord
 from simclient.route import RouteSnapshot
 from simclient.wire import STORED_CODES
