@@ -109,6 +109,7 @@ class Brokers:
     def register(self, addr: str, keys: acl.Credentials | None) -> list[str]:
         """All brokers on ``addr``; the topic names."""
         topics: list[str] = []
+        self.refresh()  # the servers registered before (a loaded machine takes minutes: none may expire)
         for c in range(CLUSTERS):
             configs = topic_configs(c, TOPICS)
             topics += [tc.topic_name for tc in configs]
@@ -118,6 +119,7 @@ class Brokers:
                 self.registrations.append((conn, body))
                 self.by_server.setdefault(addr, []).append((conn, body))
                 self._send(conn, body.current)
+                self.refresh()
         self.last = time.monotonic()
         return topics
 

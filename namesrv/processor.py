@@ -76,6 +76,8 @@ class NameServerProcessor:
         self.warn = RateLimitedLog(log)  # flushed by the server's housekeeping
         self.counters = NamesrvCounters()  # registrations, removals and refusals, for the metrics
         self.table = RouteTable(RouteOptions())
+        #: The table's encoded answers, asked directly on the route-query path (one method call).
+        self.answers = self.table.answers
         #: Held by whatever changes the table's brokers or topics. A large
         #: registration works in slices and holds it throughout, so every
         #: later change (unregistration, connection close, expiry, admin
@@ -276,7 +278,7 @@ class NameServerProcessor:
         topic = ext.get("topic")
         standard = req.version >= _STANDARD_JSON_SINCE or ext.get("acceptStandardJsonOnly", "").lower() == "true"
         if self._plain_routes and "__ZONE_MODE" not in ext:
-            body = self.table.route_body(topic, standard) if topic is not None else None
+            body = self.answers.route_body(topic, standard) if topic is not None else None
         else:
             body = self._special_route(req, topic, standard)
         if body is None:
@@ -304,13 +306,13 @@ class NameServerProcessor:
             order_conf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
         zone = ext.get("__ZONE_NAME", "").strip() if ext.get("__ZONE_MODE", "").lower() == "true" else ""
         if zone:
-            return self.table.answers.zone_route(topic, order_conf, zone)
+            return self.answers.zone_route(topic, order_conf, zone)
         if order_conf is not None:
-            return self.table.encode_route(topic, standard, order_conf)
-        return self.table.route_body(topic, standard)
+            return self.answers.encode_route(topic, standard, order_conf)
+        return self.answers.route_body(topic, standard)
 
     def cluster_info(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
-        return response_to(req, ResponseCode.SUCCESS, body=self.table.cluster_info_body())
+        return response_to(req, ResponseCode.SUCCESS, body=self.answers.cluster_info_body())
 
     def all_topics(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         if not self.config.enableAllTopicList:

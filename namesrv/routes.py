@@ -132,7 +132,8 @@ class RouteTable:
         #: Broker names gone from the table since :meth:`_forget_departed` last ran, and how many may be.
         self._departed = 0
         self._forget_slack = FORGET_SLACK
-        #: The encoded answers. Its answering methods are bound here, so a route query is one call.
+        #: The encoded answers (the processor asks them directly on the route-query path). Its
+        #: answering methods are the table's too, for callers that hold only the table.
         self.answers = RouteAnswers(
             queues=self.queues, settled=self.settled, brokers=self.brokers, clusters=self.clusters,
             filter_servers=self.filter_servers, mappings=self.mappings, options=self.options,
