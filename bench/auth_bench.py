@@ -63,13 +63,13 @@ sys.path.insert(0, str(ROOT))
 
 from bench.namesrv_bench import (
     BROKER_KEYS,
+    CLIENT_CPU,
     CLIENT_KEYS,
     BlockingConn,
     BrokerBody,
     build_loadgen,
     cpu_seconds,
     pin,
-    CLIENT_CPU,
     query_load,
     start_server,
     topic_configs,

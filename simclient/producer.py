@@ -481,4 +481,4 @@ class SimProducer:
                         pass
 
 
-__all__ = ["MAX_MESSAGE_SIZE", "ProducerOptions", "RouteUnavailable", "SimProducer", "message_problem"]
+__all__ = ["RouteUnavailable", "SimProducer"]
