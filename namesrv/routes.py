@@ -14,7 +14,9 @@ plan is written by :meth:`RouteTable.commit`; encoded answers are cached by
 :class:`namesrv.route_answers.RouteAnswers`, which the table tells what
 changed; a snapshot restore hands the table its new state
 (:meth:`RouteTable.replace_state`). The records are in
-:mod:`namesrv.route_model`.
+:mod:`namesrv.route_model`. The module is longer than most on purpose:
+it is every write of the route state and nothing else, so that a reader
+finds all of them, and the order they happen in, in one place.
 
 The state is plain dicts: ``topic_queues`` (topic -> broker name ->
 QueueData tuple), ``brokers``, ``clusters``, ``live``, ``filter_servers``,
