@@ -29,7 +29,7 @@ import trio
 from faultproxy.control import ControlServer
 from faultproxy.faults import FaultError, format_address, parse_address
 from faultproxy.proxy import FaultProxy
-from remoting import logfile
+from remoting.logfile import configure as configure_log
 
 PROG = "mqfaultproxy"
 DEFAULT_CONTROL = "127.0.0.1:8474"  # Toxiproxy's port
@@ -128,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         control = parse_address(args.control or config.get("control") or DEFAULT_CONTROL, "--control", any_port=True)
         log_file = args.log_file if args.log_file is not None else str(config.get("logFile") or "")
         try:
-            logfile.configure(log_file)
+            configure_log(log_file)
         except OSError as exc:
             raise UsageError(f"cannot log to {log_file}: {exc.strerror or exc}") from None
     except (UsageError, FaultError) as exc:

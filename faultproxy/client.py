@@ -161,7 +161,8 @@ def _q(name: str) -> str:
 
 
 def describe_faults(path: Mapping[str, Any]) -> str:
-    """A path's faults in a few words (``refusing``, ``blackhole upstream``, ``latency 200±20 ms both``)."""
+    """A path's faults in a few words (``refusing``, ``partition``, ``blackhole upstream``,
+    ``latency 200±20 ms both``); a blackhole on both streams is a partition."""
     words = [] if path.get("enabled", True) else ["refusing"]
     by_kind: dict[tuple[str, str], list[str]] = {}
     for toxic in path.get("toxics", []):
@@ -171,5 +172,6 @@ def describe_faults(path: Mapping[str, Any]) -> str:
                 "bandwidth": f"bandwidth {a.get('rate', 0)} KB/s"}.get(kind, kind)
         by_kind.setdefault((kind, what), []).append(toxic.get("stream", "?"))
     for (_, what), streams in by_kind.items():
-        words.append(f"{what} {'both' if set(streams) == set(STREAMS) else streams[0]}")
+        both = set(streams) == set(STREAMS)
+        words.append("partition" if both and what == "blackhole" else f"{what} {'both' if both else streams[0]}")
     return ", ".join(words) or "-"

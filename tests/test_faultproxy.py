@@ -192,7 +192,7 @@ def test_partition_is_silent_both_ways_and_keeps_connections(proxy, echo, make_p
         sock.sendall(b"b")
         assert silent(sock)
         assert proxy.client.path(name)["connections"] == 1
-        assert describe_faults(proxy.client.path(name)) == "blackhole both"
+        assert describe_faults(proxy.client.path(name)) == "partition"
 
 
 def test_refuse_resets_live_connections_refuses_new_ones_and_heal_reopens_the_port(proxy, echo, make_path) -> None:
