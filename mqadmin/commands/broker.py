@@ -205,8 +205,11 @@ def broker_fault(
         if routed is not None and action in ("partition", "heal"):
             _print_routed(addr, action, *routed, as_json)
             return
-    # A hung broker answers nothing but fault requests, so a fresh connection is used each time.
-    state = run(AdminClient([], timeout=timeout).broker_fault, addr, action, **params)
+    async def call() -> dict[str, Any]:
+        # A hung broker answers nothing but fault requests, so a fresh connection is used each time.
+        return await AdminClient([], timeout=timeout).broker_fault(addr, action, **params)
+
+    state = run(call)
     if routed is not None:  # cut off through the proxy or by the switchboard: the broker is partitioned
         state["partitioned"] = sorted({*(state.get("partitioned") or []), *routed[0]})
     if as_json:
