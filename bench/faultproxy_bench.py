@@ -9,7 +9,7 @@
 3. Throughput: 64 MiB pushed through the path to the echo server and read back, against direct.
 
 Everything on 127.0.0.1; every process is stopped. Prints the figures and writes them to
-bench/results/faultproxy.json.
+bench/results/faultproxy.json (``--out``).
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ def summary(values: list[float], scale: float = 1.0) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="start-time pairs (A B) to run")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "faultproxy.json")
     args = parser.parse_args()
     starts: dict[str, list[float]] = {"withProxy": [], "withoutProxy": []}
     rtt: dict[str, list[float]] = {"direct": [], "proxied": []}
@@ -110,7 +111,7 @@ def main() -> None:
         "throughputMiBPerSecond": {k: summary(v) for k, v in mib.items()},
     }
     print(json.dumps(result, indent=2))
-    out = ROOT / "bench" / "results" / "faultproxy.json"
+    out = args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"written to {out}")

@@ -205,6 +205,7 @@ def broker_fault(
         if routed is not None and action in ("partition", "heal"):
             _print_routed(addr, action, *routed, as_json)
             return
+
     async def call() -> dict[str, Any]:
         # A hung broker answers nothing but fault requests, so a fresh connection is used each time.
         return await AdminClient([], timeout=timeout).broker_fault(addr, action, **params)

@@ -11,11 +11,11 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
+from faultproxy.client import FaultProxyError
 from mqadmin.client import AdminClient, run
 from mqadmin.client.errors import AdminError
 from mqadmin.commands.options import JsonOpt, bad_option, state_dir_option
 from mqadmin.commands.results import self_command
-from faultproxy.client import FaultProxyError
 from mqadmin.localcluster import faultpaths, processes, prometheus_sd
 from mqadmin.localcluster.certs import cert_path
 from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, default_dir, proc_state

@@ -114,6 +114,11 @@ def paths_of(state: ClusterState, broker: Proc, namesrv: Proc | None = None, *, 
     return found
 
 
+def every_path_of(state: ClusterState, broker: Proc) -> list[ProxyPath]:
+    """All of a broker's paths: to each NameServer, and its clients' path if it has one."""
+    return [p for p in state.paths if p.broker == broker.name]
+
+
 def find_broker(state: ClusterState, addr: str) -> Proc | None:
     """The cluster's broker at ``addr``: where it listens, or the address it registers (client_proxy)."""
     registered = {p.listen: p.broker for p in state.paths if p.namesrv is None}
@@ -170,9 +175,7 @@ def broker_partition(addr: str, action: str, namesrv: str | None,
     if broker is None or state.fault_proxy is None or not any(p.broker == broker.name for p in state.paths):
         return None
     ns = find_namesrv(state, namesrv) if namesrv else None
-    paths = paths_of(state, broker, ns)
-    if action != "partition" and ns is None:  # heal all, clear: the clients' path too
-        paths += [p for p in state.paths if p.broker == broker.name and p.namesrv is None]
+    paths = paths_of(state, broker, ns) if action == "partition" or ns is not None else every_path_of(state, broker)
     proxy = client(state)
     if action != "status":
         apply(proxy, paths, "partition" if action == "partition" else "heal")

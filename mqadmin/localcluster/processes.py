@@ -261,9 +261,10 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
             })
             state.procs.append(proc)
             namesrvs.append(proc)
-        proxy = [faultpaths.new_proxy(directory)] if opts.fault_proxy and brokers_wanted(opts) else []
+        # no broker, no path for a proxy to stand on
+        proxy = [faultpaths.new_proxy(directory)] if opts.fault_proxy and opts.brokers > 0 else []
         state.procs.extend(proxy)
-        _start_all(state, [*namesrvs, *proxy])  # the proxy starts beside the NameServers: no time added
+        _start_all(state, [*namesrvs, *proxy])  # the proxy boots beside the NameServers, not after them
         faultpaths.write_config(state)  # its control port, fixed from now on
         brokers = [_broker_proc(directory, name, broker_id) for name in broker_names(opts.brokers)
                    for broker_id in range(opts.slaves + 1)]
@@ -290,11 +291,6 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
         state.save()
         raise
     return state
-
-
-def brokers_wanted(opts: StartOptions) -> bool:
-    """Whether the cluster has brokers: without any, a fault proxy would have no path to stand on."""
-    return opts.brokers > 0
 
 
 def _broker_proc(directory: Path, name: str, broker_id: int) -> Proc:

@@ -19,9 +19,9 @@ from typing import Any
 
 import trio
 
+from faultproxy.client import describe_faults
 from mqadmin.client import AdminClient
 from mqadmin.client.errors import AdminError
-from faultproxy.client import describe_faults
 from mqadmin.localcluster import faultpaths, processes
 from mqadmin.localcluster.accounts import admin_security
 from mqadmin.localcluster.state import ClusterError, ClusterState, Proc
@@ -140,9 +140,10 @@ class Executor:
             fault = fault_of(a)
 
         def put() -> list[dict[str, object]]:
-            paths = faultpaths.paths_of(self.state, broker, ns, clients=bool(a.get("clients")))
-            if action.kind == "heal" and ns is None and not a.get("clients"):  # every path of the broker
-                paths += [p for p in self.state.paths if p.broker == broker.name and p.namesrv is None]
+            if action.kind == "heal" and ns is None and not a.get("clients"):
+                paths = faultpaths.every_path_of(self.state, broker)
+            else:
+                paths = faultpaths.paths_of(self.state, broker, ns, clients=bool(a.get("clients")))
             return faultpaths.apply(faultpaths.client(self.state), paths, **fault)  # type: ignore[arg-type]
 
         try:
