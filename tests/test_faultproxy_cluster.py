@@ -127,7 +127,7 @@ def test_every_broker_reaches_every_namesrv_through_its_own_path(cluster: Cluste
 
 def test_network_fault_partition_and_heal_one_namesrv(cluster: Cluster) -> None:
     ns0, ns1 = cluster.namesrvs
-    shown = cluster.json("networkFault", "-b", "broker-a", "--namesrv", "0", "--partition")
+    shown = cluster.json("networkFault", "-b", "broker-a", "--to", "0", "--partition")
     assert shown["fault"] == "partition" and [p["name"] for p in shown["paths"]] == ["broker-a-0.namesrv-0"]
     assert shown["paths"][0]["faults"] == "partition"
     try:
@@ -195,8 +195,8 @@ def test_a_dead_proxy_is_named_and_restarted_with_its_paths(cluster: Cluster) ->
     (["--stream", "upstream", "--reset"], "--stream: only goes with"),
     (["--jitter", "5"], "--jitter: only goes with --latency"),
     (["-b", "broker-z", "--heal"], "no broker broker-z"),
-    (["--namesrv", "9", "--heal"], "no NameServer '9'"),
-    (["--clients", "--namesrv", "0"], "a clients' path leads to the broker"),
+    (["--to", "9", "--heal"], "no NameServer '9'"),
+    (["--clients", "--to", "0"], "a clients' path leads to the broker"),
     (["--id", "1"], "--id: only goes with -b"),
 ])
 def test_network_fault_bad_input_is_one_line_exit_2(cluster: Cluster, args: list[str], message: str) -> None:

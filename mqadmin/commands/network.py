@@ -31,7 +31,7 @@ def network_fault(
                                       "address; default: every broker of the cluster."),
     broker_id: int | None = typer.Option(None, "--id", min=0, help="With a group name: only this brokerId "
                                          "(default: every broker of the group)."),
-    namesrv: str | None = typer.Option(None, "--namesrv", metavar="NS", help="Only the path to this NameServer: "
+    namesrv: str | None = typer.Option(None, "--to", metavar="NS", help="Only the path to this NameServer: "
                                        "its index (0) or address; default: every NameServer."),
     clients: bool = typer.Option(False, "--clients", help="The clients' path to the broker instead (needs "
                                  "start --client-proxy)."),
@@ -87,7 +87,7 @@ def _paths(state: ClusterState, broker: str | None, broker_id: int | None, names
         raise ClusterError(f"the local cluster in {state.dir} has no fault proxy (it was started with "
                            "--no-fault-proxy): restart the cluster without that option")
     if clients and namesrv is not None:
-        raise bad_option("--namesrv", "a clients' path leads to the broker, not to a NameServer")
+        raise bad_option("--to", "a clients' path leads to the broker, not to a NameServer")
     brokers: list[Proc] = state.brokers
     if broker is not None:
         by_addr = faultpaths.find_broker(state, broker.strip())
@@ -103,7 +103,7 @@ def _paths(state: ClusterState, broker: str | None, broker_id: int | None, names
     try:
         ns = faultpaths.find_namesrv(state, namesrv) if namesrv is not None else None
     except ClusterError as exc:
-        raise bad_option("--namesrv", str(exc)) from None
+        raise bad_option("--to", str(exc)) from None
     found: list[ProxyPath] = []
     for b in brokers:
         try:
