@@ -78,12 +78,12 @@ def _load_config(path: str | None) -> dict[str, Any]:
 def _raise_descriptor_limit() -> None:
     """Every path is a listening socket and every connection two: take what the hard limit allows."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or soft < hard:
+    want = 65536 if hard == resource.RLIM_INFINITY else hard
+    if soft < want:
         try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536) if hard != resource.RLIM_INFINITY
-                                                        else 65536, hard))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
         except (ValueError, OSError):
-            pass
+            pass  # as many paths as the soft limit allows, then
 
 
 async def _serve(control: tuple[str, int], paths: list[Any]) -> None:

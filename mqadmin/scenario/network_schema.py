@@ -21,13 +21,14 @@ end like any other; :func:`describe_action` is the text it is shown with.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mqadmin.scenario.model import Action
+    from mqadmin.scenario.model import Action, ClusterSpec
     from mqadmin.scenario.schema import _Parser
-    from mqadmin.scenario.values import _Section
+    from mqadmin.scenario.values import _Ctx, _Section
 
 ACTION_KINDS = ("partition", "heal", "network_fault")
 #: a network_fault's operations, exactly one per action
@@ -96,5 +97,12 @@ def describe_action(kind: str, args: Mapping[str, Any]) -> str:
     return f"network_fault {who}{where}: {value}"
 
 
-def uses_proxy(actions: Iterable[Action]) -> bool:
-    return any(a.kind in ACTION_KINDS for a in actions)
+def resolve_fault_proxy(ctx: _Ctx, cluster: ClusterSpec, actions: Sequence[Action], line: int) -> ClusterSpec:
+    """``cluster.fault_proxy`` left out: a proxy exactly when the run needs one (no process added otherwise);
+    ``false`` with a network action (or client_proxy) is an error on its line."""
+    uses = [a for a in actions if a.kind in ACTION_KINDS]
+    needed = bool(uses) or cluster.client_proxy
+    if cluster.fault_proxy is False and uses:
+        raise ctx.error(line, "cluster.fault_proxy", f"is false, but the {uses[0].kind} action on line "
+                                                     f"{uses[0].line} needs the fault proxy")
+    return dataclasses.replace(cluster, fault_proxy=needed if cluster.fault_proxy is None else cluster.fault_proxy)

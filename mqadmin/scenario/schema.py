@@ -16,7 +16,6 @@ is :class:`ScenarioError`, one line ``FILE:LINE: FIELD: problem``.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -461,7 +460,7 @@ def parse(text_: str, path: str = "<scenario>") -> Scenario:
             known = ", ".join(p.labels) or "none"
             raise ctx.error(line, where, f"no timeline action has label {value!r} (labels: {known})")
 
-    p.cluster = _resolve_fault_proxy(ctx, p, actions)
+    p.cluster = network_schema.resolve_fault_proxy(ctx, p.cluster, actions, p.fault_proxy_line)
     waits = sum(a.args["timeout"] for a in actions if a.kind == "wait_until")
     if timeout is None:
         timeout = duration + waits + 60.0
@@ -484,16 +483,6 @@ def parse(text_: str, path: str = "<scenario>") -> Scenario:
         expectations=tuple(expectations),
         consumers=p.consumer_groups,
     )
-
-
-def _resolve_fault_proxy(ctx: _Ctx, p: _Parser, actions: list[Action]) -> ClusterSpec:
-    """``cluster.fault_proxy`` left out: a proxy exactly when the run needs one (no process added otherwise)."""
-    needed = network_schema.uses_proxy(actions) or p.cluster.client_proxy
-    if p.cluster.fault_proxy is False and needed:
-        first = next(a for a in actions if a.kind in network_schema.ACTION_KINDS)
-        raise ctx.error(p.fault_proxy_line, "cluster.fault_proxy", f"is false, but the {first.kind} action on line "
-                                                                   f"{first.line} needs the fault proxy")
-    return dataclasses.replace(p.cluster, fault_proxy=needed if p.cluster.fault_proxy is None else p.cluster.fault_proxy)
 
 
 def load(path: str | Path) -> Scenario:
