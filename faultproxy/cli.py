@@ -106,8 +106,7 @@ async def _serve(control: tuple[str, int], paths: list[Any]) -> None:
             print(f"The fault proxy boot success. control {format_address(host, port)}", flush=True)
             async for signum in signals:
                 log.info("%s: stopping", signal.Signals(signum).name)
-                proxy.close()
-                nursery.cancel_scope.cancel()
+                nursery.cancel_scope.cancel()  # every link closes its two sockets (a FIN, not a reset)
                 break
 
 

@@ -132,10 +132,6 @@ class FaultProxy:
         log.info("%s healed: no toxics, accepting", f"path {name}" if name else "every path")
         return paths
 
-    def close(self) -> None:
-        for path in self.paths.values():
-            path.close()
-
 
 def _same(path: Path, spec: PathSpec) -> bool:
     """Whether an existing path already is what ``spec`` asks for (port 0 asks for any port)."""
