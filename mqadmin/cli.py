@@ -41,6 +41,7 @@ from mqadmin.commands import (  # noqa: E402
     namesrv,
     network,
     offset,
+    rocketmq,
     scenario,
     stats,
     topic,
@@ -68,6 +69,7 @@ for commands_of_group in (topic, cluster, namesrv, broker, network, message, con
     commands_of_group.register(app)
 app.add_typer(scenario.app, name="scenario")
 fanout.register(app)
+rocketmq.register(app)
 help.register(app)
 add_signing(app)
 

@@ -25,19 +25,21 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "faultproxy": ("remoting.logfile", "remoting.ratelog"),
     "mqadmin.client": ("remoting", "namesrv.liveinfo", "namesrv.provisional", "broker_stub.faults"),
     "mqadmin.output": (),
-    "mqadmin.localcluster": ("remoting", "mqadmin.client", "faultproxy.client"),
+    "mqadmin.rocketmq": (),
+    "mqadmin.localcluster": ("remoting", "mqadmin.client", "mqadmin.rocketmq", "faultproxy.client"),
     "mqadmin.scenario": ("remoting", "simclient", "namesrv.config", "mqadmin.client", "mqadmin.output",
-                         "mqadmin.localcluster", "faultproxy.client"),
+                         "mqadmin.localcluster", "mqadmin.rocketmq", "faultproxy.client"),
     "mqadmin.fanout": ("remoting", "simclient", "mqadmin.client", "mqadmin.output", "mqadmin.localcluster",
                        "mqadmin.scenario"),
     "mqadmin.commands": ("remoting", "namesrv.config_policy", "mqadmin.client", "mqadmin.output",
-                         "mqadmin.localcluster", "mqadmin.scenario", "mqadmin.fanout", "faultproxy.client"),
+                         "mqadmin.localcluster", "mqadmin.scenario", "mqadmin.fanout", "mqadmin.rocketmq",
+                         "faultproxy.client"),
     "mqadmin.cli": ("remoting", "mqadmin.client", "mqadmin.commands", "mqadmin.localcluster"),
 }
 #: Layers without a command line (Typer), and without terminal output (Rich).
 NO_TYPER = ("simclient", "faultproxy", "mqadmin.client", "mqadmin.output", "mqadmin.localcluster", "mqadmin.scenario",
-            "mqadmin.fanout")
-NO_RICH = ("simclient", "faultproxy", "mqadmin.client", "mqadmin.localcluster")
+            "mqadmin.fanout", "mqadmin.rocketmq")
+NO_RICH = ("simclient", "faultproxy", "mqadmin.client", "mqadmin.localcluster", "mqadmin.rocketmq")
 #: The command modules' shared layer: the only command modules another command module may import.
 SHARED_COMMANDS = ("mqadmin.commands.options", "mqadmin.commands.results")
 
@@ -117,7 +119,7 @@ def test_mqadmin_has_no_top_level_modules_but_the_entry_point() -> None:
     assert sorted(p.name for p in (ROOT / "mqadmin").glob("*.py")) == ["__init__.py", "cli.py"]
     assert imports_of((ROOT / "mqadmin" / "__init__.py").read_text(), "mqadmin/__init__.py") == []
     packages = sorted(p.name for p in (ROOT / "mqadmin").iterdir() if (p / "__init__.py").is_file())
-    assert packages == ["client", "commands", "fanout", "localcluster", "output", "scenario"]
+    assert packages == ["client", "commands", "fanout", "localcluster", "output", "rocketmq", "scenario"]
 
 
 def test_every_package_has_its_paragraph_in_docs_architecture() -> None:
