@@ -33,7 +33,7 @@ class FaultProxyProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.addr = ""
 
-    def start(self, timeout: float = 20.0) -> FaultProxyProcess:
+    def start(self, timeout: float = 60.0) -> FaultProxyProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen([*PROXY, "--control", "127.0.0.1:0", *self.args], stdout=subprocess.PIPE,
