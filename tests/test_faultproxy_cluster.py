@@ -94,6 +94,10 @@ class Cluster:
         return [p["addr"] for p in self.started["procs"] if p["kind"] == "namesrv"]
 
 
+def state_addr(cluster: Cluster, name: str) -> str:
+    return ClusterState.load(cluster.dir).find_broker(name, 0)[0].addr
+
+
 DIR_COMMANDS = ("status", "networkFault", "restartBroker", "killBroker", "stop")
 
 
@@ -133,10 +137,12 @@ def test_network_fault_partition_and_heal_one_namesrv(cluster: Cluster) -> None:
     try:
         wait_for(lambda: routed(ns0) == {"broker-b"}, WAIT, "namesrv-0 dropping broker-a")
         assert routed(ns1) == {"broker-a", "broker-b"}  # the other NameServer still has it: they disagree
-        # the switchboard's view adds the proxy's cut (by address: namesrv-0 no longer knows the name)
+        # the switchboard's view adds the proxy's cut (by the address the broker registers)
         registered = f"127.0.0.2:{ClusterState.load(cluster.dir).find_broker('broker-a', 0)[0].port}"
         fault = cluster.json("brokerFault", "-b", registered)
         assert fault["state"]["partitioned"] == [ns0]
+        for _ in range(4):  # by name too: the local cluster knows it, whichever NameServer is asked first
+            assert cluster.json("brokerFault", "-b", "broker-a")["broker"] == state_addr(cluster, "broker-a")
     finally:
         healed = cluster.json("networkFault", "-b", "broker-a", "--heal")
     assert all(p["faults"] == "-" for p in healed["paths"])

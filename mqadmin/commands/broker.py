@@ -25,7 +25,7 @@ from mqadmin.commands.options import (
     one_target,
 )
 from mqadmin.commands.results import exit_if_any_failed, only, per_server, print_failure
-from mqadmin.localcluster.faultpaths import broker_partition
+from mqadmin.localcluster.faultpaths import broker_partition, local_broker_addr
 from mqadmin.localcluster.state import ClusterError
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
@@ -193,7 +193,11 @@ def broker_fault(
     fault_addr = addr_opt("-b", broker) if by_addr else None  # an address without its port is a usage error
 
     async def resolve() -> str:
-        return fault_addr or await client_for(namesrv, timeout).broker_addr_of(broker, broker_id)
+        if fault_addr is not None:
+            return fault_addr
+        client = client_for(namesrv, timeout)
+        local = local_broker_addr(broker, broker_id, client.namesrv_addrs)  # known even when partitioned
+        return local or await client.broker_addr_of(broker, broker_id)
 
     addr = run(resolve)
     routed = None
