@@ -14,7 +14,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Our top-level packages: an import of one of these is checked against the rules.
-OURS = ("remoting", "server_runtime", "security", "namesrv", "broker_stub", "simclient", "mqadmin", "tests", "bench")
+OURS = ("remoting", "server_runtime", "security", "namesrv", "broker_stub", "simclient", "faultproxy", "mqadmin", "tests",
+        "bench")
 
 #: package -> what of ours it may import (a package, or one module of it), besides its own modules.
 ALLOWED: dict[str, tuple[str, ...]] = {
@@ -24,25 +25,27 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "namesrv": ("remoting", "server_runtime", "security"),
     "broker_stub": ("remoting", "server_runtime", "security", "namesrv.durable"),
     "simclient": ("remoting", "security.tls_context"),
+    "faultproxy": ("server_runtime.logfile", "server_runtime.ratelog"),
     "mqadmin.client": ("remoting", "namesrv.liveinfo", "namesrv.provisional", "broker_stub.faults",
                        "security.tls_config", "security.tls_context"),
     "mqadmin.output": (),
     "mqadmin.rocketmq": (),
-    "mqadmin.localcluster": ("remoting", "security.tls_context", "mqadmin.client", "mqadmin.rocketmq"),
+    "mqadmin.localcluster": ("remoting", "security.tls_context", "mqadmin.client", "mqadmin.rocketmq",
+                             "faultproxy.client"),
     "mqadmin.scenario": ("remoting", "server_runtime.climain", "simclient", "namesrv.config", "mqadmin.client",
-                         "mqadmin.output", "mqadmin.localcluster", "mqadmin.rocketmq"),
+                         "mqadmin.output", "mqadmin.localcluster", "mqadmin.rocketmq", "faultproxy.client"),
     "mqadmin.fanout": ("remoting", "server_runtime.climain", "simclient", "mqadmin.client", "mqadmin.output",
                        "mqadmin.localcluster", "mqadmin.scenario"),
     "mqadmin.commands": ("remoting", "server_runtime.climain", "namesrv.config_policy", "mqadmin.client",
                          "mqadmin.output", "mqadmin.localcluster", "mqadmin.scenario", "mqadmin.fanout",
-                         "mqadmin.rocketmq"),
+                         "mqadmin.rocketmq", "faultproxy.client"),
     "mqadmin.cli": ("remoting", "server_runtime.climain", "mqadmin.client", "mqadmin.commands",
                     "mqadmin.localcluster"),
 }
 #: Layers without a command line (Typer), and without terminal output (Rich).
-NO_TYPER = ("simclient", "mqadmin.client", "mqadmin.output", "mqadmin.localcluster", "mqadmin.scenario",
+NO_TYPER = ("simclient", "faultproxy", "mqadmin.client", "mqadmin.output", "mqadmin.localcluster", "mqadmin.scenario",
             "mqadmin.fanout", "mqadmin.rocketmq")
-NO_RICH = ("simclient", "mqadmin.client", "mqadmin.localcluster", "mqadmin.rocketmq")
+NO_RICH = ("simclient", "faultproxy", "mqadmin.client", "mqadmin.localcluster", "mqadmin.rocketmq")
 #: The command modules' shared layer: the only command modules another command module may import.
 SHARED_COMMANDS = ("mqadmin.commands.options", "mqadmin.commands.results")
 
@@ -160,7 +163,8 @@ def test_a_command_module_importing_another_is_caught() -> None:
 KNOWN_CIRCLES: set[tuple[str, ...]] = {
     ("mqadmin.fanout.consume", "mqadmin.fanout.partition"),
     ("mqadmin.scenario.consumer_eval", "mqadmin.scenario.expectations"),
-    ("mqadmin.scenario.consumer_schema", "mqadmin.scenario.model", "mqadmin.scenario.schema"),
+    ("mqadmin.scenario.consumer_schema", "mqadmin.scenario.model", "mqadmin.scenario.network_schema",
+     "mqadmin.scenario.schema"),
 }
 
 
