@@ -108,62 +108,13 @@ class BrokerServer:
     async def serve(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen, register and serve until :meth:`stop`; then unregister and drain."""
         config = self.config
-        reactor = Reactor(
-            None,  # type: ignore[arg-type]  # set below: the processor needs the bound port
-            on_close=self._connection_closed,
-            on_response=self._client_response,
-            max_frame=config.frameMaxLength,
-            max_connections=lambda: config.serverMaxConnections,
-            idle_seconds=lambda: float(config.serverChannelMaxIdleTimeSeconds),
-            read_budget=config.serverTotalReadBufferBytes,
-            high_water_mark=config.writeBufferHighWaterMark,
-            low_water_mark=config.writeBufferLowWaterMark,
-            tls=self.tls,
-        )
-        self.reactor = reactor
-        _, port = reactor.listen(bind_host(config), config.listenPort, BACKLOG)
-        config.listenPort = port
-        if config.haListenPort <= 0:
-            # Java's BrokerStartup sets haListenPort = listenPort + 1 before binding (so a Java
-            # broker given port 0 would try HA port 1); the stub has no HA listener and derives
-            # it from the bound port, the address it registers as haServerAddr.
-            config.haListenPort = port + 1 if port < 65535 else port - 1
-        self.addr = f"{config.brokerIP1}:{port}"
-        ha_addr = f"{config.brokerIP1}:{config.haListenPort}"
+        reactor = self._listen()
         topics = self.topics
-        store = MessageStore(config.brokerIP1, port, config.maxMessagesPerQueue, max_bytes=config.maxStoreBytes)
-        self.registrar = Registrar(
-            config, topics, self.faults, broker_addr=self.addr, ha_addr=ha_addr, tls=self.client_tls
-        )
-        log.info("%s; to name servers: %s", self.tls.describe(), "TLS" if self.client_tls else "plaintext")
-        self.processor = BrokerProcessor(
-            config,
-            topics,
-            store,
-            self.faults,
-            broker_addr=self.addr,
-            peer_of=self._peer_of,
-            kick=self._kick,
-            registration_info=self.registrar.info,
-            write_to=reactor.write_to,
-            topics_durable=self.saver.durable if self.saver is not None else None,
-            subgroups=self.subgroups,
-        )
-        reactor.processor = self.access.guard(self.processor, REQUEST_CLASSES, peer_of=self._peer_of,
-                                              warn=self.processor.warn)
-        if config.metricsPort:
-            # every request counted on its way through (server_runtime.metering); without metrics, nothing is
-            meter = RequestMeter(reactor.processor, REQUEST_CLASSES)
-            reactor.processor = meter
-            self.metrics = await self._metrics_endpoint(meter, store)
-        # messages and offsets read back from storePathRootDir (None: memory only), then written as they come
-        self.persistence = persistence = Persistence.open(config, store, self.processor.consuming, self.saved_offsets)
-        if persistence is not None:
-            self.processor.sending.store_busy = lambda: persistence.busy
-            if persistence.files is not None:
-                persistence.hold_answers(reactor.write_to)
-                self.processor.sending.hold_answer = persistence.hold_answer
-                self.processor.consuming.hold_answer = persistence.hold_answer
+        store = MessageStore(config.brokerIP1, config.listenPort, config.maxMessagesPerQueue,
+                             max_bytes=config.maxStoreBytes)
+        await self._start_processor(reactor, store)
+        assert self.processor is not None and self.registrar is not None
+        persistence = self._open_persistence(reactor, store)
         registrar = self.registrar
         ha = HighAvailability(self.processor, store, topics, is_master=config.is_master,
                               master_addr=lambda: registrar.master_addr, ha_server_addr=lambda: registrar.ha_server_addr,
@@ -185,22 +136,95 @@ class BrokerServer:
             task_status.started(self.addr)
             await self._stop_event.wait()
             registering.cancel()
-            await self.registrar.unregister_all()
-            reactor.stop_accepting()
-            reactor.stop_reading()
-            with trio.move_on_after(SHUTDOWN_GRACE_SECONDS):
-                while reactor.in_flight:
-                    await trio.sleep(0.005)
-            if persistence is not None:  # written and synced, held answers sent, before connections close
-                await persistence.close()
-            if self.saver is not None:
-                with trio.move_on_after(FLUSH_GRACE_SECONDS):
-                    try:
-                        await self.saver.flush()
-                    except OSError:
-                        pass  # logged by the saver
-            reactor.close_all("broker stopping")
+            await self._drain(reactor, persistence)
             nursery.cancel_scope.cancel()
+
+    def _listen(self) -> Reactor:
+        """The reactor, listening; the bound port written back into the config (and the HA port derived)."""
+        config = self.config
+        reactor = Reactor(
+            None,  # type: ignore[arg-type]  # set by _start_processor: the processor needs the bound port
+            on_close=self._connection_closed,
+            on_response=self._client_response,
+            max_frame=config.frameMaxLength,
+            max_connections=lambda: config.serverMaxConnections,
+            idle_seconds=lambda: float(config.serverChannelMaxIdleTimeSeconds),
+            read_budget=config.serverTotalReadBufferBytes,
+            high_water_mark=config.writeBufferHighWaterMark,
+            low_water_mark=config.writeBufferLowWaterMark,
+            tls=self.tls,
+        )
+        self.reactor = reactor
+        _, port = reactor.listen(bind_host(config), config.listenPort, BACKLOG)
+        config.listenPort = port
+        if config.haListenPort <= 0:
+            # Java's BrokerStartup sets haListenPort = listenPort + 1 before binding (so a Java
+            # broker given port 0 would try HA port 1); the stub has no HA listener and derives
+            # it from the bound port, the address it registers as haServerAddr.
+            config.haListenPort = port + 1 if port < 65535 else port - 1
+        self.addr = f"{config.brokerIP1}:{port}"
+        return reactor
+
+    async def _start_processor(self, reactor: Reactor, store: MessageStore) -> None:
+        """The registrar and the processor, behind the access guard (and the request meter, with metrics)."""
+        config = self.config
+        ha_addr = f"{config.brokerIP1}:{config.haListenPort}"
+        self.registrar = Registrar(
+            config, self.topics, self.faults, broker_addr=self.addr, ha_addr=ha_addr, tls=self.client_tls
+        )
+        log.info("%s; to name servers: %s", self.tls.describe(), "TLS" if self.client_tls else "plaintext")
+        self.processor = BrokerProcessor(
+            config,
+            self.topics,
+            store,
+            self.faults,
+            broker_addr=self.addr,
+            peer_of=self._peer_of,
+            kick=self._kick,
+            registration_info=self.registrar.info,
+            write_to=reactor.write_to,
+            topics_durable=self.saver.durable if self.saver is not None else None,
+            subgroups=self.subgroups,
+        )
+        reactor.processor = self.access.guard(self.processor, REQUEST_CLASSES, peer_of=self._peer_of,
+                                              warn=self.processor.warn)
+        if config.metricsPort:
+            # every request counted on its way through (server_runtime.metering); without metrics, nothing is
+            meter = RequestMeter(reactor.processor, REQUEST_CLASSES)
+            reactor.processor = meter
+            self.metrics = await self._metrics_endpoint(meter, store)
+
+    def _open_persistence(self, reactor: Reactor, store: MessageStore) -> Persistence | None:
+        """Messages and offsets read back from storePathRootDir (None: memory only), then written as they come."""
+        assert self.processor is not None
+        self.persistence = persistence = Persistence.open(self.config, store, self.processor.consuming,
+                                                          self.saved_offsets)
+        if persistence is not None:
+            self.processor.sending.store_busy = lambda: persistence.busy
+            if persistence.files is not None:
+                persistence.hold_answers(reactor.write_to)
+                self.processor.sending.hold_answer = persistence.hold_answer
+                self.processor.consuming.hold_answer = persistence.hold_answer
+        return persistence
+
+    async def _drain(self, reactor: Reactor, persistence: Persistence | None) -> None:
+        """Unregister, stop taking requests, let those in flight finish, write what is held, close."""
+        assert self.registrar is not None
+        await self.registrar.unregister_all()
+        reactor.stop_accepting()
+        reactor.stop_reading()
+        with trio.move_on_after(SHUTDOWN_GRACE_SECONDS):
+            while reactor.in_flight:
+                await trio.sleep(0.005)
+        if persistence is not None:  # written and synced, held answers sent, before connections close
+            await persistence.close()
+        if self.saver is not None:
+            with trio.move_on_after(FLUSH_GRACE_SECONDS):
+                try:
+                    await self.saver.flush()
+                except OSError:
+                    pass  # logged by the saver
+        reactor.close_all("broker stopping")
 
     async def _metrics_endpoint(self, meter: RequestMeter, store: MessageStore) -> MetricsEndpoint:
         assert self.processor is not None and self.registrar is not None
