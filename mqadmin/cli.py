@@ -65,12 +65,8 @@ app = typer.Typer(
 )
 
 for commands_of_group in (topic, cluster, namesrv, broker, network, message, consumer, connection, offset, stats, watch,
-                          localcluster):
+                          localcluster, scenario, fanout, rocketmq, help):
     commands_of_group.register(app)
-app.add_typer(scenario.app, name="scenario")
-fanout.register(app)
-rocketmq.register(app)
-help.register(app)
 add_signing(app)
 
 
