@@ -158,15 +158,6 @@ def test_a_command_module_importing_another_is_caught() -> None:
 # ----------------------------------------------------------------------
 # no import circles, and no long functions
 
-#: Import circles among the product's modules still to be opened (each a sorted tuple of modules).
-#: Empty is the goal: a new circle fails the test, and so does one listed here that is gone.
-KNOWN_CIRCLES: set[tuple[str, ...]] = {
-    ("mqadmin.fanout.consume", "mqadmin.fanout.partition"),
-    ("mqadmin.scenario.consumer_eval", "mqadmin.scenario.expectations"),
-    ("mqadmin.scenario.consumer_schema", "mqadmin.scenario.model", "mqadmin.scenario.network_schema",
-     "mqadmin.scenario.schema"),
-}
-
 
 def import_graph(sources: dict[str, str]) -> dict[str, set[str]]:
     """module -> the modules of ours it imports (lazily and under TYPE_CHECKING too), from their sources.
@@ -235,9 +226,7 @@ def test_the_product_has_no_import_circles() -> None:
     """Every import counts, lazy ones and TYPE_CHECKING ones too: a circle is a circle for the reader."""
     graph = import_graph({module_name(p): p.read_text() for p in product_files()})
     assert len(graph) > 100
-    found = set(circles(graph))
-    assert found - KNOWN_CIRCLES == set(), f"new import circles: {sorted(found - KNOWN_CIRCLES)}"
-    assert KNOWN_CIRCLES - found == set(), f"circles gone (remove them from KNOWN_CIRCLES): {KNOWN_CIRCLES - found}"
+    assert circles(graph) == [], "import circles among the product's modules"
 
 
 def test_the_circle_check_finds_a_lazy_circle() -> None:
@@ -254,20 +243,6 @@ def test_the_circle_check_finds_a_lazy_circle() -> None:
 MAX_FUNCTION_LINES = 80
 #: Functions allowed to be longer: each one's docstring says why it is kept whole ("Kept whole: ...").
 LONG_FUNCTIONS: set[str] = set()
-#: Long functions still to be split by this change (must be empty when it lands).
-PENDING_SPLITS: set[str] = {
-    "broker_stub/sending.py:Sender.send_message",
-    "broker_stub/server.py:BrokerServer.serve",
-    "broker_stub/runtime.py:runtime_table",
-    "mqadmin/commands/fanout.py:register",
-    "mqadmin/commands/fanout.py:register.fanout_cmd",
-    "mqadmin/fanout/spark.py:start_session",
-    "mqadmin/scenario/schema.py:parse",
-    "mqadmin/scenario/report.py:render",
-    "mqadmin/scenario/consumer_eval.py:evaluate",
-}
-
-
 def functions_of(tree: ast.AST, prefix: str = "") -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
     """(qualified name, node) of every function, nested ones and methods included."""
     found = []
@@ -292,12 +267,11 @@ def long_functions(path: Path, source: str | None = None) -> dict[str, ast.Funct
 def test_no_product_function_is_longer_than_80_lines() -> None:
     """Split by step; where one stays long, it is in LONG_FUNCTIONS and its docstring says why."""
     found = {name: node for p in product_files() for name, node in long_functions(p).items()}
-    unexplained = sorted(set(found) - LONG_FUNCTIONS - PENDING_SPLITS)
+    unexplained = sorted(set(found) - LONG_FUNCTIONS)
     assert unexplained == [], f"functions over {MAX_FUNCTION_LINES} lines: {unexplained}"
     for name in LONG_FUNCTIONS:
         assert name in found, f"{name} is no longer long: take it off LONG_FUNCTIONS"
         assert "Kept whole:" in (ast.get_docstring(found[name]) or ""), f"{name}: its docstring says not why"
-    assert PENDING_SPLITS <= set(found), f"split already: {sorted(PENDING_SPLITS - set(found))}"
 
 
 def test_the_length_check_counts_nested_functions_and_methods() -> None:
