@@ -103,8 +103,9 @@ def read_regular_text(path: str, max_bytes: int = CONFIG_FILE_MAX_BYTES) -> str:
 
 
 def load_text(path: str, error: type[Exception], *, what: str = "config file",
-              max_bytes: int = CONFIG_FILE_MAX_BYTES) -> str:
-    """The text of the file a setting or an option names, or ``error`` with one line saying what is wrong.
+              max_bytes: int = CONFIG_FILE_MAX_BYTES, missing: str | None = None) -> str:
+    """The text of the file a setting or an option names, or ``error`` with one line saying what is wrong
+    (``missing``, when given, is the line for a file that does not exist).
 
     The one loader of the files a program is told to read at start (a
     server's ``-c`` file, the local cluster's record): bounded and safe
@@ -114,7 +115,7 @@ def load_text(path: str, error: type[Exception], *, what: str = "config file",
     try:
         return read_regular_text(path, max_bytes)
     except FileNotFoundError:
-        raise error(f"{what} {path} does not exist") from None
+        raise error(missing or f"{what} {path} does not exist") from None
     except RefusedFile as exc:  # a FIFO, a device, a directory or too large: nothing was read
         raise error(f"{what} {path} {exc}") from None
     except OSError as exc:
