@@ -224,8 +224,11 @@ def test_ctrl_c_while_the_cli_is_still_loading_is_130_quietly() -> None:
                  "        os.kill(os.getpid(), signal.SIGINT)\n"
                  "    return real(name, *args, **kwargs)\n"
                  "builtins.__import__ = interrupting\n")
+    # The child's SIGINT disposition is set here, not inherited: `make test` run as a background job
+    # ignores SIGINT, and an ignored SIGINT stays ignored (as it should) in the child.
     done = subprocess.run([*CLI[:2], at_import + CLI[2], "clusterList"], capture_output=True, text=True,
-                          timeout=60, check=False, env=cli_env())
+                          timeout=60, check=False, env=cli_env(),
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert (done.returncode, done.stdout, done.stderr) == (130, "", "")
 
 
