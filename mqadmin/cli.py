@@ -45,7 +45,7 @@ from mqadmin.commands import (  # noqa: E402
     topic,
     watch,
 )
-from mqadmin.commands.options import CONTEXT_SETTINGS, add_signing  # noqa: E402
+from mqadmin.commands.options import CONTEXT_SETTINGS, OPTION_SPELLINGS, add_signing, spellings  # noqa: E402
 from mqadmin.commands.results import is_reader_gone, reader_gone  # noqa: E402
 from mqadmin.localcluster.state import ClusterError  # noqa: E402
 from remoting.climain import run_app  # noqa: E402
@@ -93,12 +93,25 @@ def main(argv: list[str]) -> int:
     debug = "--debug" in argv
     full_summaries(app)
     argv = _bare_group_help([a for a in argv if a != "--debug"])
+    OPTION_SPELLINGS.set(_option_spellings(argv))  # an error names an option as the user spelled it
     try:
         return run_app(app, "mqadmin", argv, (AdminError, ClusterError), debug=debug)
     except BaseException as exc:
         if not is_reader_gone(exc):
             raise
         return reader_gone()  # `mqadmin ... | head -1`: the reader is done, so are we (exit 0, quietly)
+
+
+def _option_spellings(argv: list[str]) -> dict[str, str]:
+    """Which spelling of each of its options the command named by ``argv`` was given."""
+    command: Any = typer.main.get_command(app)
+    for word in argv:
+        sub = getattr(command, "commands", {}).get(word)
+        if sub is None:
+            break
+        command = sub
+    names = [[*p.opts, *p.secondary_opts] for p in getattr(command, "params", []) if getattr(p, "opts", None)]
+    return spellings(names, argv)
 
 
 def _bare_group_help(argv: list[str]) -> list[str]:
