@@ -182,7 +182,7 @@ def test_ctrl_c_during_fanout_start_is_130_with_one_line(tmp_path: Path) -> None
                           "load starts in", env)
         assert done.returncode == 130, done.stderr[-3000:]
         errors = [line for line in done.stderr.splitlines() if not line.startswith("[fanout]")]
-        assert errors == ["mqadmin fanout: interrupted; every process the run started was stopped"], done.stderr
+        assert errors == ["mqadmin: interrupted; every process the run started was stopped"], done.stderr
         assert "Traceback" not in done.stderr
         assert procs_mentioning(str(tmp_path)) == []
     finally:
@@ -197,7 +197,7 @@ def test_interrupted_scenario_writes_its_report_so_far(tmp_path: Path) -> None:
         done = _interrupt(["scenario", "run", "broker-crash", "--report", str(report)], "t=", env)
         assert done.returncode == 130, done.stderr[-3000:]
         last = done.stderr.splitlines()[-1]
-        assert last.startswith("mqadmin scenario: interrupted; every process the run started was stopped; "
+        assert last.startswith("mqadmin: interrupted; every process the run started was stopped; "
                                "the run so far (t="), last
         assert f"marked interrupted) is in {report}" in last
         doc = json.loads(report.read_text())
@@ -447,7 +447,7 @@ def _scenario_error(tmp_path: Path, text: str) -> str:
     path = tmp_path / "s.yaml"
     path.write_text(text)
     line = one_line(mqadmin("scenario", "run", str(path)), 2)
-    prefix = f"mqadmin scenario: {path}:"
+    prefix = f"mqadmin: {path}:"
     assert line.startswith(prefix), line
     return line.removeprefix(prefix)
 

@@ -212,7 +212,7 @@ def test_cli_bad_options_give_one_line(args: list[str], message: str) -> None:
     proc = subprocess.run([*MQADMIN, "fanout", "-n", dead_addr(), *args], check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2  # a bad option value (README: exit status)
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0] and lines[0].startswith("mqadmin fanout: ")
+    assert len(lines) == 1 and message in lines[0] and lines[0].startswith("mqadmin: ")
 
 
 def test_cli_unreachable_namesrv_is_one_line_before_spark_starts() -> None:
@@ -231,7 +231,7 @@ def test_cli_unreachable_spark_master_is_one_line(local_cluster: ClusterState) -
     )
     assert proc.returncode == 1
     (line,) = proc.stderr.strip().splitlines()
-    assert line.startswith("mqadmin fanout: ") and master in line and "Traceback" not in proc.stderr
+    assert line.startswith("mqadmin: ") and master in line and "Traceback" not in proc.stderr
 
 
 def test_consumer_groups_that_do_not_reconcile_fail_the_check_with_exit_1() -> None:
@@ -255,4 +255,4 @@ def test_cli_consumer_groups_without_consumers_is_a_usage_error() -> None:
                           check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
-    assert line == "mqadmin fanout: --consumer-groups needs --consumers"
+    assert line == "mqadmin: --consumer-groups needs --consumers"

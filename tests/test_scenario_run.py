@@ -328,7 +328,7 @@ def test_interrupt_while_running_stops_everything(base: Path, sig: signal.Signal
     assert rc == 130, err
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == (
-        f"mqadmin scenario: {'interrupted' if sig == signal.SIGINT else 'received SIGTERM'}; "
+        f"mqadmin: {'interrupted' if sig == signal.SIGINT else 'received SIGTERM'}; "
         "every process the run started was stopped")
     assert cluster_procs(base) == []
 

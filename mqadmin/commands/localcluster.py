@@ -14,7 +14,7 @@ from rich.text import Text
 from mqadmin.client import AdminClient, run
 from mqadmin.client.errors import AdminError
 from mqadmin.commands.options import JsonOpt, bad_option, state_dir_option
-from mqadmin.commands.results import self_command
+from mqadmin.commands.results import fail, self_command
 from mqadmin.localcluster import processes, prometheus_sd
 from mqadmin.localcluster.certs import cert_path
 from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, default_dir, proc_state
@@ -138,12 +138,19 @@ def summary(state: ClusterState, directory: Path | None) -> Group:
 
 
 def status_cmd(directory: Path | None = DirOpt, as_json: bool = JsonOpt) -> None:
+    """A health check too: exit 1, with one line on stderr naming them, when any process is not running
+    (stopped, or paused with SIGSTOP)."""
     state = ClusterState.load(_dir(directory))
     if as_json:
         print_json(state_json(state))
     else:
         out.print(status_table(state))
         out.print(f"export NAMESRV_ADDR='{state.namesrv_addr}'")
+    down = [f"{p.name} ({st})" for p in state.procs if (st := proc_state(p)) != "running"]
+    if down:
+        again = f" ({self_command()} start starts it again)" if len(down) == len(state.procs) else ""
+        fail(f"{len(down)} of {len(state.procs)} processes of the local cluster are not running: "
+             f"{', '.join(down)}{again}")
 
 
 def stop_cmd(directory: Path | None = DirOpt) -> None:
