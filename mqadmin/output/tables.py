@@ -10,6 +10,7 @@ no rule lines, every column, nothing wrapped, whatever $COLUMNS says.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -99,7 +100,8 @@ def say_hidden(table: Table, columns: Sequence[Col], width: int) -> Table:
         short = next((h for h in shown if col.header.startswith(h)), None)
         hidden.append(col.header if short is None else f"{col.header} (as {short})")
     if hidden:
-        table.caption = f"not shown, {width} columns too narrow: {', '.join(hidden)} (--json or a pipe shows all)"
+        note = f"not shown, {width} columns too narrow: {', '.join(hidden)} (--json or a pipe shows all)"
+        table.caption = "\n".join(textwrap.wrap(note, max(20, width)))  # wrapped here: the console does not wrap
         table.caption_justify = "left"
     return table
 
