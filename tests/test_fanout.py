@@ -170,6 +170,11 @@ def test_consumers_in_the_partitions_reconcile_with_the_brokers(spark_session: o
     # the brokers agree: each group committed its queues up to their max offsets
     assert all(r["brokerLag"] == 0 for r in result.consumer_rows)
     assert cons["consumptions"] == total["consumed"] + total["other"] + total["duplicates"]
+    # deliveries = distinct messages + re-deliveries, and the plot's first-delivery line adds up to the distinct
+    assert cons["distinct"] + cons["redeliveries"] == cons["consumptions"]
+    assert cons["distinct"] == total["consumed"] + total["other"] and cons["redeliveries"] == total["duplicates"]
+    assert sum(cons["firstPerSecondSeries"]) == cons["distinct"]
+    assert sum(cons["perSecondSeries"]) == cons["consumptions"]
     assert 0 < cons["latencyMs"]["p50"] < 1000
 
 

@@ -180,10 +180,14 @@ def consumers_doc(metrics: ConsumeMetrics, rows: list[dict[str, object]], window
     lat = st.latency
     total = {k: sum(int(r[k] or 0) for r in rows) for k in ("acknowledged", "consumed", "lag", "unexplained", "other",
                                                             "duplicates")}
+    seconds = range(max(metrics.per_second, default=-1) + 1)
+    firsts = metrics.first_per_second()
     return {
         "consumers": st.consumers,
         "groups": len(metrics.members),
-        "consumptions": st.consumed,
+        "consumptions": st.consumed,  # every delivery, re-deliveries included
+        "distinct": st.consumed - total["duplicates"],  # messages delivered (to each group: once per group)
+        "redeliveries": total["duplicates"],
         "perSecond": round(st.consumed / window, 1) if window > 0 else None,
         "latencyMs": {"count": lat.count, "p50": round(lat.percentile(50), 3), "p99": round(lat.percentile(99), 3),
                        "max": round(lat.max_ms, 3)},
@@ -192,7 +196,9 @@ def consumers_doc(metrics: ConsumeMetrics, rows: list[dict[str, object]], window
         "total": total,
         "reconciled": total["unexplained"] == 0 and all(r["offsetsRead"] for r in rows),
         "byGroup": rows,
-        "perSecondSeries": [metrics.per_second.get(s, 0) for s in range(max(metrics.per_second, default=-1) + 1)],
+        "perSecondSeries": [metrics.per_second.get(s, 0) for s in seconds],
+        # first deliveries per second (None when too many runs to keep): perSecondSeries minus these are re-deliveries
+        "firstPerSecondSeries": None if firsts is None else [firsts.get(s, 0) for s in seconds],
     }
 
 

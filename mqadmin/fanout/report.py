@@ -330,13 +330,14 @@ def plot(doc: dict[str, Any], path: str | Path) -> None:
         bars(top, rate_pieces(tl["failed"], *load_span), tops, color="#d62728", label="sends failed",
              edgecolor="white", linewidth=0.3)
     consumers = doc.get("consumers")
-    top.set_ylabel("per second: sends begun (bars),\nconsumed (line)" if consumers else "sends begun / s")
+    top.set_ylabel("per second: sends begun (bars),\ndeliveries (lines)" if consumers else "sends begun / s")
     consume_report.plot_line(consumers, top, run_span)
     legend_outside(top)
     load = doc["load"]
     who = f"{load['producers']:,} producers" + (
         f" and {consumers['consumers']:,} consumers in {consumers['groups']:,} group(s)" if consumers else "")
-    done = f"{doc['sends']['total']:,} sends, " + (f"{consumers['consumptions']:,} consumptions, " if consumers else "")
+    done = f"{doc['sends']['total']:,} sends, " + (
+        f"{consumers['distinct']:,} messages consumed ({consumers['redeliveries']:,} re-deliveries), " if consumers else "")
     fig.suptitle(f"{who} on {doc['engine']['text']}: {done}{doc['routes']['queries']:,} route queries",
                  fontsize="medium", x=0.1, ha="left")
     for name, series in tl["brokers"].items():
