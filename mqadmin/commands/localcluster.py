@@ -77,9 +77,13 @@ def start_cmd(
                              "certificate generated into <dir>/conf/tls; mqadmin commands to this cluster trust it."),
     metrics: bool = typer.Option(False, "--metrics",
                                  help="Serve /metrics on every process (each its own port) and write a prometheus.yml."),
+    reuse: bool = typer.Option(False, "--reuse", help="If the local cluster in --dir is already running, say so and "
+                               "exit 0 instead of failing (make run twice); nothing is started or changed."),
     directory: Path | None = DirOpt,
     as_json: bool = JsonOpt,
 ) -> None:
+    if reuse and _already_running(_dir(directory), as_json):
+        return
     topic_list = tuple(t.strip() for t in (topics or "").split(",") if t.strip())
     opts = processes.StartOptions(
         namesrvs=namesrvs, brokers=brokers, slaves=slaves, cluster=cluster_name, register_period_ms=register_period,
@@ -95,6 +99,28 @@ def start_cmd(
         print_json(state_json(state))
         return
     out.print(summary(state, directory))
+
+
+def _already_running(where: Path, as_json: bool) -> bool:
+    """``start --reuse``: whether a whole cluster runs in ``where`` already (said on stdout); a cluster only
+    partly running is an error naming what is down, since reusing it would hide that."""
+    if not (where / STATE_FILE).exists():
+        return False
+    state = ClusterState.load(where)
+    states = {p.name: proc_state(p) for p in state.procs}
+    if not any(p.alive() for p in state.procs):
+        return False  # stopped (or crashed) whole: start it again
+    down = [f"{name} ({st})" for name, st in states.items() if st != "running"]
+    if down:
+        raise ClusterError(f"the local cluster in {where} is only partly running ({', '.join(down)} not running): "
+                           f"{self_command()} stop, then start it again")
+    if as_json:
+        print_json(state_json(state))
+    else:
+        out.print(f"the local cluster in {where} is already running ({len(state.namesrvs)} NameServer(s), "
+                  f"{len(state.brokers)} broker(s)): nothing started; {self_command()} status shows it")
+        out.print(f"export NAMESRV_ADDR='{state.namesrv_addr}'")
+    return True
 
 
 def summary(state: ClusterState, directory: Path | None) -> Group:

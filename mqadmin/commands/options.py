@@ -26,7 +26,7 @@ import typer
 from mqadmin.client import AdminClient
 from mqadmin.client.addresses import check_addr
 from mqadmin.client.errors import AdminError
-from mqadmin.client.security import TlsOptions, credentials_from, using_security
+from mqadmin.client.security import ClientSecurity, TlsOptions, credentials_from, using_security
 from mqadmin.localcluster.accounts import security_for
 from mqadmin.localcluster.namesrvs import namesrv_addrs
 from mqadmin.localcluster.processes import make_state_dir
@@ -233,6 +233,10 @@ AccessKeyOpt = typer.Option(
 SecretKeyOpt = typer.Option(
     None, "--secret-key", metavar="SK", envvar="ROCKETMQ_SECRET_KEY", show_envvar=False,
     help="The account's secret key (better in $ROCKETMQ_SECRET_KEY or tools.yml: other users can read a command line).")
+UnsignedOpt = typer.Option(
+    False, "--unsigned", envvar="MQADMIN_UNSIGNED", show_envvar=False,
+    help="Send every request unsigned, even to a local cluster started with --auth (also $MQADMIN_UNSIGNED=1): "
+         "what a client without keys gets.")
 TlsOpt = typer.Option(
     False, "--tls", help="Connect with TLS, as a Java client with -Dtls.enable=true: the server's certificate is not "
                          "checked unless --tls-trust-cert is given (default: on for a local cluster started with --tls).")
@@ -242,7 +246,7 @@ TlsTrustOpt = typer.Option(
 
 #: The options :func:`signing` adds: parameter name -> (typer option, annotation).
 SECURITY_OPTIONS: dict[str, tuple[Any, Any]] = {
-    "access_key": (AccessKeyOpt, str | None), "secret_key": (SecretKeyOpt, str | None),
+    "access_key": (AccessKeyOpt, str | None), "secret_key": (SecretKeyOpt, str | None), "unsigned": (UnsignedOpt, bool),
     "tls": (TlsOpt, bool), "tls_trust_cert": (TlsTrustOpt, Path | None),
 }
 
@@ -268,14 +272,19 @@ def signing(command: Callable[..., Any]) -> Callable[..., Any]:
     sig = inspect.signature(command, eval_str=True)
 
     @functools.wraps(command)
-    def signed(*args: Any, access_key: str | None = None, secret_key: str | None = None, tls: bool = False,
-               tls_trust_cert: Path | None = None, **kwargs: Any) -> Any:
+    def signed(*args: Any, access_key: str | None = None, secret_key: str | None = None, unsigned: bool = False,
+               tls: bool = False, tls_trust_cert: Path | None = None, **kwargs: Any) -> Any:
         try:
             given = credentials_from(access_key, secret_key)
         except ValueError as exc:
             raise bad_option("--access-key/--secret-key", str(exc)) from None
+        if unsigned and given is not None:
+            raise bad_option("--unsigned", "sends no signature: it cannot go with --access-key/--secret-key "
+                                           "(or $ROCKETMQ_ACCESS_KEY/$ROCKETMQ_SECRET_KEY)")
         security = security_for(kwargs.get("namesrv"), given, kwargs.get("directory"),
                                 tls=_tls_given(tls, tls_trust_cert))
+        if unsigned:  # no keys, whatever the local cluster or tools.yml would give; TLS as it would be
+            security = ClientSecurity(tls=security.tls)
         with using_security(security):
             return command(*args, **kwargs)
 
