@@ -26,6 +26,7 @@ from mqadmin.fanout.report import to_json
 from mqadmin.fanout.runner import FanoutOptions, run
 from mqadmin.localcluster import processes
 from mqadmin.localcluster.state import STATE_FILE, ClusterState
+from tests.mqadmin_procs import assert_headers_start_at_values
 
 MQADMIN = [sys.executable, "-c", "from mqadmin.cli import entry; entry()"]
 
@@ -193,15 +194,20 @@ def test_cli_start_run_writes_report_and_plot(tmp_path: Path) -> None:
     report, plot = tmp_path / "out.json", tmp_path / "out.png"
     proc = subprocess.run(
         [*MQADMIN, "fanout", "--start", "--dir", str(tmp_path / "c"), "--no-spark", "--producers", "60",
-         "--messages-per-producer", "2", "--rate", "5", "--start-delay", "0.5", "--report", str(report),
-         "--plot", str(plot), "-q"],
-        check=False, capture_output=True, text=True, timeout=120,
+         "--messages-per-producer", "2", "--rate", "5", "--start-delay", "0.5", "--consumers", "12", "--drain", "2",
+         "--report", str(report), "--plot", str(plot), "-q"],
+        check=False, capture_output=True, text=True, timeout=120,  # consumers end 2 s after the last send
     )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(report.read_text())
     assert doc["sends"]["outcomes"]["ok"] == 120 and doc["agreement"]["brokersCounted"] == 120
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "broker-a" in proc.stdout and "route queries" in proc.stdout
+    cons = doc["consumers"]  # deliveries told apart from distinct messages, on the screen and in the report
+    assert cons["total"]["consumed"] == 120 and cons["distinct"] + cons["redeliveries"] == cons["consumptions"]
+    assert f"{cons['consumptions']:,} deliveries ({cons['distinct']:,} distinct, " in proc.stdout
+    assert ("RocketMQ delivers at least once" in proc.stdout) == (cons["redeliveries"] > 0)
+    assert_headers_start_at_values(proc.stdout)  # the report's tables, piped
     state = ClusterState(dir=str(tmp_path / "c"))
     assert not (Path(state.dir) / STATE_FILE).exists()  # stopped at the end
 

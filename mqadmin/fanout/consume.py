@@ -78,8 +78,11 @@ async def run_consumers(
     offset: float,
     end_at: float,
     rng: random.Random,
+    load_done: trio.Event | None = None,
 ) -> None:
-    """Run partition ``index``'s consumers until ``end_at`` (trio time), then shut them down (bounded)."""
+    """Run partition ``index``'s consumers until ``plan.drain`` seconds after ``load_done`` (the partition's
+    producers finished: with --messages-per-producer, long before the time limit), at the latest until
+    ``end_at`` (trio time), then shut them down (bounded)."""
     first, count = consumer_share(plan, index)
     if count == 0:
         return
@@ -107,7 +110,11 @@ async def run_consumers(
     async with trio.open_nursery() as nursery:
         for c in consumers:
             nursery.start_soon(one, c, t0 + (rng.uniform(0, ramp) if ramp > 0 else 0.0))
-        await trio.sleep_until(end_at)
+        with trio.move_on_at(end_at):
+            if load_done is None:
+                await trio.sleep_forever()
+            await load_done.wait()
+            await trio.sleep(plan.drain)
         with trio.move_on_after(STOP_TIMEOUT):
             async with trio.open_nursery() as stoppers:
                 for c in consumers:

@@ -232,19 +232,19 @@ def render(doc: dict[str, Any], console: Console | None = None) -> RenderableTyp
             Col("#max ms", 1, "right")]
     rows = [
         ["sends", f"{sends['total']:,}", f"{sends['perSecond']:,.1f}", f"{sends['peakSecond']:,}", *_ms(sends["latencyMs"])],
-        ["  stored (ok)", f"{sends['outcomes'].get('ok', 0):,}", "", "", *_ms(sends["okLatencyMs"])],
+        ["sends stored (ok)", f"{sends['outcomes'].get('ok', 0):,}", "", "", *_ms(sends["okLatencyMs"])],
     ]
     for outcome, n in sends["outcomes"].items():
         if outcome != "ok" and n:
-            rows.append([Text(f"  {outcome}", style="red"), f"{n:,}", "", "", "", "", ""])
+            rows.append([Text(f"sends {outcome}", style="red"), f"{n:,}", "", "", "", "", ""])
     if sends["retried"]:
-        rows.append([Text("  retried (failover)", style="yellow"), f"{sends['retried']:,}", "", "", "", "", ""])
+        rows.append([Text("sends retried (failover)", style="yellow"), f"{sends['retried']:,}", "", "", "", "", ""])
     rows.append(["route queries", f"{routes['queries']:,}", f"{routes['perSecond']:,.1f}", f"{routes['peakSecond']:,}",
                  *_ms(routes["latencyMs"])])
     if routes["failures"]:
-        rows.append([Text("  unanswered", style="red"), f"{routes['failures']:,}", "", "", "", "", ""])
+        rows.append([Text("route queries unanswered", style="red"), f"{routes['failures']:,}", "", "", "", "", ""])
     if routes["changes"]:
-        rows.append(["  route changes seen", f"{routes['changes']:,}", "", "", "", "", ""])
+        rows.append(["route changes seen", f"{routes['changes']:,}", "", "", "", "", ""])
     parts: list[RenderableType] = [head, fit_table(cols, rows, title="client-observed", console=console)]
 
     agree = doc["agreement"]
