@@ -79,9 +79,10 @@ NOTE_SHARE = 0.8
 def redelivery_note(doc: dict[str, Any]) -> str:
     """When the re-deliveries came, why, and why they do not fail the run (see the module doc)."""
     n = doc["redeliveries"]
-    when = ""
+    when = " (when they came was not kept: too many delivery runs)"
     firsts = doc.get("firstPerSecondSeries")
     if firsts is not None:
+        when = ""
         extra = [max(0, a - b) for a, b in zip(doc["perSecondSeries"], firsts)]
         start = next((i for i, c in enumerate(doc["perSecondSeries"]) if c), 0)
         got = 0
