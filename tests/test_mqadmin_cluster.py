@@ -125,7 +125,8 @@ def test_runner_errors_are_one_line(state_dir: Path) -> None:
     assert not (state_dir / STATE_FILE).exists()  # nothing was started
     with running_cluster(state_dir, "--brokers", "0", "--namesrvs", "1"):
         out = mqadmin("killBroker", "-b", "broker-z", "--dir", str(state_dir))
-        assert out.returncode == 1 and out.stderr == "mqadmin: no broker broker-z in the cluster (brokers: none)\n"
+        assert out.returncode == 1 and out.stderr == (
+            f"mqadmin: no broker broker-z in the local cluster in {state_dir} (brokers: none)\n")
         out = mqadmin("killNamesrv", "-i", "5", "--dir", str(state_dir))
         assert out.returncode == 1 and "no NameServer 5" in out.stderr
         out = mqadmin("killNamesrv", "--signal", "HUP", "--dir", str(state_dir))

@@ -15,7 +15,7 @@ import typer
 
 from mqadmin.client import AdminClient, run
 from mqadmin.client import broker_admin as ba
-from mqadmin.client.errors import AdminError, PerServer
+from mqadmin.client.errors import AdminError, PerServer, asked
 from mqadmin.client.topic_text import parse_attributes, topic_config_text
 from mqadmin.commands.options import (
     JsonOpt,
@@ -170,10 +170,13 @@ async def _update_topic(
         brokers = await client.create_topic_on([addr], tc)
         if not tc.order or not brokers[0].ok:
             return brokers, None, []
-        info = await client.cluster_info()
-        name = next((n for n, bd in info.broker_addr_table.items() if addr in bd.broker_addrs.values()), None)
+        infos = await client.cluster_infos_everywhere()  # each NameServer: one may have dropped the broker
+        name = next((n for r in infos if r.ok for n, bd in r.value.broker_addr_table.items()
+                     if addr in bd.broker_addrs.values()), None)
         if name is None:
-            raise AdminError(f"broker {addr} is not registered with the NameServer, so its name for the order conf is unknown")
+            held = asked(infos, lambda info: f"brokers {', '.join(sorted(info.broker_addr_table)) or 'none'}")
+            raise AdminError(f"broker {addr} is not registered with any NameServer (asked {held}), so its name for "
+                             "the order conf is unknown")
         conf = f"{name}:{tc.write_queue_nums}"
         return brokers, conf, await client.put_order_conf(tc.topic_name, conf, whole_cluster=False)
     assert cluster is not None
