@@ -40,6 +40,7 @@ from mqadmin.commands import (  # noqa: E402
     message,
     namesrv,
     offset,
+    rocketmq,
     scenario,
     stats,
     topic,
@@ -66,6 +67,7 @@ for commands_of_group in (topic, cluster, namesrv, broker, message, consumer, co
     commands_of_group.register(app)
 app.add_typer(scenario.app, name="scenario")
 fanout.register(app)
+rocketmq.register(app)
 help.register(app)
 add_signing(app)
 

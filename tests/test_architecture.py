@@ -24,19 +24,20 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "simclient": ("remoting",),
     "mqadmin.client": ("remoting", "namesrv.liveinfo", "namesrv.provisional", "broker_stub.faults"),
     "mqadmin.output": (),
-    "mqadmin.localcluster": ("remoting", "mqadmin.client"),
+    "mqadmin.rocketmq": (),
+    "mqadmin.localcluster": ("remoting", "mqadmin.client", "mqadmin.rocketmq"),
     "mqadmin.scenario": ("remoting", "simclient", "namesrv.config", "mqadmin.client", "mqadmin.output",
-                         "mqadmin.localcluster"),
+                         "mqadmin.localcluster", "mqadmin.rocketmq"),
     "mqadmin.fanout": ("remoting", "simclient", "mqadmin.client", "mqadmin.output", "mqadmin.localcluster",
                        "mqadmin.scenario"),
     "mqadmin.commands": ("remoting", "namesrv.config_policy", "mqadmin.client", "mqadmin.output",
-                         "mqadmin.localcluster", "mqadmin.scenario", "mqadmin.fanout"),
+                         "mqadmin.localcluster", "mqadmin.scenario", "mqadmin.fanout", "mqadmin.rocketmq"),
     "mqadmin.cli": ("remoting", "mqadmin.client", "mqadmin.commands", "mqadmin.localcluster"),
 }
 #: Layers without a command line (Typer), and without terminal output (Rich).
 NO_TYPER = ("simclient", "mqadmin.client", "mqadmin.output", "mqadmin.localcluster", "mqadmin.scenario",
-            "mqadmin.fanout")
-NO_RICH = ("simclient", "mqadmin.client", "mqadmin.localcluster")
+            "mqadmin.fanout", "mqadmin.rocketmq")
+NO_RICH = ("simclient", "mqadmin.client", "mqadmin.localcluster", "mqadmin.rocketmq")
 #: The command modules' shared layer: the only command modules another command module may import.
 SHARED_COMMANDS = ("mqadmin.commands.options", "mqadmin.commands.results")
 
@@ -116,7 +117,7 @@ def test_mqadmin_has_no_top_level_modules_but_the_entry_point() -> None:
     assert sorted(p.name for p in (ROOT / "mqadmin").glob("*.py")) == ["__init__.py", "cli.py"]
     assert imports_of((ROOT / "mqadmin" / "__init__.py").read_text(), "mqadmin/__init__.py") == []
     packages = sorted(p.name for p in (ROOT / "mqadmin").iterdir() if (p / "__init__.py").is_file())
-    assert packages == ["client", "commands", "fanout", "localcluster", "output", "scenario"]
+    assert packages == ["client", "commands", "fanout", "localcluster", "output", "rocketmq", "scenario"]
 
 
 def test_every_package_has_its_paragraph_in_docs_architecture() -> None:

@@ -26,29 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mqadmin.rocketmq.jvm import java_command, java_env, rocketmq_home
 from tests.interop.harness_build import JavaBuild
-
-# What JDK 17 must open for RocketMQ: direct-buffer cleaners, mmap internals, reflection in fastjson.
-ADD_OPENS = [
-    f"--add-opens=java.base/{pkg}=ALL-UNNAMED"
-    for pkg in ("java.lang", "java.lang.reflect", "java.io", "java.nio", "java.util", "java.util.concurrent",
-                "java.net", "sun.nio.ch", "jdk.internal.misc")
-] + ["--add-exports=java.base/sun.nio.ch=ALL-UNNAMED", "--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED"]
-
-# C1 only and one GC thread: these JVMs live for seconds to minutes on a busy 2-core machine.
-# (Not -XX:-BytecodeVerificationRemote: it saves about a quarter of the start-up CPU, but with it
-# 5.3.3's clients failed their first request here, RemotingSendRequestException, every time.)
-BASE_JVM_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k", "-Djava.net.preferIPv4Stack=true",
-                  "-Dfile.encoding=UTF-8"]
-
-LOGBACK = """<configuration>
-  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
-    <file>{log}</file>
-    <encoder><pattern>%d{{HH:mm:ss.SSS}} %-5level [%thread] %logger{{0}} - %msg%n</pattern></encoder>
-  </appender>
-  <root level="INFO"><appender-ref ref="FILE"/></root>
-</configuration>
-"""
 
 STARTUP_TIMEOUT = 180.0
 LOGBACK_STATUS = re.compile(r"^\d\d:\d\d:\d\d,\d{3} \|-")
@@ -75,33 +54,6 @@ def free_port_block(offsets: tuple[int, ...] = (0,)) -> int:
             for sock in held:
                 sock.close()
     raise RuntimeError(f"no free port block {offsets} on 127.0.0.1")
-
-
-def rocketmq_home(directory: Path) -> Path:
-    """A ROCKETMQ_HOME with the logback files 4.9.7 insists on (5.3.3 ships its own configs)."""
-    conf = directory / "conf"
-    conf.mkdir(parents=True, exist_ok=True)
-    for name in ("namesrv", "broker", "tools"):
-        (conf / f"logback_{name}.xml").write_text(LOGBACK.format(log=directory / "logs" / f"{name}.log"))
-    return directory
-
-
-def java_command(build: JavaBuild, main: str, args: list[str], home: Path, *, heap: str = "128m",
-                 props: dict[str, str] | None = None, extra_flags: list[str] | None = None) -> list[str]:
-    """The command line of one JVM of ``build``'s version running ``main``."""
-    flags = [f"-Xms{heap}", f"-Xmx{heap}", "-XX:MaxDirectMemorySize=128m", *BASE_JVM_FLAGS, *ADD_OPENS,
-             f"-Duser.home={home}", f"-Drocketmq.home.dir={home}", "-Drocketmq.client.logRoot=" + str(home / "logs"),
-             *(extra_flags or [])]
-    flags += [f"-D{key}={value}" for key, value in (props or {}).items()]
-    return [build.java, *flags, "-cp", build.classpath, main, *args]
-
-
-def java_env(home: Path, *, loopback_shim: Path | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("NAMESRV_ADDR", "JAVA_TOOL_OPTIONS", "CLASSPATH")}
-    env["ROCKETMQ_HOME"] = str(home)
-    if loopback_shim is not None:
-        env["LD_PRELOAD"] = str(loopback_shim)
-    return env
 
 
 def _properties(path: Path, settings: dict[str, object]) -> None:
