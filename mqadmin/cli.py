@@ -94,8 +94,9 @@ def main(argv: list[str]) -> int:
     """Run one mqadmin command line; returns the exit status (``--debug``: tracebacks are not hidden)."""
     debug = "--debug" in argv
     full_summaries(app)
-    argv = _bare_group_help([a for a in argv if a != "--debug"])
-    OPTION_SPELLINGS.set(_option_spellings(argv))  # an error names an option as the user spelled it
+    root: Any = typer.main.get_command(app)
+    argv = _bare_group_help(root, [a for a in argv if a != "--debug"])
+    OPTION_SPELLINGS.set(_option_spellings(root, argv))  # an error names an option as the user spelled it
     try:
         return run_app(app, "mqadmin", argv, (AdminError, ClusterError), debug=debug)
     except BaseException as exc:
@@ -104,9 +105,9 @@ def main(argv: list[str]) -> int:
         return reader_gone()  # `mqadmin ... | head -1`: the reader is done, so are we (exit 0, quietly)
 
 
-def _option_spellings(argv: list[str]) -> dict[str, str]:
+def _option_spellings(root: Any, argv: list[str]) -> dict[str, str]:
     """Which spelling of each of its options the command named by ``argv`` was given."""
-    command: Any = typer.main.get_command(app)
+    command = root
     for word in argv:
         sub = getattr(command, "commands", {}).get(word)
         if sub is None:
@@ -116,9 +117,9 @@ def _option_spellings(argv: list[str]) -> dict[str, str]:
     return spellings(names, argv)
 
 
-def _bare_group_help(argv: list[str]) -> list[str]:
+def _bare_group_help(root: Any, argv: list[str]) -> list[str]:
     """``mqadmin`` or ``mqadmin scenario`` alone print their help (exit 0), as Apache's mqadmin lists its commands."""
-    group: Any = typer.main.get_command(app)
+    group = root
     for word in argv:
         group = getattr(group, "commands", {}).get(word)
         if group is None:

@@ -13,8 +13,9 @@ Two kinds of failure, two places:
 
 * a command that sends one request to several servers (every NameServer, every master of a cluster)
   prints one result line per server on stdout, Apache's words for a server that answered and
-  ``ADDR: what went wrong`` for one that did not (:func:`print_results`); the exit status is 1 if any
-  server failed;
+  ``ADDR: what went wrong`` for one that did not (:func:`print_results`); if any server failed, one
+  summary line on stderr names them (``mqadmin: 1 of 2 NameServers failed: ADDR``) and the exit
+  status is 1 (:func:`exit_if_any_failed`);
 * a command-level error (bad input the servers refused, the one server named by ``-b`` or every
   NameServer not answering, a run that failed) is one line on stderr starting ``mqadmin:``;
   ``--debug`` shows the traceback instead.
