@@ -32,7 +32,8 @@ import pytest
 from tests.mqadmin_procs import SCRIPT, assert_headers_start_at_values, cli_env, stop_all
 
 SPARK_CLASS = Path(pyspark.__file__).resolve().parent / "bin" / "spark-class"
-#: JVM start-up options of the master and workers (daemons): a quick start on a busy 2-core machine.
+#: JVM start-up options of every JVM of the run (daemons, executors, driver): a quick start on a busy 2-core
+#: machine (the client compiler only; these JVMs do little work once started).
 DAEMON_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData"
 #: Generous: six JVMs start on two shared cores.
 START_TIMEOUT = 180.0
@@ -180,6 +181,7 @@ def test_fanout_runs_on_a_standalone_master_and_two_workers(standalone: Standalo
             "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
             "--conf", f"spark.scheduler.maxRegisteredResourcesWaitingTime={int(START_TIMEOUT)}s",
             "--conf", f"spark.executor.extraJavaOptions={DAEMON_JAVA_OPTS}",
+            "--conf", f"spark.driver.extraJavaOptions={DAEMON_JAVA_OPTS}",
             "--report", str(report), "-q"]
     try:
         run = subprocess.run(args, capture_output=True, text=True, timeout=START_TIMEOUT + 120, env=env,
