@@ -26,7 +26,7 @@ from mqadmin.fanout.report import to_json
 from mqadmin.fanout.runner import FanoutOptions, run
 from mqadmin.localcluster import processes
 from mqadmin.localcluster.state import STATE_FILE, ClusterState
-from tests.mqadmin_procs import assert_headers_start_at_values
+from tests.mqadmin_procs import assert_headers_start_at_values, stop_all
 
 MQADMIN = [sys.executable, "-c", "from mqadmin.cli import entry; entry()"]
 
@@ -192,12 +192,15 @@ def test_multiprocessing_engine_runs_the_same_partitions(local_cluster: ClusterS
 
 def test_cli_start_run_writes_report_and_plot(tmp_path: Path) -> None:
     report, plot = tmp_path / "out.json", tmp_path / "out.png"
-    proc = subprocess.run(
-        [*MQADMIN, "fanout", "--start", "--dir", str(tmp_path / "c"), "--no-spark", "--producers", "60",
-         "--messages-per-producer", "2", "--rate", "5", "--start-delay", "0.5", "--consumers", "12", "--drain", "2",
-         "--report", str(report), "--plot", str(plot), "-q"],
-        check=False, capture_output=True, text=True, timeout=120,  # consumers end 2 s after the last send
-    )
+    try:
+        proc = subprocess.run(
+            [*MQADMIN, "fanout", "--start", "--dir", str(tmp_path / "c"), "--no-spark", "--producers", "60",
+             "--messages-per-producer", "2", "--rate", "5", "--start-delay", "0.5", "--consumers", "12", "--drain",
+             "2", "--report", str(report), "--plot", str(plot), "-q"],
+            check=False, capture_output=True, text=True, timeout=120,  # consumers end 2 s after the last send
+        )
+    finally:
+        stop_all(tmp_path / "c")  # a run killed by the timeout cannot stop its cluster itself
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(report.read_text())
     assert doc["sends"]["outcomes"]["ok"] == 120 and doc["agreement"]["brokersCounted"] == 120

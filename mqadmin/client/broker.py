@@ -23,10 +23,6 @@ from remoting.command import RemotingCommand, request
 REJECT_CODES = (RESPONSE_CODE_MIN, RESPONSE_CODE_MAX)
 
 
-class BrokerNotKnown(AdminError):
-    """No NameServer asked knows the broker named (the message names each one and what it knew)."""
-
-
 class BrokerClient(NamesrvClient):
     """Broker admin requests, to one broker or to many in parallel."""
 
@@ -54,8 +50,8 @@ class BrokerClient(NamesrvClient):
         """The address a NameServer holds for broker ``broker_name`` / ``broker_id``.
 
         Every NameServer is asked: they do not share state, and a broker partitioned from one (or
-        dropped by it) is still known to the others. :class:`BrokerNotKnown` names each one asked
-        and what it knew.
+        dropped by it) is still known to the others. The error, when none knows it, names each one
+        asked and what it knew.
         """
         answers = await self.cluster_infos_everywhere()
         for r in answers:
@@ -71,7 +67,7 @@ class BrokerClient(NamesrvClient):
             return f"brokers {', '.join(sorted(info.broker_addr_table)) or 'none'}"
 
         what = broker_name if broker_id == 0 else f"{broker_name} id {broker_id}"
-        raise BrokerNotKnown(f"broker {what} is not known to any NameServer (asked {asked(answers, knew)})")
+        raise AdminError(f"broker {what} is not known to any NameServer (asked {asked(answers, knew)})")
 
     async def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
         resp = await self.broker_call(broker_addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), "GET_BROKER_RUNTIME_INFO")
