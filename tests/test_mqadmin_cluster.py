@@ -90,8 +90,10 @@ def test_summary_and_namesrv_kill_restart_on_its_port(state_dir: Path) -> None:
     before = state.namesrvs[1]
     out = mqadmin("killNamesrv", "-i", "1", "--dir", str(state_dir))
     assert out.returncode == 0 and "SIGKILL" in out.stdout and out.stdout.rstrip().endswith("stopped")
-    status = mqadmin_json("status", "--dir", str(state_dir))
-    assert [p["state"] for p in status["procs"]] == ["running", "stopped"]
+    done = mqadmin("status", "--dir", str(state_dir), "--json")  # a process is down: a failed health check
+    assert done.returncode == 1 and done.stderr == ("mqadmin: 1 of 2 processes of the local cluster are not running: "
+                                                    "namesrv-1 (stopped)\n"), done.stderr
+    assert [p["state"] for p in json.loads(done.stdout)["procs"]] == ["running", "stopped"]
     assert mqadmin("restartNamesrv", "-i", "1", "--dir", str(state_dir)).returncode == 0
     after = ClusterState.load(state_dir).namesrvs[1]
     assert after.port == before.port and after.pid != before.pid and after.alive()
@@ -108,8 +110,9 @@ def test_summary_and_namesrv_kill_restart_on_its_port(state_dir: Path) -> None:
 def test_paused_namesrv_is_still_stopped_cleanly(state_dir: Path) -> None:
     with running_cluster(state_dir, "--brokers", "0", "--namesrvs", "1") as started:
         assert mqadmin("killNamesrv", "--signal", "STOP", "--dir", str(state_dir)).returncode == 0
-        status = mqadmin_json("status", "--dir", str(state_dir))
-        assert status["procs"][0]["state"] == "paused (SIGSTOP)"
+        done = mqadmin("status", "--dir", str(state_dir), "--json")
+        assert done.returncode == 1 and "namesrv-0 (paused (SIGSTOP))" in done.stderr, done.stderr
+        assert json.loads(done.stdout)["procs"][0]["state"] == "paused (SIGSTOP)"
         out = mqadmin("stop", "--dir", str(state_dir))
         assert out.returncode == 0
         assert not pid_alive(started["procs"][0]["pid"])
@@ -129,7 +132,8 @@ def test_runner_errors_are_one_line(state_dir: Path) -> None:
     assert not (state_dir / STATE_FILE).exists()  # nothing was started
     with running_cluster(state_dir, "--brokers", "0", "--namesrvs", "1"):
         out = mqadmin("killBroker", "-b", "broker-z", "--dir", str(state_dir))
-        assert out.returncode == 1 and out.stderr == "mqadmin: no broker broker-z in the cluster (brokers: none)\n"
+        assert out.returncode == 1 and out.stderr == (
+            f"mqadmin: no broker broker-z in the local cluster in {state_dir} (brokers: none)\n")
         out = mqadmin("killNamesrv", "-i", "5", "--dir", str(state_dir))
         assert out.returncode == 1 and "no NameServer 5" in out.stderr
         out = mqadmin("killNamesrv", "--signal", "HUP", "--dir", str(state_dir))

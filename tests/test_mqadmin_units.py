@@ -145,11 +145,17 @@ def test_fit_table_drops_low_value_columns_first_and_never_cuts() -> None:
 
     wide = render(200)
     assert "#Minor" in wide and "#Detail" in wide
-    mid = render(60)
-    assert "#Minor" not in mid and "#Detail" in mid and "DefaultCluster" in mid
+    assert "not shown" not in wide
+    mid = render(60)  # a dropped column is named under the table, never dropped silently
+    table, caption = mid.split("not shown, ", 1)
+    assert "#Minor" not in table and "#Detail" in table and "DefaultCluster" in table
+    assert " ".join(caption.split()).startswith("60 columns too narrow: #Minor (--json or a pipe shows all)")
     narrow = render(45)
-    assert "#Minor" not in narrow and "#Detail" not in narrow
-    assert "DefaultCluster" in narrow and "127.0.0.1:10911" in narrow and "…" not in narrow
+    table, caption = narrow.split("not shown, ", 1)
+    assert "#Minor" not in table and "#Detail" not in table
+    assert "DefaultCluster" in table and "127.0.0.1:10911" in table and "…" not in table
+    assert "#Minor, #Detail" in " ".join(caption.split())
     tiny = render(20)  # nothing left to drop: values fold onto more lines, none is cut
     assert "…" not in tiny and all(len(line) <= 20 for line in tiny.splitlines())
-    assert "".join(line.split()[0] for line in tiny.splitlines()[3:]) == "DefaultCluster"
+    table = tiny.split("not shown", 1)[0]
+    assert "".join(line.split()[0] for line in table.splitlines()[3:]) == "DefaultCluster"

@@ -17,9 +17,9 @@ from rich.text import Text
 
 from mqadmin.client import AdminClient, run
 from mqadmin.client.clusterlist import cluster_rows
-from mqadmin.client.errors import AdminError
+from mqadmin.client.errors import AdminError, PerServer
 from mqadmin.commands.options import JsonOpt, NamesrvOpt, TimeoutOpt, client_for
-from mqadmin.commands.results import interruptible
+from mqadmin.commands.results import exit_if_any_failed, interruptible
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table, fit_variants
 
@@ -119,6 +119,9 @@ def cluster_list(
             time.sleep(interval)
     if not rows and cluster_name is None and not as_json:
         out.print("no broker is registered with the NameServer", style="yellow")
+    # A health check as well: a broker that did not answer fails the command (its row says why).
+    exit_if_any_failed([PerServer(r["addr"], error=r["error"] or "no answer", kind="broker") if not r["reachable"]
+                        else PerServer(r["addr"], kind="broker") for r in rows])
 
 
 def cluster_rt(

@@ -15,7 +15,7 @@ from faultproxy.client import FaultProxyError
 from mqadmin.client import AdminClient, run
 from mqadmin.client.errors import AdminError
 from mqadmin.commands.options import JsonOpt, bad_option, state_dir_option
-from mqadmin.commands.results import self_command
+from mqadmin.commands.results import fail, self_command
 from mqadmin.localcluster import faultpaths, processes, prometheus_sd
 from mqadmin.localcluster.certs import cert_path
 from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, default_dir, proc_state
@@ -112,6 +112,8 @@ def start_cmd(
                              "certificate generated into <dir>/conf/tls; mqadmin commands to this cluster trust it."),
     metrics: bool = typer.Option(False, "--metrics",
                                  help="Serve /metrics on every process (each its own port) and write a prometheus.yml."),
+    reuse: bool = typer.Option(False, "--reuse", help="If the local cluster in --dir is already running, say so and "
+                               "exit 0 instead of failing (make run twice); nothing is started or changed."),
     fault_proxy: bool = typer.Option(True, "--fault-proxy/--no-fault-proxy",
                                      help="Route every broker->NameServer connection through a fault proxy (for "
                                           "networkFault and brokerFault --partition); off: brokers dial NameServers."),
@@ -120,6 +122,8 @@ def start_cmd(
     directory: Path | None = DirOpt,
     as_json: bool = JsonOpt,
 ) -> None:
+    if reuse and _already_running(_dir(directory), as_json):
+        return
     topic_list = tuple(t.strip() for t in (topics or "").split(",") if t.strip())
     opts = processes.StartOptions(
         namesrvs=namesrvs, brokers=brokers, slaves=slaves, cluster=cluster_name, register_period_ms=register_period,
@@ -135,6 +139,28 @@ def start_cmd(
         print_json(state_json(state))
         return
     out.print(summary(state, directory))
+
+
+def _already_running(where: Path, as_json: bool) -> bool:
+    """``start --reuse``: whether a whole cluster runs in ``where`` already (said on stdout); a cluster only
+    partly running is an error naming what is down, since reusing it would hide that."""
+    if not (where / STATE_FILE).exists():
+        return False
+    state = ClusterState.load(where)
+    states = {p.name: proc_state(p) for p in state.procs}
+    if not any(p.alive() for p in state.procs):
+        return False  # stopped (or crashed) whole: start it again
+    down = [f"{name} ({st})" for name, st in states.items() if st != "running"]
+    if down:
+        raise ClusterError(f"the local cluster in {where} is only partly running ({', '.join(down)} not running): "
+                           f"{self_command()} stop, then start it again")
+    if as_json:
+        print_json(state_json(state))
+    else:
+        out.print(f"the local cluster in {where} is already running ({len(state.namesrvs)} NameServer(s), "
+                  f"{len(state.brokers)} broker(s)): nothing started; {self_command()} status shows it")
+        out.print(f"export NAMESRV_ADDR='{state.namesrv_addr}'")
+    return True
 
 
 def summary(state: ClusterState, directory: Path | None) -> Group:
@@ -178,6 +204,8 @@ def summary(state: ClusterState, directory: Path | None) -> Group:
 
 
 def status_cmd(directory: Path | None = DirOpt, as_json: bool = JsonOpt) -> None:
+    """A health check too: exit 1, with one line on stderr naming them, when any process is not running
+    (stopped, or paused with SIGSTOP)."""
     state = ClusterState.load(_dir(directory))
     if as_json:
         print_json(state_json(state))
@@ -186,6 +214,11 @@ def status_cmd(directory: Path | None = DirOpt, as_json: bool = JsonOpt) -> None
         if state.paths:
             out.print(paths_table(state, _live_paths(state)))
         out.print(f"export NAMESRV_ADDR='{state.namesrv_addr}'")
+    down = [f"{p.name} ({st})" for p in state.procs if (st := proc_state(p)) != "running"]
+    if down:
+        again = f" ({self_command()} start starts it again)" if len(down) == len(state.procs) else ""
+        fail(f"{len(down)} of {len(state.procs)} processes of the local cluster are not running: "
+             f"{', '.join(down)}{again}")
 
 
 def stop_cmd(directory: Path | None = DirOpt) -> None:

@@ -128,7 +128,8 @@ class ClusterState:
         found = [p for p in self.brokers if p.broker_name == name and (broker_id is None or p.broker_id == broker_id)]
         if not found:
             known = ", ".join(sorted({p.broker_name or "" for p in self.brokers})) or "none"
-            raise ClusterError(f"no broker {name}{'' if broker_id is None else f' id {broker_id}'} in the cluster (brokers: {known})")
+            raise ClusterError(f"no broker {name}{'' if broker_id is None else f' id {broker_id}'} in the local cluster in "
+                               f"{self.dir} (brokers: {known})")
         return found
 
 
