@@ -78,6 +78,8 @@ async def _serve(server: BrokerServer) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             addr = await nursery.start(server.serve)
+            if server.vip_addr:
+                print(f"The broker[{config.brokerName}] VIP channel at {server.vip_addr}", flush=True)
             if server.metrics is not None:
                 print(f"The broker[{config.brokerName}] metrics at {server.metrics.url}", flush=True)
             line = f"The broker[{config.brokerName}, {addr}] boot success. serializeType=JSON"

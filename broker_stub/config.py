@@ -73,6 +73,8 @@ class BrokerConfig:
     listenPort: int = 10911
     brokerIP1: str = "127.0.0.1"
     haListenPort: int = 0  # 0: listenPort + 1, as Java derives it
+    # extension: also listen on listenPort - 2, the VIP ("fast") port a Java broker always opens
+    vipChannelEnabled: bool = True
     brokerPermission: int = 6
     defaultTopicQueueNums: int = 8
     autoCreateTopicEnable: bool = True

@@ -295,6 +295,7 @@ class BrokerProcessor:
             store_root=self.config.storePathRootDir or ".",
             minute_puts=self.admin.stats.minute_puts(int(self.clock() * 1000)),
             master_addr=self.registration_info().get("masterAddr"),
+            vip_channel=self.config.vipChannelEnabled,
         )
 
     def fault(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:

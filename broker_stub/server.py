@@ -11,12 +11,21 @@ Persistence (broker_stub.persistence) and the master/slave roles
 With ``listenPort=0`` the port the OS picked is written back into the
 config, as a Java broker does (BrokerController.startBasicService), so
 GET_BROKER_CONFIG and the registration show the real port.
+
+Like a Java broker's "fast" remoting server, the stub also listens on the
+VIP port, ``listenPort - 2``, where Java clients with ``vipChannelEnabled``
+(RocketMQ Dashboard's admin client, 4.x producers by default) send their
+broker requests. Both listeners feed the same reactor, so the VIP port has
+the same handlers, access classes, TLS, bounds and metrics as the main one.
+``vipChannelEnabled=false`` (ours) turns it off. With ``listenPort=0`` the
+pair is chosen together: a free port whose port - 2 is free too.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
 
 import trio
 
@@ -49,6 +58,8 @@ log.addFilter(CLIP_ARGS)  # no client value makes a long log line, whoever logs 
 SHUTDOWN_GRACE_SECONDS = 1.5
 FLUSH_GRACE_SECONDS = 3.0  # last topics-file write on an orderly stop
 BACKLOG = 1024
+VIP_PORT_OFFSET = 2  # Java's fast remoting server: listenPort - 2
+PAIR_ATTEMPTS = 50  # tries at a free port pair when listenPort=0
 TIMER_BUSY_SECONDS = 0.01  # how often held pulls and due retries are checked while there are any
 TIMER_IDLE_SECONDS = 0.1
 
@@ -61,6 +72,7 @@ class BrokerServer:
         self.registrar: Registrar | None = None
         self.processor: BrokerProcessor | None = None
         self.addr = ""
+        self.vip_addr = ""  # "" while the VIP port is off (vipChannelEnabled=false) or not yet bound
         self.topics = TopicTable(
             default_topics(
                 config.brokerClusterName, config.brokerName, config.defaultTopicQueueNums, config.autoCreateTopicEnable
@@ -121,8 +133,10 @@ class BrokerServer:
             tls=self.tls,
         )
         self.reactor = reactor
-        _, port = reactor.listen(config.brokerIP1, config.listenPort, BACKLOG)
+        port, vip_port = _listen(reactor, config.brokerIP1, config.listenPort, vip=config.vipChannelEnabled)
         config.listenPort = port
+        if vip_port is not None:
+            self.vip_addr = f"{config.brokerIP1}:{vip_port}"
         if config.haListenPort <= 0:
             # Java's BrokerStartup sets haListenPort = listenPort + 1 before binding (so a Java
             # broker given port 0 would try HA port 1); the stub has no HA listener and derives
@@ -257,3 +271,44 @@ class BrokerServer:
         self.access.forget(conn_id)
         if self.processor is not None:
             self.processor.connection_closed(conn_id)
+
+
+def vip_port_of(port: int) -> int:
+    """The VIP port a Java broker derives from its listen port (BrokerController: never below 0)."""
+    return max(port - VIP_PORT_OFFSET, 0)
+
+
+def _listen(reactor: Reactor, host: str, port: int, *, vip: bool) -> tuple[int, int | None]:
+    """Bind the main port and (with ``vip``) the VIP port; returns both (None: no VIP port).
+
+    An explicit port whose VIP port is taken fails the start, as a Java broker's would. With port 0
+    a pair that is free right now is picked first; losing a race for it fails the start too.
+    """
+    if not vip:
+        return reactor.listen(host, port, BACKLOG)[1], None
+    if port == 0:
+        port = _free_pair(host)
+    _, bound = reactor.listen(host, port, BACKLOG)
+    try:
+        _, vip_bound = reactor.listen(host, vip_port_of(bound), BACKLOG)
+    except OSError as exc:
+        raise OSError(exc.errno, f"{exc.strerror or exc} (the VIP port {vip_port_of(bound)}, listenPort - 2; "
+                                 "vipChannelEnabled=false turns it off)") from None
+    return bound, vip_bound
+
+
+def _free_pair(host: str) -> int:
+    """A port P above 1024 such that P and P - 2 are both free on ``host`` now."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    for _ in range(PAIR_ATTEMPTS):
+        with socket.socket(family, socket.SOCK_STREAM) as main, socket.socket(family, socket.SOCK_STREAM) as fast:
+            main.bind((host, 0))
+            candidate = main.getsockname()[1]
+            if candidate - VIP_PORT_OFFSET <= 1024:
+                continue
+            try:
+                fast.bind((host, candidate - VIP_PORT_OFFSET))
+            except OSError:
+                continue
+            return candidate
+    raise OSError(f"no free port pair P, P-{VIP_PORT_OFFSET} on {host} after {PAIR_ATTEMPTS} tries")

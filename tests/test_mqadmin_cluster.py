@@ -40,11 +40,14 @@ def test_start_with_slaves_and_topics_then_stop_leaves_no_process(state_dir: Pat
         ("namesrv-0", "namesrv"), ("namesrv-1", "namesrv"), ("broker-a-0", "master"), ("broker-a-1", "slave 1"),
         ("broker-b-0", "master"), ("broker-b-1", "slave 1"),
     ]
-    assert set(procs[0]) == {"name", "kind", "role", "brokerName", "brokerId", "addr", "pid", "state", "log", "config",
-                             "metricsUrl"}
+    assert set(procs[0]) == {"name", "kind", "role", "brokerName", "brokerId", "addr", "vipAddr", "pid", "state", "log",
+                             "config", "metricsUrl"}
     assert all(p["metricsUrl"] is None for p in procs)  # no --metrics: no process serves /metrics
     assert all(p["state"] == "running" and pid_alive(p["pid"]) for p in procs)
     addr = {p["name"]: p["addr"] for p in procs}
+    for p in procs:  # each broker also listens on its VIP port, listenPort - 2, as a Java broker does
+        host, port = p["addr"].rsplit(":", 1)
+        assert p["vipAddr"] == (f"{host}:{int(port) - 2}" if p["kind"] == "broker" else None)
 
     # start returned only once everything is routable, on every NameServer: slaves included.
     for ns in (addr["namesrv-0"], addr["namesrv-1"]):

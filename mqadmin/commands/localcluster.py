@@ -38,8 +38,8 @@ def status_table(state: ClusterState) -> Any:
     for p in state.procs:
         st = proc_state(p)
         style = "green" if st == "running" else "yellow" if st.startswith("paused") else "red"
-        rows.append([p.name, _role(p), p.addr, str(p.pid), Text(st, style=style)])
-    cols = [Col("#Process"), Col("#Role"), Col("#Addr"), Col("#PID", 1), Col("#State")]
+        rows.append([p.name, _role(p), p.addr, p.vip_addr or "", str(p.pid), Text(st, style=style)])
+    cols = [Col("#Process"), Col("#Role"), Col("#Addr"), Col("#VIP Addr", 2), Col("#PID", 1), Col("#State")]
     return fit_table(cols, rows, title=f"cluster {state.cluster} in {state.dir}")
 
 
@@ -53,7 +53,7 @@ def state_json(state: ClusterState) -> dict[str, Any]:
         "dir": state.dir, "cluster": state.cluster, "namesrvAddr": state.namesrv_addr, "topics": state.topics,
         "auth": state.auth, "tls": state.tls,
         "procs": [{"name": p.name, "kind": p.kind, "role": _role(p), "brokerName": p.broker_name,
-                   "brokerId": p.broker_id, "addr": p.addr, "pid": p.pid, "state": proc_state(p),
+                   "brokerId": p.broker_id, "addr": p.addr, "vipAddr": p.vip_addr, "pid": p.pid, "state": proc_state(p),
                    "log": p.log, "config": p.config, "metricsUrl": _metrics_url(p)} for p in state.procs],
         "prometheusConfig": str(prometheus_sd.config_path(state.dir)) if state.metrics else None,
     }

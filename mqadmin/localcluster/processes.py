@@ -34,6 +34,7 @@ NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=JSON, a
 BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), ([\d.]+):(\d+)\] boot success")
 #: The line either server prints before its boot line when metricsPort is set.
 METRICS_LINE = re.compile(r"metrics at http://[^\s]+:(\d+)/metrics")
+VIP_LINE = re.compile(r"VIP channel at [\d.]+:(\d+)")
 BOOT_TIMEOUT = 20.0
 STOP_GRACE = 5.0
 SIGNAL_WAIT = 5.0
@@ -97,10 +98,15 @@ def _log_size(path: str) -> int:
 
 def _metrics_port(proc: Proc, offset: int) -> int:
     """The /metrics port a booted process printed (0 when it serves none)."""
+    return _printed_port(proc, offset, METRICS_LINE)
+
+
+def _printed_port(proc: Proc, offset: int, line: re.Pattern[str]) -> int:
+    """A port a booted process printed in its log after ``offset`` (0 when it printed none)."""
     try:
         with open(proc.log, "rb") as fh:
             fh.seek(offset)
-            match = METRICS_LINE.search(fh.read(LOG_TAIL_BYTES).decode("utf-8", "replace"))
+            match = line.search(fh.read(LOG_TAIL_BYTES).decode("utf-8", "replace"))
     except OSError:
         return 0
     return int(match.group(1)) if match else 0
@@ -120,6 +126,7 @@ def start_broker(proc: Proc) -> None:
     match = _wait_boot(proc, BROKER_BOOT, offset)
     proc.port = int(match.group(3))
     proc.metrics_port = _metrics_port(proc, offset)
+    proc.vip_port = _printed_port(proc, offset, VIP_LINE)
 
 
 def signal_proc(proc: Proc, sig: signal.Signals, wait: float = SIGNAL_WAIT) -> None:
@@ -306,6 +313,8 @@ def _start_all(state: ClusterState, procs: list[Proc]) -> None:
         match = _wait_boot(p, NAMESRV_BOOT if p.kind == "namesrv" else BROKER_BOOT, offset)
         p.port = int(match.group(match.lastindex or 0))
         p.metrics_port = _metrics_port(p, offset)
+        if p.kind == "broker":
+            p.vip_port = _printed_port(p, offset, VIP_LINE)
     state.save()
 
 
