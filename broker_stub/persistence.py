@@ -194,7 +194,7 @@ class Persistence:
         if report.probe is not None:
             self._probed(report.probe)
         consuming = self.consuming
-        if consuming.hold.count:
+        if consuming.waiting:
             for topic, queue_id in woken:  # now readable: answer the pulls waiting for them
                 consuming.arrived(topic, queue_id)
 

@@ -328,7 +328,7 @@ class Sender:
         if self.on_put is not None:
             self.on_put(topic, len(body))
         consuming = self.consuming
-        if consuming is not None and consuming.hold.count and self.store.journal is None:
+        if consuming is not None and consuming.waiting and self.store.journal is None:
             consuming.arrived(topic, queue_id)  # readable now (on disk: once written, broker_stub.persistence)
         return result
 

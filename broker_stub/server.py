@@ -255,7 +255,7 @@ class BrokerServer:
             except Exception as exc:  # this task ending would end the broker: log it, go on
                 self.processor.warn.warning("timers", "timers failed {count} more times in the last {seconds} s",
                                             "timers failed: %s: %s", type(exc).__name__, clip(exc))
-            busy = consuming.hold.count or len(consuming.delays)
+            busy = consuming.waiting or len(consuming.delays) or self.processor.pop.busy()
             await trio.sleep(TIMER_BUSY_SECONDS if busy else TIMER_IDLE_SECONDS)
 
     def _peer_of(self, conn_id: object) -> str | None:
