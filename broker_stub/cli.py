@@ -11,6 +11,7 @@ import typer
 
 from broker_stub.broker_config_admin import render_config
 from broker_stub.config import BrokerConfig, ConfigError, load_file
+from broker_stub.pop_state import PopStateError
 from broker_stub.server import BrokerServer
 from broker_stub.subgroups import SubscriptionGroupError
 from broker_stub.topic_store import TopicStoreError
@@ -99,7 +100,8 @@ def run(argv: list[str] | None = None) -> int:
         app,
         "mqbroker-stub",
         argv,
-        (ConfigError, StartupError, TopicStoreError, SubscriptionGroupError, AccountsError, TlsConfigError),
+        (ConfigError, StartupError, TopicStoreError, SubscriptionGroupError, AccountsError, TlsConfigError,
+         PopStateError),
     )
 
 

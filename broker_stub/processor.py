@@ -206,6 +206,10 @@ class BrokerProcessor:
         self.consuming.expire_held()
         self.consuming.delays.run_due()
         self.pop.timers()
+        timers = self.sending.timers
+        due = timers.next_due()
+        if due is not None and due <= self.pop.now_ms():
+            timers.run_due(self.pop.now_ms())
 
     # ------------------------------------------------------------------
     # admin

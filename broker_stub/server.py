@@ -29,7 +29,7 @@ import socket
 
 import trio
 
-from broker_stub import topic_store
+from broker_stub import pop_state, topic_store
 from broker_stub.config import BrokerConfig
 from broker_stub.faults import Faults
 from broker_stub.ha import HighAvailability
@@ -89,6 +89,9 @@ class BrokerServer:
             self.topics.on_change = self._topics_changed
         self.subgroups = SubscriptionGroups(groups_path(config.storePathRootDir) if config.storePathRootDir else None)
         self.saved_offsets = load_offsets(config)  # consumerOffset.json, read before serving as well
+        self.pop_file = pop_state.state_path(config.storePathRootDir) if config.storePathRootDir else None
+        self.pop_saved = pop_state.read(self.pop_file) if self.pop_file else {}  # popInFlight.json, likewise
+        self.pop_state: pop_state.PopState | None = None
         self.persistence: Persistence | None = None
         # Certificates are read here too: a bad file stops the start with one line.
         tls = config.tls.resolved()
@@ -178,6 +181,11 @@ class BrokerServer:
                 persistence.hold_answers(reactor.write_to)
                 self.processor.sending.hold_answer = persistence.hold_answer
                 self.processor.consuming.hold_answer = persistence.hold_answer
+        if self.pop_file is not None:  # after the offsets: its POP positions override consumerOffset.json's
+            self.pop_state = pop_state.PopState(self.pop_file, self.processor.pop, self.processor.consuming,
+                                                self.processor.sending.timers)
+            self.pop_state.restore(self.pop_saved)
+            self.processor.pop.hold_answer = self.pop_state.hold_answer
         registrar = self.registrar
         ha = HighAvailability(self.processor, store, topics, is_master=config.is_master,
                               master_addr=lambda: registrar.master_addr, ha_server_addr=lambda: registrar.ha_server_addr,
@@ -194,6 +202,8 @@ class BrokerServer:
                 nursery.start_soon(persistence.run)
             if self.saver is not None:
                 nursery.start_soon(self.saver.run)
+            if self.pop_state is not None:
+                nursery.start_soon(self.pop_state.run, reactor.write_to)
             registering = trio.CancelScope()
             nursery.start_soon(self._register, registering)
             task_status.started(self.addr)
@@ -207,6 +217,9 @@ class BrokerServer:
                     await trio.sleep(0.005)
             if persistence is not None:  # written and synced, held answers sent, before connections close
                 await persistence.close()
+            if self.pop_state is not None:
+                with trio.move_on_after(FLUSH_GRACE_SECONDS), trio.CancelScope(shield=True):
+                    await self.pop_state.flush()
             if self.saver is not None:
                 with trio.move_on_after(FLUSH_GRACE_SECONDS):
                     try:
@@ -255,8 +268,14 @@ class BrokerServer:
             except Exception as exc:  # this task ending would end the broker: log it, go on
                 self.processor.warn.warning("timers", "timers failed {count} more times in the last {seconds} s",
                                             "timers failed: %s: %s", type(exc).__name__, clip(exc))
-            busy = consuming.waiting or len(consuming.delays) or self.processor.pop.busy()
+            busy = consuming.waiting or len(consuming.delays) or self.processor.pop.busy() or self._timer_soon()
             await trio.sleep(TIMER_BUSY_SECONDS if busy else TIMER_IDLE_SECONDS)
+
+    def _timer_soon(self) -> bool:
+        """Whether a timer message is due within a second (then the timers run every few ms)."""
+        assert self.processor is not None
+        due = self.processor.sending.timers.next_due()
+        return due is not None and due - self.processor.pop.now_ms() < 1000
 
     def _peer_of(self, conn_id: object) -> str | None:
         conn = self.reactor.connections.get(conn_id) if isinstance(conn_id, int) else None

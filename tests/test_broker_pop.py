@@ -201,3 +201,52 @@ async def test_in_flight_state_survives_a_restart(start_broker: Callable[..., Br
 
     await eventually(revived, 20, "the unacked message comes again after the restart")
     assert [m["body"] for m in back] == [b"not acked"] and back[0]["reconsumeTimes"] == 1
+
+
+def timer_send(topic: str, body: bytes, **props: str) -> RemotingCommand:
+    return request(RequestCode.SEND_MESSAGE_V2, {"a": "PP", "b": topic, "c": "TBW102", "d": 4, "e": 0, "f": 0,
+                                                 "g": now_ms(), "h": 0, "i": props_text(**props), "j": 0, "k": False,
+                                                 "m": False}, body)
+
+
+async def test_timer_and_delay_level_messages_come_no_earlier_than_asked(
+    start_broker: Callable[..., BrokerProcess], tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    broker = start_broker(namesrvAddr="", brokerName="broker-p", storePathRootDir=store)
+    addr = broker.addr
+    assert (await call(addr, create_topic("TT", queues=1))).code == ResponseCode.SUCCESS
+    deliver = now_ms() + 1500
+    sent = await call(addr, timer_send("TT", b"at a time", TIMER_DELIVER_MS=str(deliver)))
+    assert sent.code == ResponseCode.SUCCESS and sent.ext("queueId") == "0"
+    assert (await call(addr, timer_send("TT", b"level 1", DELAY="1"))).code == ResponseCode.SUCCESS
+    too_far = await call(addr, timer_send("TT", b"x", TIMER_DELAY_SEC=str(4 * 24 * 3600)))
+    assert too_far.code == ResponseCode.MESSAGE_ILLEGAL and "timer message illegal" in (too_far.remark or "")
+    assert (await call(addr, pop("TT", "TG"))).code == ResponseCode.POLLING_TIMEOUT  # nothing yet
+    got: list[dict[str, Any]] = []
+
+    async def both() -> bool:
+        got.extend(await popped_bodies(addr, "TT", "TG", "broker-p"))
+        return len(got) >= 2
+
+    await eventually(both, 20, "both delayed messages come")
+    by_body = {m["body"]: m for m in got}
+    assert set(by_body) == {b"at a time", b"level 1"}
+    timed = by_body[b"at a time"]
+    assert timed["storeTs"] >= deliver  # stored on its queue no earlier than asked
+    assert timed["properties"]["TIMER_OUT_MS"] == str(deliver) and "REAL_TOPIC" not in timed["properties"]
+    # a timer pending across a kill -9 comes once after the restart
+    later = now_ms() + 2500
+    assert (await call(addr, timer_send("TT", b"across a restart", TIMER_DELIVER_MS=str(later)))).code == 0
+    broker.kill()
+    again = start_broker(namesrvAddr="", brokerName="broker-p", storePathRootDir=store)
+    after: list[dict[str, Any]] = []
+
+    async def came() -> bool:
+        after.extend(await popped_bodies(again.addr, "TT", "TG", "broker-p"))
+        return bool(after)
+
+    await eventually(came, 20, "the pending timer message comes after the restart")
+    await trio.sleep(1.5)
+    after.extend(await popped_bodies(again.addr, "TT", "TG", "broker-p"))
+    assert [m["body"] for m in after] == [b"across a restart"] and after[0]["storeTs"] >= later
