@@ -176,6 +176,7 @@ class BrokerServer:
         # messages and offsets read back from storePathRootDir (None: memory only), then written as they come
         self.persistence = persistence = Persistence.open(config, store, self.processor.consuming, self.saved_offsets)
         if persistence is not None:
+            persistence.on_readable = self.processor.admin.keys.touch
             self.processor.sending.store_busy = lambda: persistence.busy
             if persistence.files is not None:
                 persistence.hold_answers(reactor.write_to)
