@@ -3,7 +3,8 @@
 The Proxy from Maven Central (harness module ``proxy``) reads routes from ``mqnamesrv`` and serves
 Apache's gRPC clients with remoting calls to ``mqbroker-stub``: sends, POP_MESSAGE, ACK_MESSAGE,
 CHANGE_MESSAGE_INVISIBLETIME, GET_SUBSCRIPTIONGROUP_CONFIG, CONSUMER_SEND_MSG_BACK. The Python client is
-PyPI's ``rocketmq-python-client``; the Java client is ``rocketmq-client-java`` driven by our program
+PyPI's ``rocketmq-python-client`` (imported from ``rocketmq.v5``: the C++ client's wheel, ``rocketmq``,
+installs a package of the same name, and whichever is installed last owns ``rocketmq/__init__.py``); the Java client is ``rocketmq-client-java`` driven by our program
 (``interop/java/grpc``, its flows in one JVM, started with the module so it overlaps the Python tests).
 RocketMQ Dashboard's broker calls, made with rocketmq-tools' DefaultMQAdminExt and the VIP channel on,
 are checked against the same stub.
@@ -14,6 +15,7 @@ One Proxy JVM for the module; every Java process is killed at the end, pass or f
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 import time
@@ -46,6 +48,7 @@ class ProxyCluster:
     stub: StubCluster
     proxy: JavaProxy
     java_flows: subprocess.Popen[str]
+    dashboard_calls: subprocess.Popen[str]
     base: Path
 
     @property
@@ -79,29 +82,47 @@ def proxy_cluster(loopback_shim: Path, tmp_path_factory: pytest.TempPathFactory)
     except harness_build.HarnessBuildError as exc:
         pytest.fail(f"interop harness: {exc}", pytrace=False)
     base = tmp_path_factory.mktemp("proxy")
+    home = os.environ.get("HOME")
+    os.environ["HOME"] = str(base)  # the Python client logs to ~/logs/rocketmq_python from its first import
     with running_stub_cluster(base / "stub", registerNameServerPeriod=1000) as stub:
         trio.run(_admin, stub.broker.addr, *[_topic(t, kind) for t, kind in TOPICS.items()], _group(DLQ_GROUP, 1))
         proxy = JavaProxy(builds[harness_build.PROXY], base / "proxy", loopback_shim, namesrv_addr=stub.namesrv.addr)
-        flows = None
+        programs: list[subprocess.Popen[str]] = []
         try:
+            # the dashboard's calls need no Proxy: their JVM starts with the Proxy's
+            programs.append(_java_program(builds[harness_build.DASHBOARD_ADMIN], base / "dashboard",
+                                          "interop.admin.DashboardCalls", [stub.namesrv.addr, "DashTopic", "DashGroup"]))
             proxy.start().wait_boot()
-            flows = _java_flows(builds[harness_build.GRPC_CLIENT], base / "java-flows", proxy.grpc_endpoint)
-            yield ProxyCluster(stub, proxy, flows, base)
+            programs.append(_java_program(builds[harness_build.GRPC_CLIENT], base / "java-flows", "interop.grpc.GrpcFlows",
+                                          [proxy.grpc_endpoint, "simple:JSimple:JSimpleGroup", "push:JPush:JPushGroup",
+                                           "delay:JDelay:JDelayGroup:3000"]))
+            yield ProxyCluster(stub, proxy, programs[1], programs[0], base)
         finally:
-            if flows is not None and flows.poll() is None:
-                flows.kill()
-                flows.wait(10)
+            for program in programs:
+                if program.poll() is None:
+                    program.kill()
+                    program.wait(10)
             proxy.kill()
+            if home is not None:
+                os.environ["HOME"] = home
 
 
-def _java_flows(build: JavaBuild, home: Path, endpoint: str) -> subprocess.Popen[str]:
-    """Our Java gRPC client program, its three flows in one JVM, running while the Python tests run."""
+def _java_program(build: JavaBuild, home: Path, main: str, args: list[str]) -> subprocess.Popen[str]:
+    """One of our Java programs, running while the Python tests run (its stdout read by its test)."""
     rocketmq_home(home)
-    cmd = java_command(build, "interop.grpc.GrpcFlows",
-                       [endpoint, "simple:JSimple:JSimpleGroup", "push:JPush:JPushGroup", "delay:JDelay:JDelayGroup:3000"],
-                       home)
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(home / "stderr.log", "w"), text=True,
-                            stdin=subprocess.DEVNULL, cwd=home, env=java_env(home))
+    with open(home / "stderr.log", "w") as err:
+        return subprocess.Popen(java_command(build, main, args, home), stdout=subprocess.PIPE, stderr=err, text=True,
+                                stdin=subprocess.DEVNULL, cwd=home, env=java_env(home))
+
+
+def _output(program: subprocess.Popen[str], home: Path) -> tuple[str, str]:
+    """(stdout, stderr) of a program started with the module, waited for (bounded)."""
+    try:
+        out, _ = program.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        program.kill()
+        out, _ = program.communicate()
+    return out, (home / "stderr.log").read_text(errors="replace")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -109,13 +130,13 @@ def _java_flows(build: JavaBuild, home: Path, endpoint: str) -> subprocess.Popen
 
 
 def _config(endpoint: str) -> Any:
-    from rocketmq import ClientConfiguration, Credentials
+    from rocketmq.v5.client import ClientConfiguration, Credentials
 
     return ClientConfiguration(endpoint, Credentials(), request_timeout=10)
 
 
 def _message(topic: str, body: str, *, deliver_at_s: int | None = None) -> Any:
-    from rocketmq import Message
+    from rocketmq.v5.model import Message
 
     msg = Message()
     msg.topic, msg.body, msg.tag = topic, body.encode(), "TagA"
@@ -146,7 +167,9 @@ def _receive_until(consumer: Any, invisible_s: int, done: Any, timeout: float = 
 
 
 def test_python_producer_and_simple_consumer(proxy_cluster: ProxyCluster) -> None:
-    from rocketmq import FilterExpression, Producer, SimpleConsumer
+    from rocketmq.v5.consumer import SimpleConsumer
+    from rocketmq.v5.model import FilterExpression
+    from rocketmq.v5.producer import Producer
 
     config = _config(proxy_cluster.endpoint)
     producer = Producer(config, ("PySimple",))
@@ -156,30 +179,32 @@ def test_python_producer_and_simple_consumer(proxy_cluster: ProxyCluster) -> Non
     try:
         sent = [producer.send(_message("PySimple", f"m{i}")).message_id for i in range(10)]
         assert len(set(sent)) == 10
-        first = _receive_until(consumer, 5, lambda got: len({m.body for m in got}) >= 10)
+        first = _receive_until(consumer, 3, lambda got: len({m.body for m in got}) >= 10)
         by_body = {m.body.decode(): m for m in first}
         assert sorted(by_body) == sorted(f"m{i}" for i in range(10))  # every message, once
         assert all(m.delivery_attempt == 1 for m in first) and len(first) == 10
         for i in range(6):
             consumer.ack(by_body[f"m{i}"])
+        changed_at = time.monotonic()  # before the change: the broker counts from its answer's time
         for name in ("m6", "m7"):
             consumer.change_invisible_duration(by_body[name], 1)
-        changed_at = time.monotonic()
-        # m6 and m7 come back after their new 1 s, m8 and m9 after their 5 s; the acked ones never
-        again = _receive_until(consumer, 30, lambda got: len({m.body for m in got}) >= 4)
+        # m6 and m7 come back after their new 1 s, m8 and m9 after their 3 s; the acked ones never
+        again = _receive_until(consumer, 30, lambda got: len({m.body for m in got}) >= 4)  # 30 s: not a third time
         assert sorted(m.body.decode() for m in again) == ["m6", "m7", "m8", "m9"]
         assert all(m.delivery_attempt == 2 for m in again)
         assert time.monotonic() - changed_at >= 1.0
         for m in again:
             consumer.ack(m)
-        assert _receive_until(consumer, 5, lambda got: False, timeout=4) == []  # nothing more
+        assert _receive_until(consumer, 5, lambda got: False, timeout=2) == []  # nothing more
     finally:
         consumer.shutdown()
         producer.shutdown()
 
 
 def test_python_push_consumer_redelivers_a_failed_message(proxy_cluster: ProxyCluster) -> None:
-    from rocketmq import ConsumeResult, FilterExpression, MessageListener, Producer, PushConsumer
+    from rocketmq.v5.consumer import ConsumeResult, MessageListener, PushConsumer
+    from rocketmq.v5.model import FilterExpression
+    from rocketmq.v5.producer import Producer
 
     deliveries: list[tuple[str, int]] = []
     lock = threading.Lock()
@@ -214,7 +239,9 @@ def test_python_push_consumer_redelivers_a_failed_message(proxy_cluster: ProxyCl
 
 
 def test_python_delay_message_comes_no_earlier_than_asked(proxy_cluster: ProxyCluster) -> None:
-    from rocketmq import FilterExpression, Producer, SimpleConsumer
+    from rocketmq.v5.consumer import SimpleConsumer
+    from rocketmq.v5.model import FilterExpression
+    from rocketmq.v5.producer import Producer
 
     config = _config(proxy_cluster.endpoint)
     consumer = SimpleConsumer(config, "PyDelayGroup", {"PyDelay": FilterExpression("*")}, await_duration=3)
@@ -237,7 +264,9 @@ def test_python_delay_message_comes_no_earlier_than_asked(proxy_cluster: ProxyCl
 
 def test_dead_letter_after_the_groups_retry_limit(proxy_cluster: ProxyCluster) -> None:
     """retryMaxTimes=1: two deliveries, then the Proxy forwards it to %DLQ%<group> (send-back, delayLevel -1)."""
-    from rocketmq import FilterExpression, Producer, SimpleConsumer
+    from rocketmq.v5.consumer import SimpleConsumer
+    from rocketmq.v5.model import FilterExpression
+    from rocketmq.v5.producer import Producer
 
     config = _config(proxy_cluster.endpoint)
     consumer = SimpleConsumer(config, DLQ_GROUP, {"PyDlq": FilterExpression("*")}, await_duration=2)
@@ -255,7 +284,7 @@ def test_dead_letter_after_the_groups_retry_limit(proxy_cluster: ProxyCluster) -
         while not trio.run(_holds, broker, dlq, b"poison") and time.monotonic() < end:
             more.extend(_receive(consumer, 1))
         assert trio.run(_holds, broker, dlq, b"poison") and more == []
-        assert _receive_until(consumer, 1, lambda got: False, timeout=4) == []  # not again
+        assert _receive_until(consumer, 1, lambda got: False, timeout=2) == []  # not again
     finally:
         producer.shutdown()
         consumer.shutdown()
@@ -275,17 +304,12 @@ async def _holds(addr: str, topic: str, body: bytes) -> bool:
 
 
 def _java_results(cluster: ProxyCluster) -> dict[str, dict[str, Any]]:
-    try:
-        out, _ = cluster.java_flows.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        cluster.java_flows.kill()
-        out, _ = cluster.java_flows.communicate()
+    out, stderr = _output(cluster.java_flows, cluster.base / "java-flows")
     results = {}
     for line in out.splitlines():
         if line.startswith("RESULT "):
             result = json.loads(line[len("RESULT "):])
             results[result["flow"]] = result
-    stderr = (cluster.base / "java-flows" / "stderr.log").read_text(errors="replace")
     assert set(results) == {"simple", "push", "delay"}, f"{out}\n{stderr[-3000:]}"
     return results
 
@@ -312,13 +336,9 @@ def test_java_client_flows(proxy_cluster: ProxyCluster) -> None:
 
 
 def test_dashboard_admin_calls_over_the_vip_port(proxy_cluster: ProxyCluster) -> None:
-    build = harness_build.build_extra()[harness_build.DASHBOARD_ADMIN]
-    home = rocketmq_home(proxy_cluster.base / "dashboard")
-    done = subprocess.run(java_command(build, "interop.admin.DashboardCalls",
-                                       [proxy_cluster.stub.namesrv.addr, "DashTopic", "DashGroup"], home),
-                          capture_output=True, text=True, timeout=240, cwd=home, env=java_env(home), check=False)
-    calls = {line["call"]: line for line in json_lines(done.stdout) if "call" in line}
-    assert done.returncode == 0 and len(calls) == 12, f"{done.stdout}\n{done.stderr[-3000:]}"
+    out, stderr = _output(proxy_cluster.dashboard_calls, proxy_cluster.base / "dashboard")
+    calls = {line["call"]: line for line in json_lines(out) if "call" in line}
+    assert proxy_cluster.dashboard_calls.returncode == 0 and len(calls) == 12, f"{out}\n{stderr[-3000:]}"
     failed = {name: c.get("error") for name, c in calls.items() if not c["ok"]}
     assert failed == {}, failed
     assert calls["consumed"]["consumed"] is True

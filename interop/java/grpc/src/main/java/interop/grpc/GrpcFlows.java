@@ -132,8 +132,8 @@ public final class GrpcFlows {
             for (String name : new String[] {"s0", "s1", "s2"}) {
                 consumer.ack(first.get(name));
             }
+            long changedAt = System.currentTimeMillis();  // before the change: the broker counts from its answer's time
             consumer.changeInvisibleDuration(first.get("s3"), Duration.ofSeconds(1));
-            long changedAt = System.currentTimeMillis();
             Map<String, Object> again = new LinkedHashMap<>();
             end = System.currentTimeMillis() + DEADLINE_MS;
             while (again.size() < 2 && System.currentTimeMillis() < end) {
