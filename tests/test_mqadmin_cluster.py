@@ -31,7 +31,9 @@ def test_start_with_slaves_and_topics_then_stop_leaves_no_process(state_dir: Pat
                   "--topic-queues", "4", "--dir", str(state_dir), "--json", in_process=False)
     assert out.returncode == 0, out.stderr
     started = json.loads(out.stdout)
-    assert set(started) == {"dir", "cluster", "namesrvAddr", "topics", "auth", "tls", "procs", "prometheusConfig"}
+    assert set(started) == {"dir", "cluster", "namesrvAddr", "topics", "auth", "tls", "procs", "prometheusConfig",
+                            "grpcEndpoint"}
+    assert started["grpcEndpoint"] is None  # no --proxy
     assert started["auth"] is False and started["tls"] is False
     assert started["prometheusConfig"] is None  # no --metrics
     assert started["topics"] == ["orders", "audit"] and started["cluster"] == "DefaultCluster"

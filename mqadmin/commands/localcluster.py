@@ -30,7 +30,9 @@ def _dir(directory: Path | None) -> Path:
 
 
 def _role(p: Proc) -> str:
-    return "namesrv" if p.kind == "namesrv" else ("master" if p.broker_id == 0 else f"slave {p.broker_id}")
+    if p.kind != "broker":
+        return p.kind  # namesrv, proxy
+    return "master" if p.broker_id == 0 else f"slave {p.broker_id}"
 
 
 def status_table(state: ClusterState) -> Any:
@@ -56,6 +58,7 @@ def state_json(state: ClusterState) -> dict[str, Any]:
                    "brokerId": p.broker_id, "addr": p.addr, "vipAddr": p.vip_addr, "pid": p.pid, "state": proc_state(p),
                    "log": p.log, "config": p.config, "metricsUrl": _metrics_url(p)} for p in state.procs],
         "prometheusConfig": str(prometheus_sd.config_path(state.dir)) if state.metrics else None,
+        "grpcEndpoint": next((p.addr for p in state.procs if p.kind == "proxy"), None),
     }
 
 
@@ -77,6 +80,9 @@ def start_cmd(
                              "certificate generated into <dir>/conf/tls; mqadmin commands to this cluster trust it."),
     metrics: bool = typer.Option(False, "--metrics",
                                  help="Serve /metrics on every process (each its own port) and write a prometheus.yml."),
+    proxy: str | None = typer.Option(None, "--proxy", metavar="VERSION",
+                                     help="Also start Apache's RocketMQ Proxy of this version (e.g. 5.3.3, from Maven "
+                                     "Central, cached) in cluster mode: the gRPC endpoint of RocketMQ 5 clients."),
     directory: Path | None = DirOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -84,7 +90,7 @@ def start_cmd(
     opts = processes.StartOptions(
         namesrvs=namesrvs, brokers=brokers, slaves=slaves, cluster=cluster_name, register_period_ms=register_period,
         broker_expired_ms=broker_timeout, scan_interval_ms=scan_interval, topics=topic_list, topic_queues=topic_queues,
-        auth=auth, tls=tls, metrics=metrics,
+        auth=auth, tls=tls, metrics=metrics, proxy=proxy,
     )
     try:
         processes.validate_options(opts)
@@ -130,6 +136,9 @@ def summary(state: ClusterState, directory: Path | None) -> Group:
                           f"{hint}"))
     else:  # no broker to route or kill
         lines.append(Text(f"try:  {me} clusterList,  {me} getNamesrvConfig{hint}"))
+    for p in state.procs:
+        if p.kind == "proxy":
+            lines.append(Text(f"RocketMQ 5 clients (gRPC, Apache's Proxy): endpoints {p.addr}"))
     lines.append(Text(f"stop: {me} stop{dir_opt}"))
     if state.metrics:
         lines.append(Text("metrics: " + "  ".join(f"{p.name} {_metrics_url(p)}" for p in state.procs if p.metrics_port)))

@@ -27,6 +27,8 @@ from mqadmin.client.errors import AdminError
 from mqadmin.client.security import ClientSecurity, write_private
 from mqadmin.localcluster.accounts import LocalAccounts, admin_security, create_accounts
 from mqadmin.localcluster.certs import create_certificate, tls_props
+from mqadmin.localcluster.proxy import start_proxy
+from mqadmin.rocketmq.artifacts import ArtifactError, check_version
 from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, proc_state, start_ticks
 from remoting.bodies import TopicConfig, TopicRouteData
 
@@ -175,7 +177,8 @@ def stop_procs(procs: Iterable[Proc], grace: float = STOP_GRACE) -> list[str]:
 def stop_cluster(state: ClusterState, grace: float = STOP_GRACE) -> tuple[list[str], list[str]]:
     """Stop every process (brokers first, so they unregister), then forget the cluster unless one
     survived; returns (the names force-killed, the names still running)."""
-    forced = stop_procs(state.brokers, grace) + stop_procs(state.namesrvs, grace)
+    others = [p for p in state.procs if p.kind not in ("broker", "namesrv")]  # a Proxy: before what it talks to
+    forced = stop_procs(others, grace) + stop_procs(state.brokers, grace) + stop_procs(state.namesrvs, grace)
     left = [p.name for p in state.procs if p.alive()]
     if not left:
         (Path(state.dir) / STATE_FILE).unlink(missing_ok=True)
@@ -198,6 +201,7 @@ class StartOptions:
     auth: bool = False  # accounts on every process (aclEnable), made by mqadmin.localcluster.accounts
     tls: bool = False  # every process enforcing TLS with a certificate made by mqadmin.localcluster.certs
     metrics: bool = False  # /metrics on every process (each its own port) and a prometheus.yml for them
+    proxy: str | None = None  # an Apache RocketMQ Proxy of this version over the cluster (mqadmin.localcluster.proxy)
 
 
 TOPIC_NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
@@ -216,6 +220,15 @@ def validate_options(opts: StartOptions) -> None:
             raise ClusterError(f"topic {topic!r} must be 1-127 characters of ^[%|a-zA-Z0-9_-]+$")
     if not 1 <= opts.topic_queues <= 1024:
         raise ClusterError(f"topic queues must be 1-1024, got {opts.topic_queues}")
+    if opts.proxy is not None:
+        if opts.brokers == 0:
+            raise ClusterError("--proxy needs at least one broker group (--brokers >= 1)")
+        if opts.auth or opts.tls:
+            raise ClusterError("--proxy cannot be combined with --auth or --tls yet")
+        try:
+            check_version(opts.proxy, "proxy")
+        except ArtifactError as exc:
+            raise ClusterError(f"--proxy: {exc}") from None
 
 
 def make_state_dir(directory: Path) -> None:
@@ -281,6 +294,9 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
                 brokers.append(proc)
         _start_all(state, brokers)
         trio.run(_make_ready, state, opts, admin_security(state))
+        if opts.proxy is not None:
+            state.procs.append(start_proxy(state, opts.proxy))
+            state.save()
     except BaseException:
         stop_procs(state.procs)
         state.save()

@@ -1,15 +1,19 @@
 """RocketMQ 5 clients through Apache's Proxy 5.3.3 (cluster mode) over our NameServer and broker stub.
 
-The Proxy from Maven Central (harness module ``proxy``) reads routes from ``mqnamesrv`` and serves
-Apache's gRPC clients with remoting calls to ``mqbroker-stub``: sends, POP_MESSAGE, ACK_MESSAGE,
-CHANGE_MESSAGE_INVISIBLETIME, GET_SUBSCRIPTIONGROUP_CONFIG, CONSUMER_SEND_MSG_BACK. The Python client is
-PyPI's ``rocketmq-python-client`` (imported from ``rocketmq.v5``: the C++ client's wheel, ``rocketmq``,
-installs a package of the same name, and whichever is installed last owns ``rocketmq/__init__.py``); the Java client is ``rocketmq-client-java`` driven by our program
-(``interop/java/grpc``, its flows in one JVM, started with the module so it overlaps the Python tests).
-RocketMQ Dashboard's broker calls, made with rocketmq-tools' DefaultMQAdminExt and the VIP channel on,
-are checked against the same stub.
+The cluster is ``mqadmin start --namesrvs 1 --brokers 1 --proxy 5.3.3``: our ``mqnamesrv`` and
+``mqbroker-stub`` with Apache's Proxy from Maven Central (resolved by mqadmin.rocketmq; the harness build
+has brought it into ~/.m2), which reads routes from the NameServer and serves Apache's gRPC clients with
+remoting calls to the stub: sends, POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME,
+GET_SUBSCRIPTIONGROUP_CONFIG, CONSUMER_SEND_MSG_BACK. The Python client is PyPI's
+``rocketmq-python-client`` (imported from ``rocketmq.v5``: the C++ client's wheel, ``rocketmq``, installs a
+package of the same name, and whichever is installed last owns ``rocketmq/__init__.py``); the Java client
+is ``rocketmq-client-java`` driven by our program (``interop/java/grpc``, its flows in one JVM, started with
+the module so that it overlaps the Python tests). RocketMQ Dashboard's broker calls, made with
+rocketmq-tools' DefaultMQAdminExt and the VIP channel on (``interop/java/admin5``), run against the same
+stub, their JVM started with the Proxy's.
 
-One Proxy JVM for the module; every Java process is killed at the end, pass or fail.
+One Proxy JVM for the module, bound to loopback by the harness's LD_PRELOAD shim; every Java process is
+stopped at the end, pass or fail (``mqadmin stop``, then whatever still names the cluster's directory).
 """
 
 from __future__ import annotations
@@ -31,11 +35,11 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import request
 from remoting.transport import connect
 from tests.interop import harness_build
-from tests.interop.clusters import StubCluster, running_stub_cluster
 from tests.interop.harness_build import JavaBuild
 from tests.interop.java_procs import java_command, java_env, json_lines, rocketmq_home
-from tests.interop.proxy_procs import JavaProxy
+from tests.mqadmin_procs import cli_env, mqadmin, stop_all
 
+PROXY_VERSION = "5.3.3"
 #: topic -> its message type (the Proxy and the clients refuse a delay message on a NORMAL topic)
 TOPICS = {"PySimple": "NORMAL", "PyPush": "NORMAL", "PyDelay": "DELAY", "PyDlq": "NORMAL",
           "JSimple": "NORMAL", "JPush": "NORMAL", "JDelay": "DELAY", "DashTopic": "NORMAL"}
@@ -45,15 +49,12 @@ WAIT = 60.0  # s: every wait is bounded; a busy machine may need most of it
 
 @dataclass
 class ProxyCluster:
-    stub: StubCluster
-    proxy: JavaProxy
+    namesrv: str
+    broker: str
+    endpoint: str  # the Proxy's gRPC endpoint, as `mqadmin start` reported it
     java_flows: subprocess.Popen[str]
     dashboard_calls: subprocess.Popen[str]
     base: Path
-
-    @property
-    def endpoint(self) -> str:
-        return self.proxy.grpc_endpoint
 
 
 async def _admin(addr: str, *reqs: Any) -> None:
@@ -82,29 +83,41 @@ def proxy_cluster(loopback_shim: Path, tmp_path_factory: pytest.TempPathFactory)
     except harness_build.HarnessBuildError as exc:
         pytest.fail(f"interop harness: {exc}", pytrace=False)
     base = tmp_path_factory.mktemp("proxy")
+    cluster_dir = base / "cluster"
     home = os.environ.get("HOME")
     os.environ["HOME"] = str(base)  # the Python client logs to ~/logs/rocketmq_python from its first import
-    with running_stub_cluster(base / "stub", registerNameServerPeriod=1000) as stub:
-        trio.run(_admin, stub.broker.addr, *[_topic(t, kind) for t, kind in TOPICS.items()], _group(DLQ_GROUP, 1))
-        proxy = JavaProxy(builds[harness_build.PROXY], base / "proxy", loopback_shim, namesrv_addr=stub.namesrv.addr)
-        programs: list[subprocess.Popen[str]] = []
+    programs: list[subprocess.Popen[str]] = []
+    try:
+        env = cli_env(base / "state", LD_PRELOAD=str(loopback_shim))  # the Proxy binds 127.0.0.1 only
+        started = mqadmin("start", "--namesrvs", "1", "--brokers", "1", "--register-period", "1000",
+                          "--proxy", PROXY_VERSION, "--dir", str(cluster_dir), "--json",
+                          env=env, in_process=False, timeout=600)
+        assert started.returncode == 0, started.stderr
+        procs = {p["kind"]: p for p in json.loads(started.stdout)["procs"]}
+        assert set(procs) == {"namesrv", "broker", "proxy"}
+        namesrv, broker = procs["namesrv"]["addr"], procs["broker"]["addr"]
+        endpoint = json.loads(started.stdout)["grpcEndpoint"]
+        assert endpoint == procs["proxy"]["addr"]
+        trio.run(_admin, broker, *[_topic(t, kind) for t, kind in TOPICS.items()], _group(DLQ_GROUP, 1))
+        programs.append(_java_program(builds[harness_build.DASHBOARD_ADMIN], base / "dashboard",
+                                      "interop.admin.DashboardCalls", [namesrv, "DashTopic", "DashGroup"]))
+        programs.append(_java_program(builds[harness_build.GRPC_CLIENT], base / "java-flows", "interop.grpc.GrpcFlows",
+                                      [endpoint, "simple:JSimple:JSimpleGroup", "push:JPush:JPushGroup",
+                                       "delay:JDelay:JDelayGroup:3000"]))
+        yield ProxyCluster(namesrv, broker, endpoint, programs[1], programs[0], base)
+    finally:
+        for program in programs:
+            if program.poll() is None:
+                program.kill()
+                program.wait(10)
         try:
-            # the dashboard's calls need no Proxy: their JVM starts with the Proxy's
-            programs.append(_java_program(builds[harness_build.DASHBOARD_ADMIN], base / "dashboard",
-                                          "interop.admin.DashboardCalls", [stub.namesrv.addr, "DashTopic", "DashGroup"]))
-            proxy.start().wait_boot()
-            programs.append(_java_program(builds[harness_build.GRPC_CLIENT], base / "java-flows", "interop.grpc.GrpcFlows",
-                                          [proxy.grpc_endpoint, "simple:JSimple:JSimpleGroup", "push:JPush:JPushGroup",
-                                           "delay:JDelay:JDelayGroup:3000"]))
-            yield ProxyCluster(stub, proxy, programs[1], programs[0], base)
+            stopped = mqadmin("stop", "--dir", str(cluster_dir), env=cli_env(base / "state"), in_process=False,
+                              timeout=120)
         finally:
-            for program in programs:
-                if program.poll() is None:
-                    program.kill()
-                    program.wait(10)
-            proxy.kill()
+            stop_all(cluster_dir)
             if home is not None:
                 os.environ["HOME"] = home
+    assert stopped.returncode == 0, stopped.stderr
 
 
 def _java_program(build: JavaBuild, home: Path, main: str, args: list[str]) -> subprocess.Popen[str]:
@@ -148,12 +161,14 @@ def _message(topic: str, body: str, *, deliver_at_s: int | None = None) -> Any:
 
 def _receive(consumer: Any, invisible_s: int) -> list[Any]:
     """One receive; the Proxy may not have the client's settings yet right after start (it answers an
-    internal error then): that is an empty receive here, and the caller tries again."""
+    internal error naming them then): that is an empty receive here, and the caller tries again."""
     from rocketmq.v5.exception import ClientException
 
     try:
         return list(consumer.receive(32, invisible_s))
-    except ClientException:
+    except ClientException as exc:
+        if "settings" not in str(exc):
+            raise
         time.sleep(0.5)
         return []
 
@@ -278,7 +293,7 @@ def test_dead_letter_after_the_groups_retry_limit(proxy_cluster: ProxyCluster) -
         attempts = _receive_until(consumer, 1, lambda got: len(got) >= 2)  # never acked
         assert [m.delivery_attempt for m in attempts] == [1, 2]
         # the third POP finds it past the limit: the Proxy sends it back with delayLevel -1 and acks it
-        broker, dlq = proxy_cluster.stub.broker.addr, f"%DLQ%{DLQ_GROUP}"
+        broker, dlq = proxy_cluster.broker, f"%DLQ%{DLQ_GROUP}"
         end = time.monotonic() + WAIT
         more: list[Any] = []
         while not trio.run(_holds, broker, dlq, b"poison") and time.monotonic() < end:

@@ -14,6 +14,7 @@ import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.impl.MQClientManager;
+import org.apache.rocketmq.client.impl.consumer.DefaultMQPushConsumerImpl;
 import org.apache.rocketmq.client.impl.factory.MQClientInstance;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -81,7 +82,8 @@ public final class DashboardCalls {
             producer.getDefaultMQProducerImpl().getMqClientFactory().sendHeartbeatToAllBrokerWithLock();
             line("consumed", () -> Map.of("consumed", consumed.await(60, TimeUnit.SECONDS)));
             consumer.getDefaultMQPushConsumerImpl().persistConsumerOffset();  // as its next 5 s tick would
-            calls(admin, namesrv, topic, group, sent, consumer.getDefaultMQPushConsumerImpl().getmQClientFactory().getClientId());
+            calls(admin, namesrv, topic, group, sent, consumer.getDefaultMQPushConsumerImpl().getmQClientFactory().getClientId(),
+                consumer.getDefaultMQPushConsumerImpl());
         } finally {
             admin.shutdown();
             consumer.shutdown();
@@ -91,7 +93,7 @@ public final class DashboardCalls {
     }
 
     private static void calls(DefaultMQAdminExt admin, String namesrv, String topic, String group, SendResult sent,
-        String clientId) {
+        String clientId, DefaultMQPushConsumerImpl consumerImpl) {
         line("clusterInfo", () -> {  // Cluster page: the brokers and each one's runtime info (over the VIP port)
             ClusterInfo info = admin.examineBrokerClusterInfo();
             Map<String, Object> out = new TreeMap<>();
@@ -125,8 +127,9 @@ public final class DashboardCalls {
         });
         line("consumeStats", () -> {  // once the consumer's offset commit (oneway) has arrived
             ConsumeStats stats = admin.examineConsumeStats(group);
-            for (int i = 0; i < 40 && stats.computeTotalDiff() != 0; i++) {
+            for (int i = 0; i < 40 && (stats.getOffsetTable().isEmpty() || stats.computeTotalDiff() != 0); i++) {
                 Thread.sleep(250);
+                consumerImpl.persistConsumerOffset();
                 stats = admin.examineConsumeStats(group);
             }
             return Map.of("queues", stats.getOffsetTable().size(), "diff", stats.computeTotalDiff());

@@ -97,7 +97,10 @@ public final class GrpcFlows {
     private static List<MessageView> receive(SimpleConsumer consumer, Duration invisible) {
         try {
             return consumer.receive(16, invisible);
-        } catch (Exception e) {  // e.g. the Proxy has not seen the client's settings yet: try again
+        } catch (Exception e) {  // the Proxy has not seen the client's settings yet: try again
+            if (!String.valueOf(e).contains("settings")) {
+                throw new IllegalStateException("receive failed", e);
+            }
             System.err.println("receive: " + e);
             return Collections.emptyList();
         }
