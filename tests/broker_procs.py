@@ -48,7 +48,7 @@ class BrokerProcess:
         self.metrics_url = ""  # with metricsPort set: where its /metrics is
         self.vip_addr = ""  # its VIP port (listenPort - 2), unless vipChannelEnabled=false
 
-    def start(self, timeout: float = 15.0) -> BrokerProcess:
+    def start(self, timeout: float = 60.0) -> BrokerProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 broker_command() + ["-c", str(self.config_path)], stdout=subprocess.PIPE, stderr=log, cwd=self.workdir
