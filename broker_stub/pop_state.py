@@ -84,11 +84,11 @@ class PopState:
         self.timers = timers
         self._held: deque[tuple[int, Hashable, bytes, int]] = deque()  # (change number, conn, answer, opaque)
         self._written = self._changes()  # every change up to this one is on disk
+        self._wake = trio.Event()
+        self._write_to: Callable[[Hashable, bytes], bool] = lambda conn, data: False
 
     def _changes(self) -> int:
         return self.pop.changes + self.timers.changes
-        self._wake = trio.Event()
-        self._write_to: Callable[[Hashable, bytes], bool] = lambda conn, data: False
 
     def restore(self, doc: dict[str, Any]) -> None:
         """What :func:`read` found, into the POP service and the offsets (before serving)."""

@@ -49,7 +49,21 @@ public final class DashboardCalls {
     private DashboardCalls() {
     }
 
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] args) {
+        int status = 1;
+        try {
+            run(args);
+            status = 0;
+        } catch (Throwable e) {  // one line the test shows, and an exit: a client thread left must not hang the JVM
+            System.out.println("{\"call\":\"main\",\"ok\":false,\"error\":" + json(String.valueOf(e)) + "}");
+            e.printStackTrace();
+        } finally {
+            System.out.flush();
+            System.exit(status);
+        }
+    }
+
+    private static void run(String[] args) throws Exception {
         String namesrv = args[0];
         String topic = args[1];
         String group = args[2];
@@ -58,11 +72,13 @@ public final class DashboardCalls {
         DefaultMQProducer producer = new DefaultMQProducer(group + "_P");
         producer.setNamesrvAddr(namesrv);
         producer.setVipChannelEnabled(true);
+        producer.setMqClientApiTimeout(15_000);  // a loaded test machine: the default 3 s is not always enough
         producer.start();
         CountDownLatch consumed = new CountDownLatch(1);
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
         consumer.setNamesrvAddr(namesrv);
         consumer.setVipChannelEnabled(true);
+        consumer.setMqClientApiTimeout(15_000);
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         consumer.subscribe(topic, "*");
         consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
@@ -89,7 +105,6 @@ public final class DashboardCalls {
             consumer.shutdown();
             producer.shutdown();
         }
-        System.exit(0);
     }
 
     private static void calls(DefaultMQAdminExt admin, String namesrv, String topic, String group, SendResult sent,
