@@ -136,10 +136,10 @@ class BrokerServer:
             tls=self.tls,
         )
         self.reactor = reactor
-        port, vip_port = _listen(reactor, config.brokerIP1, config.listenPort, vip=config.vipChannelEnabled)
+        port, vip_port = _listen(reactor, bind_host(config), config.listenPort, vip=config.vipChannelEnabled)
         config.listenPort = port
         if vip_port is not None:
-            self.vip_addr = f"{config.brokerIP1}:{vip_port}"
+            self.vip_addr = f"{bind_host(config)}:{vip_port}"
         if config.haListenPort <= 0:
             # Java's BrokerStartup sets haListenPort = listenPort + 1 before binding (so a Java
             # broker given port 0 would try HA port 1); the stub has no HA listener and derives
@@ -291,6 +291,18 @@ class BrokerServer:
         self.access.forget(conn_id)
         if self.processor is not None:
             self.processor.connection_closed(conn_id)
+
+
+def bind_host(config: BrokerConfig) -> str:
+    """Where the broker listens: Java 5.x's ``bindAddress`` when the file names one, else ``brokerIP1``.
+
+    A broker may listen on one address and register another (``brokerIP1``), e.g. behind a proxy
+    that listens on the registered address (``mqadmin start --client-proxy``). Java's default,
+    ``0.0.0.0`` (every interface), is not taken: the stub listens on ``brokerIP1`` then, as it
+    always did, never on every interface.
+    """
+    bind = config.java_settings.get("bindAddress", "").strip()
+    return bind if bind and bind != "0.0.0.0" else config.brokerIP1
 
 
 def vip_port_of(port: int) -> int:

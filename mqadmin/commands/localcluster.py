@@ -11,11 +11,12 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
+from faultproxy.client import FaultProxyError
 from mqadmin.client import AdminClient, run
 from mqadmin.client.errors import AdminError
 from mqadmin.commands.options import JsonOpt, bad_option, state_dir_option
 from mqadmin.commands.results import self_command
-from mqadmin.localcluster import processes, prometheus_sd
+from mqadmin.localcluster import faultpaths, processes, prometheus_sd
 from mqadmin.localcluster.certs import cert_path
 from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, default_dir, proc_state
 from mqadmin.output.console import out, print_json
@@ -31,7 +32,7 @@ def _dir(directory: Path | None) -> Path:
 
 def _role(p: Proc) -> str:
     if p.kind != "broker":
-        return p.kind  # namesrv, proxy
+        return "fault proxy" if p.kind == "faultproxy" else p.kind  # namesrv, proxy
     return "master" if p.broker_id == 0 else f"slave {p.broker_id}"
 
 
@@ -43,6 +44,26 @@ def status_table(state: ClusterState) -> Any:
         rows.append([p.name, _role(p), p.addr, p.vip_addr or "", str(p.pid), Text(st, style=style)])
     cols = [Col("#Process"), Col("#Role"), Col("#Addr"), Col("#VIP Addr", 2), Col("#PID", 1), Col("#State")]
     return fit_table(cols, rows, title=f"cluster {state.cluster} in {state.dir}")
+
+
+def _live_paths(state: ClusterState) -> dict[str, dict[str, Any]] | None:
+    """The fault proxy's paths as it serves them now; None when it does not answer."""
+    proxy = state.fault_proxy
+    if proxy is None or not proxy.alive():
+        return None
+    try:
+        return faultpaths.client(state, timeout=2.0).paths()
+    except (FaultProxyError, ClusterError):
+        return None
+
+
+def paths_table(state: ClusterState, live: dict[str, dict[str, Any]] | None) -> Any:
+    """Each path of the fault proxy: where it listens, where it leads, and its faults now."""
+    rows = [[name, listen, upstream, Text(faults, style="green" if faults == "-" else "red"), conns]
+            for name, listen, upstream, faults, conns in faultpaths.path_rows(state.paths, live)]
+    where = "" if live is not None else " (not answering: faults unknown)"
+    return fit_table([Col("#Path"), Col("#Listen"), Col("#Upstream"), Col("#Faults", wrap=True), Col("#Conns", 1)],
+                     rows, title=f"fault proxy paths{where}")
 
 
 def _metrics_url(p: Proc) -> str | None:
@@ -58,8 +79,20 @@ def state_json(state: ClusterState) -> dict[str, Any]:
                    "brokerId": p.broker_id, "addr": p.addr, "vipAddr": p.vip_addr, "pid": p.pid, "state": proc_state(p),
                    "log": p.log, "config": p.config, "metricsUrl": _metrics_url(p)} for p in state.procs],
         "prometheusConfig": str(prometheus_sd.config_path(state.dir)) if state.metrics else None,
+        "faultProxy": _proxy_json(state),
         "grpcEndpoint": next((p.addr for p in state.procs if p.kind == "proxy"), None),
     }
+
+
+def _proxy_json(state: ClusterState) -> dict[str, Any] | None:
+    if state.fault_proxy is None:
+        return None
+    live = _live_paths(state)
+    return {"control": state.fault_proxy.addr, "answering": live is not None,
+            "paths": [{"name": p.name, "broker": p.broker, "namesrv": p.namesrv, "listen": p.listen,
+                       "upstream": p.upstream, "enabled": live[p.name]["enabled"] if live and p.name in live else None,
+                       "toxics": live[p.name]["toxics"] if live and p.name in live else None}
+                      for p in state.paths]}
 
 
 def start_cmd(
@@ -80,6 +113,11 @@ def start_cmd(
                              "certificate generated into <dir>/conf/tls; mqadmin commands to this cluster trust it."),
     metrics: bool = typer.Option(False, "--metrics",
                                  help="Serve /metrics on every process (each its own port) and write a prometheus.yml."),
+    fault_proxy: bool = typer.Option(True, "--fault-proxy/--no-fault-proxy",
+                                     help="Route every broker->NameServer connection through a fault proxy (for "
+                                          "networkFault and brokerFault --partition); off: brokers dial NameServers."),
+    client_proxy: bool = typer.Option(False, "--client-proxy", help="Brokers register the proxy's address "
+                                      "(127.0.0.2:PORT), so clients reach them through it too (networkFault --clients)."),
     proxy: str | None = typer.Option(None, "--proxy", metavar="VERSION",
                                      help="Also start Apache's RocketMQ Proxy of this version (e.g. 5.3.3, from Maven "
                                      "Central, cached) in cluster mode: the gRPC endpoint of RocketMQ 5 clients."),
@@ -90,7 +128,7 @@ def start_cmd(
     opts = processes.StartOptions(
         namesrvs=namesrvs, brokers=brokers, slaves=slaves, cluster=cluster_name, register_period_ms=register_period,
         broker_expired_ms=broker_timeout, scan_interval_ms=scan_interval, topics=topic_list, topic_queues=topic_queues,
-        auth=auth, tls=tls, metrics=metrics, proxy=proxy,
+        auth=auth, tls=tls, metrics=metrics, fault_proxy=fault_proxy, client_proxy=client_proxy, proxy=proxy,
     )
     try:
         processes.validate_options(opts)
@@ -152,6 +190,8 @@ def status_cmd(directory: Path | None = DirOpt, as_json: bool = JsonOpt) -> None
         print_json(state_json(state))
     else:
         out.print(status_table(state))
+        if state.paths:
+            out.print(paths_table(state, _live_paths(state)))
         out.print(f"export NAMESRV_ADDR='{state.namesrv_addr}'")
 
 
@@ -205,7 +245,7 @@ def restart_broker(
 ) -> None:
     state = ClusterState.load(_dir(directory))
     for p in state.find_broker(broker, broker_id):
-        processes.restart(p)
+        processes.restart(p, state)
         state.save()
         out.print(f"restarted {p.name} (pid {p.pid}, {p.addr})")
 
@@ -234,7 +274,7 @@ def restart_namesrv(
 ) -> None:
     state = ClusterState.load(_dir(directory))
     p = _namesrv(state, index)
-    processes.restart(p)
+    processes.restart(p, state)
     state.save()
     out.print(f"restarted {p.name} (pid {p.pid}, {p.addr}): {_restored_note(p.addr)}")
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mqadmin.scenario import consumer_schema
+from mqadmin.scenario import consumer_schema, network_schema
 from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
 
 
@@ -34,6 +34,8 @@ class ClusterSpec:
     namesrv_config: tuple[tuple[str, str], ...] = ()  # more namesrv.properties keys, e.g. warmRestartEnable
     auth: bool = False  # accounts on every process, as mqadmin start --auth; the clients sign
     tls: bool = False  # every process enforcing TLS, as mqadmin start --tls; the clients connect with TLS
+    fault_proxy: bool | None = False  # a fault proxy on every broker->NameServer path (None only while parsing)
+    client_proxy: bool = False  # brokers register the proxy's address: clients reach them through it too
 
     @property
     def broker_names(self) -> list[str]:
@@ -111,10 +113,8 @@ class Action:
             return f"fault {_broker_text(a)} {what}"
         if self.kind in ("kill_namesrv", "restart_namesrv"):
             return f"{self.kind} namesrv-{a['namesrv']}"
-        if self.kind == "partition":
-            return f"partition {_broker_text(a)} from namesrv-{a['namesrv']}"
-        if self.kind == "heal":
-            return f"heal {_broker_text(a)}" + ("" if a.get("namesrv") is None else f" with namesrv-{a['namesrv']}")
+        if self.kind in network_schema.ACTION_KINDS:
+            return network_schema.describe_action(self.kind, a)
         if self.kind == "create_topic":
             return f"create_topic {a['topic']} ({a['queues']} queues)"
         if "broker" in a:

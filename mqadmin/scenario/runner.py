@@ -137,6 +137,8 @@ def start_options(scn: Scenario, metrics: bool = False) -> processes.StartOption
         tls=c.tls,
         broker_props=(*c.broker_config, *((("persistMessages", "false"),) if c.message_store == "memory" else ())),
         metrics=metrics,
+        fault_proxy=bool(c.fault_proxy),
+        client_proxy=c.client_proxy,
     )
 
 
