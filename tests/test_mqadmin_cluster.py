@@ -32,7 +32,8 @@ def test_start_with_slaves_and_topics_then_stop_leaves_no_process(state_dir: Pat
     assert out.returncode == 0, out.stderr
     started = json.loads(out.stdout)
     assert set(started) == {"dir", "cluster", "namesrvAddr", "topics", "auth", "tls", "procs", "prometheusConfig",
-                            "faultProxy"}
+                            "faultProxy", "grpcEndpoint"}
+    assert started["grpcEndpoint"] is None  # no --proxy
     assert started["auth"] is False and started["tls"] is False
     assert started["prometheusConfig"] is None  # no --metrics
     assert started["topics"] == ["orders", "audit"] and started["cluster"] == "DefaultCluster"
@@ -47,11 +48,14 @@ def test_start_with_slaves_and_topics_then_stop_leaves_no_process(state_dir: Pat
     assert sorted(p["name"] for p in proxy["paths"]) == sorted(
         f"{b}.{ns}" for b in ("broker-a-0", "broker-a-1", "broker-b-0", "broker-b-1") for ns in ("namesrv-0", "namesrv-1"))
     assert all(p["enabled"] and p["toxics"] == [] for p in proxy["paths"])
-    assert set(procs[0]) == {"name", "kind", "role", "brokerName", "brokerId", "addr", "pid", "state", "log", "config",
-                             "metricsUrl"}
+    assert set(procs[0]) == {"name", "kind", "role", "brokerName", "brokerId", "addr", "vipAddr", "pid", "state", "log",
+                             "config", "metricsUrl"}
     assert all(p["metricsUrl"] is None for p in procs)  # no --metrics: no process serves /metrics
     assert all(p["state"] == "running" and pid_alive(p["pid"]) for p in procs)
     addr = {p["name"]: p["addr"] for p in procs}
+    for p in procs:  # each broker also listens on its VIP port, listenPort - 2, as a Java broker does
+        host, port = p["addr"].rsplit(":", 1)
+        assert p["vipAddr"] == (f"{host}:{int(port) - 2}" if p["kind"] == "broker" else None)
 
     # start returned only once everything is routable, on every NameServer: slaves included.
     for ns in (addr["namesrv-0"], addr["namesrv-1"]):

@@ -96,13 +96,15 @@ def test_cluster_list_json_and_apache_columns(live: Cluster) -> None:
         ("DefaultCluster", "broker-b", 0, live.addr["broker-b-0"]),
     ]
     assert set(rows[0]) == {
-        "cluster", "brokerName", "brokerId", "addr", "reachable", "error", "provisional", "provisionalOn", "version",
+        "cluster", "brokerName", "brokerId", "addr", "vipAddr", "reachable", "error", "provisional", "provisionalOn", "version",
         "inTps", "outTps", "sendQueue", "sendWaitMs", "pullQueue", "pullWaitMs", "ackQueue", "ackWaitMs", "timerReadBehind",
         "timerOffsetBehind", "timerCongestNum", "timerEnqueueTps", "timerDequeueTps", "pageCacheLockTimeMs",
         "hours", "space", "activated", "inTotalYest", "outTotalYest", "inTotalToday", "outTotalToday",
     }
     for r in rows:
         assert r["reachable"] is True and r["error"] is None and r["version"] == "V5_3_3"
+        host, port = r["addr"].rsplit(":", 1)
+        assert r["vipAddr"] == f"{host}:{int(port) - 2}"  # the stub's VIP port, listenPort - 2
         assert r["provisional"] is False and r["provisionalOn"] == []  # registered, not restored
         assert isinstance(r["inTps"], float) and isinstance(r["outTps"], float) and r["activated"] is True
         # a fresh store: its oldest message is minutes old, or it has none (-1), and then Java's formula gives

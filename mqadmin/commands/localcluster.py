@@ -32,7 +32,7 @@ def _dir(directory: Path | None) -> Path:
 
 def _role(p: Proc) -> str:
     if p.kind != "broker":
-        return "fault proxy" if p.kind == "faultproxy" else p.kind
+        return "fault proxy" if p.kind == "faultproxy" else p.kind  # namesrv, proxy
     return "master" if p.broker_id == 0 else f"slave {p.broker_id}"
 
 
@@ -41,8 +41,8 @@ def status_table(state: ClusterState) -> Any:
     for p in state.procs:
         st = proc_state(p)
         style = "green" if st == "running" else "yellow" if st.startswith("paused") else "red"
-        rows.append([p.name, _role(p), p.addr, str(p.pid), Text(st, style=style)])
-    cols = [Col("#Process"), Col("#Role"), Col("#Addr"), Col("#PID", 1), Col("#State")]
+        rows.append([p.name, _role(p), p.addr, p.vip_addr or "", str(p.pid), Text(st, style=style)])
+    cols = [Col("#Process"), Col("#Role"), Col("#Addr"), Col("#VIP Addr", 2), Col("#PID", 1), Col("#State")]
     return fit_table(cols, rows, title=f"cluster {state.cluster} in {state.dir}")
 
 
@@ -76,10 +76,11 @@ def state_json(state: ClusterState) -> dict[str, Any]:
         "dir": state.dir, "cluster": state.cluster, "namesrvAddr": state.namesrv_addr, "topics": state.topics,
         "auth": state.auth, "tls": state.tls,
         "procs": [{"name": p.name, "kind": p.kind, "role": _role(p), "brokerName": p.broker_name,
-                   "brokerId": p.broker_id, "addr": p.addr, "pid": p.pid, "state": proc_state(p),
+                   "brokerId": p.broker_id, "addr": p.addr, "vipAddr": p.vip_addr, "pid": p.pid, "state": proc_state(p),
                    "log": p.log, "config": p.config, "metricsUrl": _metrics_url(p)} for p in state.procs],
         "prometheusConfig": str(prometheus_sd.config_path(state.dir)) if state.metrics else None,
         "faultProxy": _proxy_json(state),
+        "grpcEndpoint": next((p.addr for p in state.procs if p.kind == "proxy"), None),
     }
 
 
@@ -119,6 +120,9 @@ def start_cmd(
                                           "networkFault and brokerFault --partition); off: brokers dial NameServers."),
     client_proxy: bool = typer.Option(False, "--client-proxy", help="Brokers register the proxy's address "
                                       "(127.0.0.2:PORT), so clients reach them through it too (networkFault --clients)."),
+    proxy: str | None = typer.Option(None, "--proxy", metavar="VERSION",
+                                     help="Also start Apache's RocketMQ Proxy of this version (e.g. 5.3.3, from Maven "
+                                     "Central, cached) in cluster mode: the gRPC endpoint of RocketMQ 5 clients."),
     directory: Path | None = DirOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -128,7 +132,7 @@ def start_cmd(
     opts = processes.StartOptions(
         namesrvs=namesrvs, brokers=brokers, slaves=slaves, cluster=cluster_name, register_period_ms=register_period,
         broker_expired_ms=broker_timeout, scan_interval_ms=scan_interval, topics=topic_list, topic_queues=topic_queues,
-        auth=auth, tls=tls, metrics=metrics, fault_proxy=fault_proxy, client_proxy=client_proxy,
+        auth=auth, tls=tls, metrics=metrics, fault_proxy=fault_proxy, client_proxy=client_proxy, proxy=proxy,
     )
     try:
         processes.validate_options(opts)
@@ -196,6 +200,9 @@ def summary(state: ClusterState, directory: Path | None) -> Group:
                           f"{hint}"))
     else:  # no broker to route or kill
         lines.append(Text(f"try:  {me} clusterList,  {me} getNamesrvConfig{hint}"))
+    for p in state.procs:
+        if p.kind == "proxy":
+            lines.append(Text(f"RocketMQ 5 clients (gRPC, Apache's Proxy): endpoints {p.addr}"))
     lines.append(Text(f"stop: {me} stop{dir_opt}"))
     if state.metrics:
         lines.append(Text("metrics: " + "  ".join(f"{p.name} {_metrics_url(p)}" for p in state.procs if p.metrics_port)))

@@ -43,10 +43,15 @@ class Proc:
     broker_id: int | None = None
     started: int = 0  # the process's start time (/proc ticks): a reused pid is not ours
     metrics_port: int = 0  # its /metrics port (mqadmin start --metrics), 0: none
+    vip_port: int = 0  # a broker's VIP port (listenPort - 2, as a Java broker's), 0: none
 
     @property
     def addr(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def vip_addr(self) -> str | None:
+        return f"127.0.0.1:{self.vip_port}" if self.vip_port else None
 
     def alive(self) -> bool:
         if not pid_alive(self.pid):
