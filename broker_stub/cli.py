@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from broker_stub.broker_config_admin import render_config
 from broker_stub.config import BrokerConfig, ConfigError, load_file
+from broker_stub.pop_state import PopStateError
 from broker_stub.server import BrokerServer
 from broker_stub.subgroups import SubscriptionGroupError
 from broker_stub.topic_store import TopicStoreError
@@ -42,7 +43,7 @@ PROGRAM = ServerProgram(
     config_help="Broker config properties file.",
     namesrv_help="Name server address list, e.g. '127.0.0.1:9876;127.0.0.1:9877'.",
     log=logging.getLogger("broker_stub"),
-    expected=(ConfigError, TopicStoreError, SubscriptionGroupError, AccountsError, TlsConfigError),
+    expected=(ConfigError, TopicStoreError, SubscriptionGroupError, AccountsError, TlsConfigError, PopStateError),
     load=_load,
     render=render_config,  # every key a Java 5.3.3 broker prints, with the stub's values
     prepare=_prepare,
@@ -51,6 +52,8 @@ PROGRAM = ServerProgram(
     metrics_line=lambda config, url: f"The broker[{config.brokerName}] metrics at {url}",
     stopping="unregistering and stopping",
     stopped="broker stopped",
+    listening_lines=lambda config, server: (
+        [f"The broker[{config.brokerName}] VIP channel at {server.vip_addr}"] if server.vip_addr else []),
 )
 app = server_app(PROGRAM)
 

@@ -78,6 +78,9 @@ class ServerProgram(Generic[C]):
     metrics_line: Callable[[C, str], str]
     stopping: str  # what it does on a signal ("stopping", "unregistering and stopping")
     stopped: str  # the last log line
+    #: (config, the server) -> lines printed once it listens, before the metrics and boot lines (the
+    #: broker's VIP channel).
+    listening_lines: Callable[[C, Any], list[str]] = lambda config, server: []
 
 
 def server_app(program: ServerProgram[Any]) -> typer.Typer:
@@ -132,6 +135,8 @@ async def _serve(program: ServerProgram[C], config: C, build: Callable[[], Serve
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             listening = await nursery.start(server.serve)
+            for line in program.listening_lines(config, server):
+                print(line, flush=True)
             if server.metrics is not None:
                 print(program.metrics_line(config, server.metrics.url), flush=True)
             print(program.boot_line(config, listening), flush=True)

@@ -79,6 +79,7 @@ from simclient.consumer_offsets import OffsetStore
 from simclient.consumer_options import CONSUME_FROM_WHERE, ConsumerOptions, OwnershipEvent
 from simclient.consumer_pull import PullService
 from simclient.consumer_routes import RouteFetcher, SubscribeRoute, decode_route
+from simclient.direct_consume import direct_consume_response
 from simclient.pool import ClientPool, RemotingError
 from simclient.process_queue import ProcessQueue
 from simclient.producer import RouteUnavailable
@@ -118,10 +119,13 @@ class _Hub:
             for c in list(self.groups.get(cmd.ext("consumerGroup") or "", ())):
                 c.rebalance_now()
         elif cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
-            self._running_info(addr, cmd)
+            self._relayed(addr, cmd, SimConsumer.running_info_response)
+        elif cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+            self._relayed(addr, cmd, SimConsumer.direct_consume_response)
 
-    def _running_info(self, addr: str, cmd: RemotingCommand) -> None:
-        """A broker relays ``consumerStatus``: the named consumer answers with its ConsumerRunningInfo."""
+    def _relayed(self, addr: str, cmd: RemotingCommand,
+                 answer: Callable[[SimConsumer, RemotingCommand], RemotingCommand]) -> None:
+        """A broker relays ``consumerStatus`` (307) or a direct consumption (309): the named consumer answers."""
         group, client_id = cmd.ext("consumerGroup") or "", cmd.ext("clientId") or ""
         pool = self.pool()
         conn = pool.connection_of(addr) if pool is not None else None
@@ -129,7 +133,7 @@ class _Hub:
             return
         for c in list(self.groups.get(group, ())):
             if c.client_id == client_id:
-                conn.send_response(c.running_info_response(cmd))
+                conn.send_response(answer(c, cmd))
                 return
         # ClientRemotingProcessor's answer when the client has no consumer of that group
         conn.send_response(response_to(cmd, ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{group}> not exist in this consumer"))
@@ -476,6 +480,10 @@ class SimConsumer:
         info = running_info.running_info(
             self.options, self.subs, self.process_queues, self.offsets.offsets, started_ms=started_ms)
         return running_info.response(req, info)
+
+    def direct_consume_response(self, req: RemotingCommand) -> RemotingCommand:
+        """The answer to a broker's CONSUME_MESSAGE_DIRECTLY (a ConsumeMessageDirectlyResult)."""
+        return direct_consume_response(req, self.options.consume_failure_rate, self.rng)
 
     # ------------------------------------------------------------------
     # what the helpers hand back

@@ -15,7 +15,7 @@ from faultproxy.client import FaultProxyError
 from mqadmin.client import AdminClient, run
 from mqadmin.client.errors import AdminError
 from mqadmin.commands.options import JsonOpt, bad_option, state_dir_option
-from mqadmin.commands.results import self_command
+from mqadmin.commands.results import fail, self_command
 from mqadmin.localcluster import faultpaths, processes, prometheus_sd
 from mqadmin.localcluster.certs import cert_path
 from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, default_dir, proc_state
@@ -32,7 +32,7 @@ def _dir(directory: Path | None) -> Path:
 
 def _role(p: Proc) -> str:
     if p.kind != "broker":
-        return "fault proxy" if p.kind == "faultproxy" else p.kind
+        return "fault proxy" if p.kind == "faultproxy" else p.kind  # namesrv, proxy
     return "master" if p.broker_id == 0 else f"slave {p.broker_id}"
 
 
@@ -41,8 +41,8 @@ def status_table(state: ClusterState) -> Any:
     for p in state.procs:
         st = proc_state(p)
         style = "green" if st == "running" else "yellow" if st.startswith("paused") else "red"
-        rows.append([p.name, _role(p), p.addr, str(p.pid), Text(st, style=style)])
-    cols = [Col("#Process"), Col("#Role"), Col("#Addr"), Col("#PID", 1), Col("#State")]
+        rows.append([p.name, _role(p), p.addr, p.vip_addr or "", str(p.pid), Text(st, style=style)])
+    cols = [Col("#Process"), Col("#Role"), Col("#Addr"), Col("#VIP Addr", 2), Col("#PID", 1), Col("#State")]
     return fit_table(cols, rows, title=f"cluster {state.cluster} in {state.dir}")
 
 
@@ -76,10 +76,11 @@ def state_json(state: ClusterState) -> dict[str, Any]:
         "dir": state.dir, "cluster": state.cluster, "namesrvAddr": state.namesrv_addr, "topics": state.topics,
         "auth": state.auth, "tls": state.tls,
         "procs": [{"name": p.name, "kind": p.kind, "role": _role(p), "brokerName": p.broker_name,
-                   "brokerId": p.broker_id, "addr": p.addr, "pid": p.pid, "state": proc_state(p),
+                   "brokerId": p.broker_id, "addr": p.addr, "vipAddr": p.vip_addr, "pid": p.pid, "state": proc_state(p),
                    "log": p.log, "config": p.config, "metricsUrl": _metrics_url(p)} for p in state.procs],
         "prometheusConfig": str(prometheus_sd.config_path(state.dir)) if state.metrics else None,
         "faultProxy": _proxy_json(state),
+        "grpcEndpoint": next((p.addr for p in state.procs if p.kind == "proxy"), None),
     }
 
 
@@ -112,19 +113,26 @@ def start_cmd(
                              "certificate generated into <dir>/conf/tls; mqadmin commands to this cluster trust it."),
     metrics: bool = typer.Option(False, "--metrics",
                                  help="Serve /metrics on every process (each its own port) and write a prometheus.yml."),
+    reuse: bool = typer.Option(False, "--reuse", help="If the local cluster in --dir is already running, say so and "
+                               "exit 0 instead of failing (make run twice); nothing is started or changed."),
     fault_proxy: bool = typer.Option(True, "--fault-proxy/--no-fault-proxy",
                                      help="Route every broker->NameServer connection through a fault proxy (for "
                                           "networkFault and brokerFault --partition); off: brokers dial NameServers."),
     client_proxy: bool = typer.Option(False, "--client-proxy", help="Brokers register the proxy's address "
                                       "(127.0.0.2:PORT), so clients reach them through it too (networkFault --clients)."),
+    proxy: str | None = typer.Option(None, "--proxy", metavar="VERSION",
+                                     help="Also start Apache's RocketMQ Proxy of this version (e.g. 5.3.3, from Maven "
+                                     "Central, cached) in cluster mode: the gRPC endpoint of RocketMQ 5 clients."),
     directory: Path | None = DirOpt,
     as_json: bool = JsonOpt,
 ) -> None:
+    if reuse and _already_running(_dir(directory), as_json):
+        return
     topic_list = tuple(t.strip() for t in (topics or "").split(",") if t.strip())
     opts = processes.StartOptions(
         namesrvs=namesrvs, brokers=brokers, slaves=slaves, cluster=cluster_name, register_period_ms=register_period,
         broker_expired_ms=broker_timeout, scan_interval_ms=scan_interval, topics=topic_list, topic_queues=topic_queues,
-        auth=auth, tls=tls, metrics=metrics, fault_proxy=fault_proxy, client_proxy=client_proxy,
+        auth=auth, tls=tls, metrics=metrics, fault_proxy=fault_proxy, client_proxy=client_proxy, proxy=proxy,
     )
     try:
         processes.validate_options(opts)
@@ -135,6 +143,28 @@ def start_cmd(
         print_json(state_json(state))
         return
     out.print(summary(state, directory))
+
+
+def _already_running(where: Path, as_json: bool) -> bool:
+    """``start --reuse``: whether a whole cluster runs in ``where`` already (said on stdout); a cluster only
+    partly running is an error naming what is down, since reusing it would hide that."""
+    if not (where / STATE_FILE).exists():
+        return False
+    state = ClusterState.load(where)
+    states = {p.name: proc_state(p) for p in state.procs}
+    if not any(p.alive() for p in state.procs):
+        return False  # stopped (or crashed) whole: start it again
+    down = [f"{name} ({st})" for name, st in states.items() if st != "running"]
+    if down:
+        raise ClusterError(f"the local cluster in {where} is only partly running ({', '.join(down)} not running): "
+                           f"{self_command()} stop, then start it again")
+    if as_json:
+        print_json(state_json(state))
+    else:
+        out.print(f"the local cluster in {where} is already running ({len(state.namesrvs)} NameServer(s), "
+                  f"{len(state.brokers)} broker(s)): nothing started; {self_command()} status shows it")
+        out.print(f"export NAMESRV_ADDR='{state.namesrv_addr}'")
+    return True
 
 
 def summary(state: ClusterState, directory: Path | None) -> Group:
@@ -170,6 +200,9 @@ def summary(state: ClusterState, directory: Path | None) -> Group:
                           f"{hint}"))
     else:  # no broker to route or kill
         lines.append(Text(f"try:  {me} clusterList,  {me} getNamesrvConfig{hint}"))
+    for p in state.procs:
+        if p.kind == "proxy":
+            lines.append(Text(f"RocketMQ 5 clients (gRPC, Apache's Proxy): endpoints {p.addr}"))
     lines.append(Text(f"stop: {me} stop{dir_opt}"))
     if state.metrics:
         lines.append(Text("metrics: " + "  ".join(f"{p.name} {_metrics_url(p)}" for p in state.procs if p.metrics_port)))
@@ -178,6 +211,8 @@ def summary(state: ClusterState, directory: Path | None) -> Group:
 
 
 def status_cmd(directory: Path | None = DirOpt, as_json: bool = JsonOpt) -> None:
+    """A health check too: exit 1, with one line on stderr naming them, when any process is not running
+    (stopped, or paused with SIGSTOP)."""
     state = ClusterState.load(_dir(directory))
     if as_json:
         print_json(state_json(state))
@@ -186,6 +221,11 @@ def status_cmd(directory: Path | None = DirOpt, as_json: bool = JsonOpt) -> None
         if state.paths:
             out.print(paths_table(state, _live_paths(state)))
         out.print(f"export NAMESRV_ADDR='{state.namesrv_addr}'")
+    down = [f"{p.name} ({st})" for p in state.procs if (st := proc_state(p)) != "running"]
+    if down:
+        again = f" ({self_command()} start starts it again)" if len(down) == len(state.procs) else ""
+        fail(f"{len(down)} of {len(state.procs)} processes of the local cluster are not running: "
+             f"{', '.join(down)}{again}")
 
 
 def stop_cmd(directory: Path | None = DirOpt) -> None:

@@ -263,7 +263,11 @@ def _session_settings(master: str, conf: dict[str, str] | None, work: Path, log4
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    settings.update(conf or {})
+    given = dict(conf or {})
+    extra = given.pop("spark.driver.extraJavaOptions", "").strip()
+    if extra:  # the user's JVM options too, not instead of the log configuration (whose output we read)
+        settings["spark.driver.extraJavaOptions"] += f" {extra}"
+    settings.update(given)
     return settings
 
 

@@ -29,6 +29,8 @@ from mqadmin.client.security import ClientSecurity, write_private
 from mqadmin.localcluster import faultpaths
 from mqadmin.localcluster.accounts import LocalAccounts, admin_security, create_accounts
 from mqadmin.localcluster.certs import create_certificate, tls_props
+from mqadmin.localcluster.proxy import start_proxy
+from mqadmin.rocketmq.artifacts import ArtifactError, check_version
 from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, proc_state, start_ticks
 from remoting.bodies import TopicConfig, TopicRouteData
 
@@ -42,6 +44,7 @@ PROGRAMS = {
 }
 #: The line either server prints before its boot line when metricsPort is set.
 METRICS_LINE = re.compile(r"metrics at http://[^\s]+:(\d+)/metrics")
+VIP_LINE = re.compile(r"VIP channel at [\d.]+:(\d+)")
 BOOT_TIMEOUT = 20.0
 STOP_GRACE = 5.0
 SIGNAL_WAIT = 5.0
@@ -105,10 +108,15 @@ def _log_size(path: str) -> int:
 
 def _metrics_port(proc: Proc, offset: int) -> int:
     """The /metrics port a booted process printed (0 when it serves none)."""
+    return _printed_port(proc, offset, METRICS_LINE)
+
+
+def _printed_port(proc: Proc, offset: int, line: re.Pattern[str]) -> int:
+    """A port a booted process printed in its log after ``offset`` (0 when it printed none)."""
     try:
         with open(proc.log, "rb") as fh:
             fh.seek(offset)
-            match = METRICS_LINE.search(fh.read(LOG_TAIL_BYTES).decode("utf-8", "replace"))
+            match = line.search(fh.read(LOG_TAIL_BYTES).decode("utf-8", "replace"))
     except OSError:
         return 0
     return int(match.group(1)) if match else 0
@@ -122,6 +130,7 @@ def start_proc(proc: Proc) -> None:
     match = _wait_boot(proc, boot, offset)
     proc.port = int(match.group(match.lastindex or 0))
     proc.metrics_port = _metrics_port(proc, offset)
+    proc.vip_port = _printed_port(proc, offset, VIP_LINE)
 
 
 def signal_proc(proc: Proc, sig: signal.Signals, wait: float = SIGNAL_WAIT) -> None:
@@ -170,7 +179,10 @@ def stop_procs(procs: Iterable[Proc], grace: float = STOP_GRACE) -> list[str]:
 def stop_cluster(state: ClusterState, grace: float = STOP_GRACE) -> tuple[list[str], list[str]]:
     """Stop every process (brokers first, so they unregister), then forget the cluster unless one
     survived; returns (the names force-killed, the names still running)."""
-    forced = stop_procs(state.brokers, grace) + stop_procs([p for p in state.procs if p.kind != "broker"], grace)
+    # the RocketMQ Proxy first (it talks to the brokers), then brokers (so they unregister), then the rest
+    proxies = [p for p in state.procs if p.kind == "proxy"]
+    forced = stop_procs(proxies, grace) + stop_procs(state.brokers, grace)
+    forced += stop_procs([p for p in state.procs if p.kind not in ("broker", "proxy")], grace)
     left = [p.name for p in state.procs if p.alive()]
     if not left:
         (Path(state.dir) / STATE_FILE).unlink(missing_ok=True)
@@ -195,6 +207,7 @@ class StartOptions:
     metrics: bool = False  # /metrics on every process (each its own port) and a prometheus.yml for them
     fault_proxy: bool = True  # every broker->NameServer path through a fault proxy (mqadmin.localcluster.faultpaths)
     client_proxy: bool = False  # brokers register the proxy's address, so clients reach them through it too
+    proxy: str | None = None  # an Apache RocketMQ Proxy of this version over the cluster (mqadmin.localcluster.proxy)
 
 
 TOPIC_NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
@@ -215,6 +228,15 @@ def validate_options(opts: StartOptions) -> None:
         raise ClusterError(f"topic queues must be 1-1024, got {opts.topic_queues}")
     if opts.client_proxy and not opts.fault_proxy:
         raise ClusterError("--client-proxy needs the fault proxy (leave out --no-fault-proxy)")
+    if opts.proxy is not None:
+        if opts.brokers == 0:
+            raise ClusterError("--proxy needs at least one broker group (--brokers >= 1)")
+        if opts.auth or opts.tls:
+            raise ClusterError("--proxy cannot be combined with --auth or --tls yet")
+        try:
+            check_version(opts.proxy, "proxy")
+        except ArtifactError as exc:
+            raise ClusterError(f"--proxy: {exc}") from None
 
 
 def make_state_dir(directory: Path) -> None:
@@ -286,6 +308,9 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
             faultpaths.route_clients(state, brokers)
             state.save()
         trio.run(_make_ready, state, opts, admin_security(state))
+        if opts.proxy is not None:
+            state.procs.append(start_proxy(state, opts.proxy))
+            state.save()
     except BaseException:
         stop_procs(state.procs)
         state.save()
@@ -325,6 +350,8 @@ def _start_all(state: ClusterState, procs: list[Proc]) -> None:
         match = _wait_boot(p, PROGRAMS[p.kind][1], offset)
         p.port = int(match.group(match.lastindex or 0))
         p.metrics_port = _metrics_port(p, offset)
+        if p.kind == "broker":
+            p.vip_port = _printed_port(p, offset, VIP_LINE)
     state.save()
 
 

@@ -46,10 +46,15 @@ class Proc:
     broker_id: int | None = None
     started: int = 0  # the process's start time (/proc ticks): a reused pid is not ours
     metrics_port: int = 0  # its /metrics port (mqadmin start --metrics), 0: none
+    vip_port: int = 0  # a broker's VIP port (listenPort - 2, as a Java broker's), 0: none
 
     @property
     def addr(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def vip_addr(self) -> str | None:
+        return f"127.0.0.1:{self.vip_port}" if self.vip_port else None
 
     def alive(self) -> bool:
         if not pid_alive(self.pid):
@@ -129,7 +134,8 @@ class ClusterState:
         found = [p for p in self.brokers if p.broker_name == name and (broker_id is None or p.broker_id == broker_id)]
         if not found:
             known = ", ".join(sorted({p.broker_name or "" for p in self.brokers})) or "none"
-            raise ClusterError(f"no broker {name}{'' if broker_id is None else f' id {broker_id}'} in the cluster (brokers: {known})")
+            raise ClusterError(f"no broker {name}{'' if broker_id is None else f' id {broker_id}'} in the local cluster in "
+                               f"{self.dir} (brokers: {known})")
         return found
 
 
