@@ -23,17 +23,7 @@ from mqadmin.output.plotmarks import PLOT_INSTALL, PLOT_SUFFIXES
 from mqadmin.scenario import schema
 from mqadmin.scenario.shipped import resolve, shipped_dir
 from mqadmin.scenario.values import ScenarioError
-from remoting.climain import first_of
-
-app = typer.Typer(
-    add_completion=False,
-    context_settings=CONTEXT_SETTINGS,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    no_args_is_help=True,
-    help="Stage outages on a local cluster from a YAML scenario and check expectations.",
-)
-
+from server_runtime.climain import first_of
 
 ReportOpt = typer.Option(None, "--report", metavar="OUT.json", help="Write the full result as JSON.")
 PlotOpt = typer.Option(None, "--plot", metavar="OUT.png", help="Draw sends per second and route changes.")
@@ -47,7 +37,6 @@ def _fail(code: int, message: str) -> typer.Exit:
     return typer.Exit(code)
 
 
-@app.command("run", help="Run a scenario: start its cluster, load and timeline, print the verdict (exit 0 iff all hold).")
 def run_cmd(
     file: str = typer.Argument(..., metavar="FILE", help="Scenario YAML (or the name of a shipped one)."),
     report: Path | None = ReportOpt,
@@ -136,7 +125,6 @@ def _partial_report(result: object, path: Path | None) -> str:
     return f"; the run so far (t={doc['end']:.1f} s, {doc['sends']['total']} sends, marked interrupted) is in {path}"
 
 
-@app.command("list", help="The shipped scenarios, one line each (or those in --dir).")
 def list_cmd(
     directory: Path | None = ListDirOpt,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -161,3 +149,18 @@ def list_cmd(
         dur = f"{r['duration']:>4g} s" if r["valid"] else "  ?  "
         line = f"{r['name']:<{width}}  {dur}  {r['description']}"
         out.print(line, style=None if r["valid"] else "red")
+
+
+def register(app: typer.Typer) -> None:
+    scenario = typer.Typer(
+        add_completion=False,
+        context_settings=CONTEXT_SETTINGS,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        no_args_is_help=True,
+        help="Stage outages on a local cluster from a YAML scenario and check expectations.",
+    )
+    scenario.command("run", help="Run a scenario: start its cluster, load and timeline, print the verdict "
+                                 "(exit 0 iff all hold).")(run_cmd)
+    scenario.command("list", help="The shipped scenarios, one line each (or those in --dir).")(list_cmd)
+    app.add_typer(scenario, name="scenario")

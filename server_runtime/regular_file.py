@@ -24,6 +24,8 @@ import errno
 import os
 import stat
 
+from remoting import properties
+
 #: Largest config file either server reads with ``-c`` (a Java one is a few KB).
 CONFIG_FILE_MAX_BYTES = 1024 * 1024
 
@@ -100,8 +102,41 @@ def read_regular_text(path: str, max_bytes: int = CONFIG_FILE_MAX_BYTES) -> str:
     return read_regular_file(path, max_bytes).decode("utf-8")
 
 
+def load_text(path: str, error: type[Exception], *, what: str = "config file",
+              max_bytes: int = CONFIG_FILE_MAX_BYTES, missing: str | None = None) -> str:
+    """The text of the file a setting or an option names, or ``error`` with one line saying what is wrong
+    (``missing``, when given, is the line for a file that does not exist).
+
+    The one loader of the files a program is told to read at start (a
+    server's ``-c`` file, the local cluster's record): bounded and safe
+    against FIFOs and devices as :func:`read_regular_file` is, and every
+    failure one line that names the file.
+    """
+    try:
+        return read_regular_text(path, max_bytes)
+    except FileNotFoundError:
+        raise error(missing or f"{what} {path} does not exist") from None
+    except RefusedFile as exc:  # a FIFO, a device, a directory or too large: nothing was read
+        raise error(f"{what} {path} {exc}") from None
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"cannot read {what} {path}: {exc}") from None
+
+
+def load_properties(path: str, error: type[Exception], *, what: str = "config file") -> dict[str, str]:
+    """A Java ``.properties`` file, loaded as :func:`load_text` loads it."""
+    text = load_text(path, error, what=what)
+    try:
+        return properties.loads(text)
+    except properties.PropertiesError as exc:
+        raise error(f"{what} {path}: {exc}") from None
+
+
 __all__ = [
     "CONFIG_FILE_MAX_BYTES",
+    "load_properties",
+    "load_text",
     "RefusedFile",
     "describe",
     "read_regular_file",

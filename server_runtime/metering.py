@@ -1,7 +1,7 @@
 """Requests counted by code and result, and their handling time by access class.
 
 A :class:`RequestMeter` sits between a server's reactor and its access
-gate (it is a :class:`remoting.reactor.Processor` itself), so it sees every
+gate (it is a :class:`server_runtime.reactor.Processor` itself), so it sees every
 request the server answers, refusals included. It keeps plain counters, no
 ``prometheus_client`` objects: the servers' metrics collectors read them
 when Prometheus scrapes. Why not a ``prometheus_client`` Counter and
@@ -37,10 +37,10 @@ from bisect import bisect_left
 from collections.abc import Hashable, Mapping
 from time import perf_counter
 
-from remoting.access import RequestClass
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
-from remoting.reactor import Processor
+from remoting.request_class import RequestClass
+from server_runtime.reactor import Processor
 
 #: Upper bounds (seconds) of the latency histogram's buckets: 10 µs to 10 s.
 LATENCY_BUCKETS: tuple[float, ...] = (
@@ -141,7 +141,7 @@ class CodeCounts:
 
 
 class RequestMeter:
-    """A :class:`remoting.reactor.Processor` that counts what ``inner`` answers (see the module doc)."""
+    """A :class:`server_runtime.reactor.Processor` that counts what ``inner`` answers (see the module doc)."""
 
     def __init__(self, inner: Processor, classes: Mapping[int, RequestClass]) -> None:
         self.inner = inner

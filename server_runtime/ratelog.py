@@ -1,7 +1,7 @@
 """Log lines a hostile peer cannot amplify.
 
 Two rules, both because one client can otherwise fill the disk: a value
-that came off the wire is cut to :data:`CLIP_BYTES` before it is logged
+that came off the wire is cut to :data:`remoting.clip.CLIP_BYTES` before it is logged
 (an 8 MiB garbage header field must not become an 8 MB log line), and a
 warning that can repeat once per connection or per frame is logged once
 per interval per kind, the rest counted into one summary line
@@ -18,19 +18,10 @@ import logging
 import time
 from collections.abc import Callable
 
-#: Longest client-supplied text a log line carries (characters, ~bytes).
-CLIP_BYTES = 200
+from remoting.clip import CLIP_BYTES, clip
 
 #: Default interval of the rate-limited warnings, seconds.
 INTERVAL_SECONDS = 10.0
-
-
-def clip(value: object, limit: int = CLIP_BYTES) -> str:
-    """``value`` as text of at most ``limit`` characters, marking what was cut."""
-    text = value if isinstance(value, str) else repr(value) if isinstance(value, (bytes, bytearray)) else str(value)
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}...({len(text) - limit} more)"
 
 
 class ClipArgs(logging.Filter):

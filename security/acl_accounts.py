@@ -14,7 +14,7 @@ Read here: ``accounts`` (``accessKey``, ``secretKey``, ``whiteRemoteAddress``,
 ``admin``) and ``globalWhiteRemoteAddresses``. The per-topic and per-group
 permissions (``topicPerms``, ``groupPerms``, ``defaultTopicPerm``,
 ``defaultGroupPerm``) are accepted and not enforced: access here is decided
-per request class (see :mod:`remoting.access`), and the count of accounts
+per request class (see :mod:`security.access`), and the count of accounts
 that carry them is reported so an operator is not misled.
 
 Values are read as written (YAML's implicit typing is off, so a secret
@@ -37,8 +37,8 @@ from typing import Any
 import yaml
 
 from remoting.acl import Verifier
-from remoting.acl_addresses import AddressList, AddressPattern, AddressPatternError, parse_pattern
-from remoting.regular_file import read_regular_file
+from security.acl_addresses import AddressList, AddressPattern, AddressPatternError, parse_pattern
+from server_runtime.regular_file import read_regular_file
 
 #: Largest accounts file read (bytes): bounds the memory and the parse time of a reload.
 MAX_FILE_BYTES = 1024 * 1024

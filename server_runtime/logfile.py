@@ -18,7 +18,7 @@ at each rotation.
 
 The log file must be a regular file (or missing): it is opened with
 ``O_NONBLOCK`` and checked with ``fstat``, so a FIFO at that path is refused
-with one line instead of blocking the start (:mod:`remoting.regular_file`).
+with one line instead of blocking the start (:mod:`server_runtime.regular_file`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import stat
 import sys
 from typing import IO, Any
 
-from remoting.regular_file import RefusedFile, describe
+from server_runtime.regular_file import RefusedFile, describe
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s - %(message)s"
 DEFAULT_MAX_SIZE = 50 * 1024 * 1024

@@ -3,7 +3,7 @@
 The reactor hands every decoded request to a :class:`Gate`, which passes
 it to the server's processor or answers NO_PERMISSION (16) itself, with a
 remark naming the request's class and the reason, and one rate-limited log
-line with the peer's address. The decision is :mod:`remoting.access`'s; the
+line with the peer's address. The decision is :mod:`security.access`'s; the
 gate adds what it needs from the connection (the peer) and keeps the cost
 off the hot path: what a connection may send unsigned is worked out on its
 first request and kept (as a set of codes shared by every connection with
@@ -33,24 +33,25 @@ from typing import Protocol
 import orjson
 import trio
 
-from remoting.access import (
+from remoting.acl import ACCESS_KEY, SIGNATURE
+from remoting.clip import clip
+from remoting.codec import encode
+from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand, response_to
+from remoting.request_class import RequestClass
+from security.access import (
     ANY_ACCOUNT,
     AccessSettings,
-    RequestClass,
     VerifiedRequests,
     default_accounts_path,
     refusal,
     settings_from,
     unsigned_classes,
 )
-from remoting.acl import ACCESS_KEY, SIGNATURE
-from remoting.acl_accounts import AccountsFile
-from remoting.acl_addresses import peer_ip
-from remoting.codec import encode
-from remoting.codes import ResponseCode
-from remoting.command import RemotingCommand, response_to
-from remoting.ratelog import RateLimitedLog, clip
-from remoting.reactor import Processor
+from security.acl_accounts import AccountsFile
+from security.acl_addresses import peer_ip
+from server_runtime.ratelog import RateLimitedLog
+from server_runtime.reactor import Processor
 
 _NO_KEYS: frozenset[str] = frozenset()
 _NO_CODES: frozenset[int] = frozenset()
@@ -60,7 +61,7 @@ OFFLOAD_BYTES = 256 * 1024
 
 
 class Gate:
-    """A :class:`remoting.reactor.Processor` that checks access, then delegates to ``inner``."""
+    """A :class:`server_runtime.reactor.Processor` that checks access, then delegates to ``inner``."""
 
     def __init__(
         self,

@@ -1,8 +1,8 @@
 """The reactor's side of TLS: acting on the gate's verdicts with the connection's socket.
 
-:class:`remoting.tls_gate.TlsGate` decides (classify the first bytes,
+:class:`server_runtime.tls_gate.TlsGate` decides (classify the first bytes,
 refuse, park until the test-mode certificate exists or until the next
-turn's handshake quota) and touches no socket; :mod:`remoting.reactor`
+turn's handshake quota) and touches no socket; :mod:`server_runtime.reactor`
 reads and writes. This is the glue between them, kept out of the reactor
 so its run loop and per-request path read as plaintext does: it sends the
 handshake bytes and alerts, closes refused connections with one
@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterable
 import trio
 
 from remoting.codec import ProtocolError
-from remoting.connection import Connection
-from remoting.ratelog import RateLimitedLog
-from remoting.tls_gate import SUMMARIES, TlsGate, TlsRefused
-from remoting.tls_session import PeerClosed, TlsSession
+from server_runtime.connection import Connection
+from server_runtime.ratelog import RateLimitedLog
+from server_runtime.tls_gate import SUMMARIES, TlsGate, TlsRefused
+from server_runtime.tls_session import PeerClosed, TlsSession
 
 #: The reactor's ways of acting on one connection.
 ConnectionAction = Callable[[Connection], None]

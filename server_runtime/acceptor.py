@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import trio
 
-from remoting.ratelog import RateLimitedLog
+from server_runtime.ratelog import RateLimitedLog
 
 ACCEPTS_PER_WAKEUP = 128
 BACKOFF_FIRST = 0.1

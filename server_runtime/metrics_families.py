@@ -1,7 +1,7 @@
 """The metric families both servers expose the same way: requests, latency, connections, bytes.
 
 Each server's collector (``namesrv.metrics``, ``broker_stub.metrics``) adds
-these under its own prefix. They read :class:`remoting.metering.RequestMeter`
+these under its own prefix. They read :class:`server_runtime.metering.RequestMeter`
 and the reactor's totals; building them is a few hundred small objects, not
 a walk over anything a client can grow.
 """
@@ -15,8 +15,8 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from remoting.metering import RequestMeter
-from remoting.reactor import Reactor
+from server_runtime.metering import RequestMeter
+from server_runtime.reactor import Reactor
 
 #: The package version every ``*_up`` metric carries.
 PACKAGE = "rocketmq-namesrv-toolkit"

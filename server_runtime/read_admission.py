@@ -1,6 +1,6 @@
 """Which connections the reactor may read, given the global read budget.
 
-:class:`remoting.limits.ReadBudget` is pure arithmetic on byte counts; this
+:class:`server_runtime.limits.ReadBudget` is pure arithmetic on byte counts; this
 is the reactor's use of it per connection, kept out of the reactor's run
 loop and its reading and writing: what each connection is charged (the
 whole declared length of its partial frame, or what it buffered while it
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from remoting.connection import Connection
-from remoting.limits import ReadBudget
-from remoting.memtrim import Trimmer
+from server_runtime.connection import Connection
+from server_runtime.limits import ReadBudget
+from server_runtime.memtrim import Trimmer
 
 
 class ReadAdmission:

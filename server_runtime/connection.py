@@ -1,9 +1,9 @@
 """One client connection of a remoting server: its socket, decoder, unsent answers and pause reasons.
 
-Plain state, read and changed by the reactor (:mod:`remoting.reactor`),
-which owns the loop, by the helpers it owns (:mod:`remoting.read_admission`,
-:mod:`remoting.tls_link`, :mod:`remoting.idle_sweep`), and by its TLS gate
-(:mod:`remoting.tls_gate`), which classifies the first bytes and holds the
+Plain state, read and changed by the reactor (:mod:`server_runtime.reactor`),
+which owns the loop, by the helpers it owns (:mod:`server_runtime.read_admission`,
+:mod:`server_runtime.tls_link`, :mod:`server_runtime.idle_sweep`), and by its TLS gate
+(:mod:`server_runtime.tls_gate`), which classifies the first bytes and holds the
 TLS session. Kept apart so all of them can name the type without importing
 each other.
 """
@@ -14,7 +14,7 @@ import selectors
 import socket
 
 from remoting.codec import FrameDecoder
-from remoting.tls_session import Hello, TlsSession
+from server_runtime.tls_session import Hello, TlsSession
 
 READ = selectors.EVENT_READ
 WRITE = selectors.EVENT_WRITE

@@ -25,7 +25,7 @@ and a request is let through when
    and the class is ``route-read`` or ``client`` or the account is an
    ``admin``; a request that claims an account and fails is refused even
    where an unsigned one would pass (the gate stops checking such requests
-   on a connection that has proven the account, see :mod:`remoting.gate`);
+   on a connection that has proven the account, see :mod:`security.gate`);
 2. it carries none: its class is one of ``aclUnsignedClasses``, or the peer
    matches ``globalWhiteRemoteAddresses`` and the class is not
    ``admin-write`` (Java lets such peers do everything; here changing a
@@ -38,7 +38,6 @@ the settings, so a server computes it once per connection
 
 from __future__ import annotations
 
-import enum
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -46,17 +45,9 @@ from dataclasses import dataclass
 import orjson
 
 from remoting.acl import ACCESS_KEY
-from remoting.acl_accounts import Account, Accounts
-from remoting.acl_addresses import AddressList, parse_list
-
-
-class RequestClass(enum.Enum):
-    ROUTE_READ = "route-read"
-    CLIENT = "client"
-    BROKER_CONTROL = "broker-control"
-    ADMIN_READ = "admin-read"
-    ADMIN_WRITE = "admin-write"
-
+from remoting.request_class import RequestClass
+from security.acl_accounts import Account, Accounts
+from security.acl_addresses import AddressList, parse_list
 
 #: Classes any account may use; the others need ``admin: true``.
 ANY_ACCOUNT = frozenset({RequestClass.ROUTE_READ, RequestClass.CLIENT})

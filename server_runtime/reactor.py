@@ -18,20 +18,20 @@ read while any of these holds, and nothing queues without bound:
 - its unsent answers passed the high water mark: until they drain below
   the low mark (Netty's WRITE_BUFFER_HIGH/LOW_WATER_MARK model);
 - its partial frame does not fit the global read budget
-  (:class:`remoting.limits.ReadBudget`): until room frees up;
+  (:class:`server_runtime.limits.ReadBudget`): until room frees up;
 - it already had :data:`BATCH_REQUESTS` requests answered in this pass:
   until the next pass, so one pipelining peer cannot hold the loop.
 
 A task that expires peers by silence (the idle sweep,
-:mod:`remoting.idle_sweep`; the NameServer's broker expiry) first calls
+:mod:`server_runtime.idle_sweep`; the NameServer's broker expiry) first calls
 :meth:`Reactor.read_pending` when the process was paused: what the peers
 sent meanwhile is read before anyone is judged silent.
 
-TLS (:mod:`remoting.tls_gate`, acted on by :mod:`remoting.tls_link`) sits
+TLS (:mod:`server_runtime.tls_gate`, acted on by :mod:`server_runtime.tls_link`) sits
 between the socket and the decoder. A plaintext connection costs one
 attribute read and two tests per read, and one per write, more than
 without TLS. What each connection is charged against the read budget is
-:mod:`remoting.read_admission`'s.
+:mod:`server_runtime.read_admission`'s.
 
 Nothing a peer sends leaves this module as an exception: a frame that
 cannot be decoded closes that connection, a request whose handling or
@@ -50,19 +50,20 @@ from typing import Protocol
 
 import trio
 
-from remoting.acceptor import Acceptor
+from remoting.clip import clip
 from remoting.codec import OVERSIZE_FRAME, ProtocolError, encode
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
-from remoting.connection import READ, WRITE, Connection
-from remoting.idle_sweep import PENDING_ANSWER_SECONDS, IdleSweep
-from remoting.limits import ReadBudget, water_marks
-from remoting.memtrim import Trimmer
-from remoting.ratelog import CLIP_ARGS, RateLimitedLog, clip
-from remoting.read_admission import ReadAdmission
-from remoting.tls_gate import TlsGate
-from remoting.tls_link import TlsLink
-from remoting.tls_session import MAX_RECORD_BYTES, Hello, TlsSession
+from server_runtime.acceptor import Acceptor
+from server_runtime.connection import READ, WRITE, Connection
+from server_runtime.idle_sweep import PENDING_ANSWER_SECONDS, IdleSweep
+from server_runtime.limits import ReadBudget, water_marks
+from server_runtime.memtrim import Trimmer
+from server_runtime.ratelog import CLIP_ARGS, RateLimitedLog
+from server_runtime.read_admission import ReadAdmission
+from server_runtime.tls_gate import TlsGate
+from server_runtime.tls_link import TlsLink
+from server_runtime.tls_session import MAX_RECORD_BYTES, Hello, TlsSession
 
 log = logging.getLogger("remoting")
 log.addFilter(CLIP_ARGS)
@@ -275,7 +276,7 @@ class Reactor:
             self.close(conn, reason)
 
     async def read_pending(self, timeout: float = PENDING_ANSWER_SECONDS) -> int:
-        """Read and answer what waits on every connection, after a pause (see :mod:`remoting.idle_sweep`)."""
+        """Read and answer what waits on every connection, after a pause (see :mod:`server_runtime.idle_sweep`)."""
         return await self.sweep.read_pending(timeout)
 
     # ------------------------------------------------------------------

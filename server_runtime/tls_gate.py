@@ -22,13 +22,12 @@ from __future__ import annotations
 import logging
 import ssl
 from collections.abc import Callable, Iterable
+
 import trio
 
-from remoting.connection import Connection
-from remoting.ratelog import clip
-from remoting.tls_config import DISABLED, ENFORCING, TlsSettings
-from remoting.tls_context import self_signed_context, server_context
-from remoting.tls_session import (
+from remoting.clip import clip
+from server_runtime.connection import Connection
+from server_runtime.tls_session import (
     MAX_HANDSHAKE_BYTES,
     PLAINTEXT,
     UNDECIDED,
@@ -39,6 +38,12 @@ from remoting.tls_session import (
 )
 
 log = logging.getLogger("remoting")
+
+#: The values of ``tls.server.mode`` (Java's TlsMode names).
+DISABLED = "disabled"
+PERMISSIVE = "permissive"
+ENFORCING = "enforcing"
+MODES = (DISABLED, PERMISSIVE, ENFORCING)
 
 HANDSHAKE_TIMEOUT = 10.0
 #: New TLS sessions started per reactor turn. Answering a ClientHello (key exchange, signature)
@@ -71,8 +76,14 @@ class TlsGate:
         mode: str,
         context: ssl.SSLContext | None,
         *,
-        make_context: Callable[[], ssl.SSLContext] = self_signed_context,
+        make_context: Callable[[], ssl.SSLContext] | None = None,
     ) -> None:
+        """``context`` None (and not disabled): ``make_context`` makes one on the first TLS connection.
+
+        The settings' side (which certificate, test mode) is :func:`security.tls_context.server_gate`'s.
+        """
+        if context is None and mode != DISABLED and make_context is None:
+            raise ValueError(f"tls.server.mode={mode} without a certificate needs make_context")
         self.mode = mode
         self.context = context
         self.make_context = make_context
@@ -81,12 +92,6 @@ class TlsGate:
         self.waiting: dict[int, Connection] = {}  # for the test-mode certificate
         self.deferred: dict[int, Connection] = {}  # for the next turn's handshake quota
         self.handshake_quota = HANDSHAKES_PER_TURN
-
-    @classmethod
-    def from_settings(cls, settings: TlsSettings) -> TlsGate:
-        """Load the certificate now (a bad file is a start-up error); a test-mode one is made later."""
-        context = server_context(settings) if settings.server_mode != DISABLED else None
-        return cls(settings.server_mode, context)
 
     def describe(self) -> str:
         """One line for the start-up log."""
@@ -166,6 +171,7 @@ class TlsGate:
     async def prepare(self) -> list[Connection]:
         """Make the test-mode certificate off the loop; the connections that waited for it, unparked."""
         try:
+            assert self.make_context is not None  # (checked when the gate was made)
             self.context = await trio.to_thread.run_sync(self.make_context)
             log.info("TLS test mode: made a self-signed certificate for this run (clients in test mode accept it)")
         except Exception as exc:  # one line, then TLS connections are refused; plaintext goes on
@@ -186,4 +192,5 @@ class TlsGate:
             if type(conn.tls) is TlsSession and not conn.tls.handshaken and conn.tls.started < limit
         ]
 
-__all__ = ["HANDSHAKES_PER_TURN", "HANDSHAKE_TIMEOUT", "SUMMARIES", "TlsGate", "TlsRefused"]
+__all__ = ["DISABLED", "ENFORCING", "HANDSHAKES_PER_TURN", "HANDSHAKE_TIMEOUT", "MODES", "PERMISSIVE", "SUMMARIES", "TlsGate",
+           "TlsRefused"]

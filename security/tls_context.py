@@ -30,7 +30,8 @@ import os
 import ssl
 import tempfile
 
-from remoting.tls_config import TlsConfigError, TlsSettings
+from security.tls_config import TlsConfigError, TlsSettings
+from server_runtime.tls_gate import DISABLED, TlsGate
 
 #: Common name of the test-mode certificate (Netty's SelfSignedCertificate uses "localhost" too).
 SELF_SIGNED_NAME = "localhost"
@@ -204,3 +205,13 @@ def client_context_from(settings: TlsSettings) -> ssl.SSLContext:
 
 
 __all__ = ["client_context", "client_context_from", "self_signed_context", "self_signed_pem", "server_context"]
+
+
+def server_gate(settings: TlsSettings) -> TlsGate:
+    """What a server's port accepts under ``settings`` (``tls.server.mode``).
+
+    The configured certificate is loaded now, so a bad file is a start-up
+    error; a test-mode one is made on the first TLS connection.
+    """
+    context = server_context(settings) if settings.server_mode != DISABLED else None
+    return TlsGate(settings.server_mode, context, make_context=self_signed_context)

@@ -17,7 +17,7 @@ loudly rather than run with something the operator did not ask for:
 - an explicit ``tls.config.file`` that cannot be read is an error (Java
   skips it silently); the default path is read only if it exists.
 
-Pure data: nothing here touches ``ssl`` or sockets (see :mod:`remoting.tls_context`).
+Pure data: nothing here touches ``ssl`` or sockets (see :mod:`security.tls_context`).
 """
 
 from __future__ import annotations
@@ -28,12 +28,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from remoting import properties
-from remoting.regular_file import read_regular_text
+from server_runtime.regular_file import read_regular_text
+from server_runtime.tls_gate import DISABLED, ENFORCING, MODES, PERMISSIVE
 
-DISABLED = "disabled"
-PERMISSIVE = "permissive"
-ENFORCING = "enforcing"
-MODES = (DISABLED, PERMISSIVE, ENFORCING)
 CLIENT_AUTH_MODES = ("none", "optional", "require")
 DEFAULT_CONFIG_FILE = "/etc/rocketmq/tls.properties"
 #: The longest tls.config.file read (a properties file of a dozen keys).

@@ -1,6 +1,6 @@
 """The reactor's once-a-second upkeep, and its catch-up after the process was paused.
 
-Kept out of :mod:`remoting.reactor` because none of it is on the path of a
+Kept out of :mod:`server_runtime.reactor` because none of it is on the path of a
 request: each second it closes connections with no traffic (or a send
 stuck) for longer than the idle timeout and TLS handshakes that stalled,
 emits the rate-limited logs' due summaries and gives big freed buffers
@@ -8,7 +8,7 @@ back to the OS.
 
 A task that expires peers by silence (this sweep, the NameServer's broker
 expiry) first calls :meth:`IdleSweep.read_pending` (the reactor's
-``read_pending``) when the process was paused (:mod:`remoting.pause`):
+``read_pending``) when the process was paused (:mod:`server_runtime.pause`):
 the peers' messages sent meanwhile wait in the sockets and are read
 before anyone is judged silent.
 """
@@ -21,11 +21,11 @@ from collections.abc import Callable
 
 import trio
 
-from remoting.connection import READ, WRITE, Connection
-from remoting.memtrim import Trimmer
-from remoting.pause import paused_for
-from remoting.ratelog import RateLimitedLog
-from remoting.tls_link import TlsLink
+from server_runtime.connection import READ, WRITE, Connection
+from server_runtime.memtrim import Trimmer
+from server_runtime.pause import paused_for
+from server_runtime.ratelog import RateLimitedLog
+from server_runtime.tls_link import TlsLink
 
 #: How often idle connections are looked for.
 SWEEP_SECONDS = 1.0
@@ -86,7 +86,7 @@ class IdleSweep:
         """Read and answer what already waits on every connection, then wait (at most
         ``timeout``) until every awaiting request has been answered.
 
-        For a server that was paused (see :mod:`remoting.pause`): its peers'
+        For a server that was paused (see :mod:`server_runtime.pause`): its peers'
         messages sit unread in the socket buffers, and a task that expires
         peers by silence must see them first. The run loop would read them
         too, but in its own turn, which may come after that task's. Each pass
