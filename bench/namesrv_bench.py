@@ -34,7 +34,7 @@ for the cost of TLS beside the plaintext figures.
 registrations with an admin account; route queries go ``unsigned`` (the
 default aclUnsignedClasses lets them through with one set lookup) or
 ``signed`` by a plain account (verified until each connection has shown
-one good signature, see remoting/gate.py); ``ignored`` sends the signed
+one good signature, see security/gate.py); ``ignored`` sends the signed
 queries to a server without accounts. A signature does not cover the
 opaque, so the load generator's pre-encoded frames stay valid, as a
 replayed request would. ``bench/auth_bench.py`` compares these modes in
@@ -66,7 +66,8 @@ sys.path.insert(0, str(ROOT))
 
 from remoting import acl
 from remoting import requests as rq
-from remoting.bodies import DataVersion, TopicConfig, encode_register_body
+from remoting.bodies import DataVersion, TopicConfig
+from remoting.register_body import encode_register_body
 from remoting.codec import FrameDecoder, encode
 from remoting.codes import RequestCode
 from remoting.command import request

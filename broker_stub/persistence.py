@@ -43,10 +43,10 @@ from broker_stub.runtime import disk_used_ratio
 from broker_stub.segments import RECORD_OVERHEAD
 from broker_stub.store import MessageStore, StoreFullError
 from broker_stub.topic_store import TopicStoreError
+from remoting.clip import clip
 from remoting.codec import encode
 from remoting.codes import FLAG_RESPONSE, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
-from remoting.ratelog import clip
 
 log = logging.getLogger("broker_stub")
 
@@ -99,6 +99,9 @@ class Persistence:
         self._probing = False
         self._probe_key: tuple[str, int] | None = None
         self.write_failures = 0
+        #: A topic whose records just became readable (the key index reads them then: touched at the put,
+        #: they were not readable yet).
+        self.on_readable: Callable[[str], None] = lambda topic: None
 
     @classmethod
     def open(
@@ -193,8 +196,10 @@ class Persistence:
             self._failed(report)
         if report.probe is not None:
             self._probed(report.probe)
+        for topic in {topic for topic, _ in woken}:
+            self.on_readable(topic)
         consuming = self.consuming
-        if consuming.hold.count:
+        if consuming.waiting:
             for topic, queue_id in woken:  # now readable: answer the pulls waiting for them
                 consuming.arrived(topic, queue_id)
 

@@ -1,6 +1,6 @@
 """Every request code the broker stub serves (or is about to), and its access class.
 
-One table, read by the access gate (:mod:`remoting.gate`), checked by the
+One table, read by the access gate (:mod:`security.gate`), checked by the
 processor whenever a handler is added (a handler without a class is a
 start-up error) and meant for per-class metrics labels. A code missing here
 is refused while accounts are on (fail closed). Codes without a name in
@@ -12,8 +12,8 @@ from __future__ import annotations
 from broker_stub.faults import FAULT_CODE
 from broker_stub.replication import REPLICATE_CODE
 from broker_stub.slave_sync import GET_ALL_CONSUMER_OFFSET
-from remoting.access import RequestClass
 from remoting.codes import RequestCode as R
+from remoting.request_class import RequestClass
 
 CLIENT = RequestClass.CLIENT
 ADMIN_READ = RequestClass.ADMIN_READ
@@ -42,6 +42,10 @@ REQUEST_CLASSES: dict[int, RequestClass] = {
     R.CHECK_CLIENT_CONFIG: CLIENT,  # 46
     R.SEND_MESSAGE_V2: CLIENT,  # 310
     R.SEND_BATCH_MESSAGE: CLIENT,  # 320
+    R.GET_SUBSCRIPTIONGROUP_CONFIG: CLIENT,  # 352, the Proxy's question before each POP
+    R.POP_MESSAGE: CLIENT,  # 200050
+    R.ACK_MESSAGE: CLIENT,  # 200051
+    R.CHANGE_MESSAGE_INVISIBLETIME: CLIENT,  # 200053
     # what tools (and a slave's sync) read
     R.GET_ALL_TOPIC_CONFIG: ADMIN_READ,  # 21
     R.GET_BROKER_CONFIG: ADMIN_READ,  # 26
@@ -53,6 +57,7 @@ REQUEST_CLASSES: dict[int, RequestClass] = {
     R.GET_PRODUCER_CONNECTION_LIST: ADMIN_READ,  # 204
     R.GET_CONSUME_STATS: ADMIN_READ,  # 208
     R.QUERY_TOPIC_CONSUME_BY_WHO: ADMIN_READ,  # 300
+    R.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: ADMIN_READ,  # 305
     307: ADMIN_READ,  # GET_CONSUMER_RUNNING_INFO
     R.VIEW_BROKER_STATS_DATA: ADMIN_READ,  # 315
     317: ADMIN_READ,  # GET_BROKER_CONSUME_STATS
@@ -66,6 +71,8 @@ REQUEST_CLASSES: dict[int, RequestClass] = {
     R.DELETE_SUBSCRIPTIONGROUP: ADMIN_WRITE,  # 207
     R.DELETE_TOPIC_IN_BROKER: ADMIN_WRITE,  # 215
     R.INVOKE_BROKER_TO_RESET_OFFSET: ADMIN_WRITE,  # 222
+    # a consumer runs its listener on a stored message again: a change, whoever asks
+    R.CONSUME_MESSAGE_DIRECTLY: ADMIN_WRITE,  # 309
     FAULT_CODE: ADMIN_WRITE,  # 9000, the stub's fault switchboard
     REPLICATE_CODE: ADMIN_WRITE,  # 9010, a slave copying its master's messages
 }

@@ -28,7 +28,7 @@ from remoting.admin_bodies import SUBSCRIPTION_GROUP_DEFAULTS, subscription_grou
 from remoting.bodies import DataVersion
 from remoting.mqjson import MqJsonError, loads
 from remoting.names import is_legal_group
-from remoting.regular_file import RefusedFile, read_regular_file
+from server_runtime.regular_file import RefusedFile, read_regular_file
 
 log = logging.getLogger("broker_stub")
 
@@ -112,6 +112,12 @@ class SubscriptionGroups:
     def get(self, name: str) -> dict[str, Any] | None:
         return self.table.get(name)
 
+    def find(self, name: str) -> dict[str, Any] | None:
+        """findSubscriptionGroupConfig: the group, auto-created on first sight (None: illegal name, or full)."""
+        if name not in self.table:
+            self.auto_create(name)
+        return self.table.get(name)
+
     def update(self, cfg: dict[str, Any]) -> None:
         """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP with a validated config (replaces an existing group)."""
         name = cfg["groupName"]
@@ -174,3 +180,8 @@ class SubscriptionGroups:
             "forbiddenTable": self.forbidden,
             "subscriptionGroupTable": table,
         })
+
+
+def group_body(cfg: dict[str, Any]) -> bytes:
+    """One SubscriptionGroupConfig as fastjson writes it (null fields left out): the 352 answer."""
+    return orjson.dumps({k: v for k, v in cfg.items() if v is not None})

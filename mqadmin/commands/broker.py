@@ -1,5 +1,6 @@
 """Broker commands (Apache's tools/command/broker): brokerStatus, getBrokerConfig, updateBrokerConfig,
-and ours, brokerFault (the broker stub's fault switchboard).
+and ours, brokerFault (the broker stub's fault switchboard; its --partition and --heal go through the
+local cluster's fault proxy for a broker behind it, see networkFault).
 """
 
 from __future__ import annotations
@@ -21,9 +22,13 @@ from mqadmin.commands.options import (
     bad_option,
     broker_addr_option,
     client_for,
+    given_spelling,
     one_target,
 )
 from mqadmin.commands.results import exit_if_any_failed, only, per_server, print_failure
+from mqadmin.localcluster.faultpaths import broker_partition
+from mqadmin.localcluster.namesrvs import local_cluster_of
+from mqadmin.localcluster.state import ClusterError
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
 
@@ -90,9 +95,9 @@ def get_broker_config(
     async def fetch() -> list[PerServer]:
         async def one(target: tuple[str, str, str | None]) -> PerServer:
             try:
-                return PerServer(target[1], await ba.broker_config(client, target[1]))
+                return PerServer(target[1], await ba.broker_config(client, target[1]), kind="broker")
             except AdminError as exc:
-                return PerServer(target[1], error=str(exc))
+                return PerServer(target[1], error=str(exc), kind="broker")
 
         return await ba.gather(targets, one)
 
@@ -154,9 +159,13 @@ def broker_fault(
     remark: str | None = typer.Option(None, "--remark", help="With --reject: the remark sent back."),
     hang: bool = typer.Option(False, "--hang", help="Answer nothing (connections stay open) until --resume."),
     resume: bool = typer.Option(False, "--resume", help="End --hang; waiting requests are answered."),
-    partition: str | None = typer.Option(None, "--partition", metavar="NAMESRV", help="Stop registering/heartbeating to this NameServer (host:port)."),
-    heal: str | None = typer.Option(None, "--heal", metavar="NAMESRV|all", help="Undo --partition for one NameServer, or all."),
-    clear: bool = typer.Option(False, "--clear", help="Back to normal: no latency, reject, hang or partition."),
+    partition: str | None = typer.Option(None, "--partition", metavar="NAMESRV", help="Cut the broker off from this "
+                                         "NameServer (host:port): through the local cluster's fault proxy (nothing "
+                                         "crosses, connections stay open), else the stub stops registering there."),
+    heal: str | None = typer.Option(None, "--heal", metavar="NAMESRV|all", help="Undo --partition (and every "
+                                    "other network fault of the broker's paths) for one NameServer, or all."),
+    clear: bool = typer.Option(False, "--clear", help="Back to normal: no latency, reject, hang, partition or "
+                               "network fault."),
     namesrv: str | None = NamesrvOpt,
     as_json: bool = JsonOpt,
     timeout: float = TimeoutOpt,
@@ -180,17 +189,33 @@ def broker_fault(
     if clear:
         chosen.append(("clear", {}))
     if len(chosen) > 1:
-        raise bad_option("brokerFault", "give at most one of --latency, --reject, --hang, --resume, --partition, --heal, --clear")
+        given = "/".join(given_spelling(f"--{action}") for action, _ in chosen)
+        raise bad_option(given, "give at most one of --latency, --reject, --hang, --resume, --partition, --heal, --clear")
     action, params = chosen[0] if chosen else ("status", {})
     by_addr = ":" in broker or _is_ip(broker)
     fault_addr = addr_opt("-b", broker) if by_addr else None  # an address without its port is a usage error
 
-    async def call() -> tuple[str, dict[str, Any]]:
-        # A hung broker answers nothing but fault requests, so a fresh connection is used each time.
-        addr = fault_addr or await client_for(namesrv, timeout).broker_addr_of(broker, broker_id)
-        return addr, await AdminClient([], timeout=timeout).broker_fault(addr, action, **params)
+    async def resolve() -> str:
+        return fault_addr or await _addr_of_name(namesrv, timeout, broker.strip(), broker_id)
 
-    addr, state = run(call)
+    addr = run(resolve)
+    routed = None
+    if action in ("partition", "heal", "clear", "status"):
+        try:
+            routed = broker_partition(addr, action, params.get("namesrv"))  # type: ignore[arg-type]
+        except ClusterError as exc:
+            raise bad_option("--partition" if action == "partition" else "--heal", str(exc)) from None
+        if routed is not None and action in ("partition", "heal"):
+            _print_routed(addr, action, *routed, as_json)
+            return
+
+    async def call() -> dict[str, Any]:
+        # A hung broker answers nothing but fault requests, so a fresh connection is used each time.
+        return await AdminClient([], timeout=timeout).broker_fault(addr, action, **params)
+
+    state = run(call)
+    if routed is not None:  # cut off through the proxy or by the switchboard: the broker is partitioned
+        state["partitioned"] = sorted({*(state.get("partitioned") or []), *routed[0]})
     if as_json:
         print_json({"broker": addr, "action": action, "state": state})
         return
@@ -202,6 +227,35 @@ def broker_fault(
     ]
     title = f"broker {addr}: " + ("fault state" if action == "status" else f"{action} applied")
     out.print(fit_table([Col("#Fault"), Col("#State", wrap=True)], rows, title=title))
+
+
+async def _addr_of_name(namesrv: str | None, timeout: float, name: str, broker_id: int) -> str:
+    """A broker's address by its name: from the local cluster's own record when the command talks to
+    the local cluster (it knows a broker partitioned from the very NameServer a command would ask, or
+    from every one), else from any NameServer that knows it (each is asked); an unknown name names
+    every NameServer asked and what it knew, and the local cluster looked in."""
+    state = local_cluster_of(namesrv)
+    found = [p.addr for p in state.brokers if p.broker_name == name and p.broker_id == broker_id] if state else []
+    if found:
+        return found[0]
+    try:
+        return await client_for(namesrv, timeout).broker_addr_of(name, broker_id)
+    except AdminError as exc:
+        if state is None:
+            raise
+        known = ", ".join(sorted({p.broker_name or p.name for p in state.brokers})) or "none"
+        raise AdminError(f"{exc}; nor is it in the local cluster in {state.dir} (brokers: {known})") from None
+
+
+def _print_routed(addr: str, action: str, partitioned: list[str], paths: list[dict[str, Any]], as_json: bool) -> None:
+    """brokerFault's answer when the fault proxy carried out --partition or --heal."""
+    if as_json:
+        print_json({"broker": addr, "action": action, "via": "faultproxy", "state": {"partitioned": partitioned},
+                    "paths": paths})
+        return
+    rows = [["partitioned from", ", ".join(partitioned) or "-"],
+            ["through the fault proxy", ", ".join(p["name"] for p in paths)]]
+    out.print(fit_table([Col("#Fault"), Col("#State", wrap=True)], rows, title=f"broker {addr}: {action} applied"))
 
 
 def _is_ip(text: str) -> bool:

@@ -11,11 +11,12 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
+from faultproxy.client import FaultProxyError
 from mqadmin.client import AdminClient, run
 from mqadmin.client.errors import AdminError
 from mqadmin.commands.options import JsonOpt, bad_option, state_dir_option
-from mqadmin.commands.results import self_command
-from mqadmin.localcluster import processes, prometheus_sd
+from mqadmin.commands.results import fail, self_command
+from mqadmin.localcluster import faultpaths, processes, prometheus_sd
 from mqadmin.localcluster.certs import cert_path
 from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, default_dir, proc_state
 from mqadmin.output.console import out, print_json
@@ -30,7 +31,9 @@ def _dir(directory: Path | None) -> Path:
 
 
 def _role(p: Proc) -> str:
-    return "namesrv" if p.kind == "namesrv" else ("master" if p.broker_id == 0 else f"slave {p.broker_id}")
+    if p.kind != "broker":
+        return "fault proxy" if p.kind == "faultproxy" else p.kind  # namesrv, proxy
+    return "master" if p.broker_id == 0 else f"slave {p.broker_id}"
 
 
 def status_table(state: ClusterState) -> Any:
@@ -38,9 +41,29 @@ def status_table(state: ClusterState) -> Any:
     for p in state.procs:
         st = proc_state(p)
         style = "green" if st == "running" else "yellow" if st.startswith("paused") else "red"
-        rows.append([p.name, _role(p), p.addr, str(p.pid), Text(st, style=style)])
-    cols = [Col("#Process"), Col("#Role"), Col("#Addr"), Col("#PID", 1), Col("#State")]
+        rows.append([p.name, _role(p), p.addr, p.vip_addr or "", str(p.pid), Text(st, style=style)])
+    cols = [Col("#Process"), Col("#Role"), Col("#Addr"), Col("#VIP Addr", 2), Col("#PID", 1), Col("#State")]
     return fit_table(cols, rows, title=f"cluster {state.cluster} in {state.dir}")
+
+
+def _live_paths(state: ClusterState) -> dict[str, dict[str, Any]] | None:
+    """The fault proxy's paths as it serves them now; None when it does not answer."""
+    proxy = state.fault_proxy
+    if proxy is None or not proxy.alive():
+        return None
+    try:
+        return faultpaths.client(state, timeout=2.0).paths()
+    except (FaultProxyError, ClusterError):
+        return None
+
+
+def paths_table(state: ClusterState, live: dict[str, dict[str, Any]] | None) -> Any:
+    """Each path of the fault proxy: where it listens, where it leads, and its faults now."""
+    rows = [[name, listen, upstream, Text(faults, style="green" if faults == "-" else "red"), conns]
+            for name, listen, upstream, faults, conns in faultpaths.path_rows(state.paths, live)]
+    where = "" if live is not None else " (not answering: faults unknown)"
+    return fit_table([Col("#Path"), Col("#Listen"), Col("#Upstream"), Col("#Faults", wrap=True), Col("#Conns", 1)],
+                     rows, title=f"fault proxy paths{where}")
 
 
 def _metrics_url(p: Proc) -> str | None:
@@ -53,10 +76,23 @@ def state_json(state: ClusterState) -> dict[str, Any]:
         "dir": state.dir, "cluster": state.cluster, "namesrvAddr": state.namesrv_addr, "topics": state.topics,
         "auth": state.auth, "tls": state.tls,
         "procs": [{"name": p.name, "kind": p.kind, "role": _role(p), "brokerName": p.broker_name,
-                   "brokerId": p.broker_id, "addr": p.addr, "pid": p.pid, "state": proc_state(p),
+                   "brokerId": p.broker_id, "addr": p.addr, "vipAddr": p.vip_addr, "pid": p.pid, "state": proc_state(p),
                    "log": p.log, "config": p.config, "metricsUrl": _metrics_url(p)} for p in state.procs],
         "prometheusConfig": str(prometheus_sd.config_path(state.dir)) if state.metrics else None,
+        "faultProxy": _proxy_json(state),
+        "grpcEndpoint": next((p.addr for p in state.procs if p.kind == "proxy"), None),
     }
+
+
+def _proxy_json(state: ClusterState) -> dict[str, Any] | None:
+    if state.fault_proxy is None:
+        return None
+    live = _live_paths(state)
+    return {"control": state.fault_proxy.addr, "answering": live is not None,
+            "paths": [{"name": p.name, "broker": p.broker, "namesrv": p.namesrv, "listen": p.listen,
+                       "upstream": p.upstream, "enabled": live[p.name]["enabled"] if live and p.name in live else None,
+                       "toxics": live[p.name]["toxics"] if live and p.name in live else None}
+                      for p in state.paths]}
 
 
 def start_cmd(
@@ -77,14 +113,26 @@ def start_cmd(
                              "certificate generated into <dir>/conf/tls; mqadmin commands to this cluster trust it."),
     metrics: bool = typer.Option(False, "--metrics",
                                  help="Serve /metrics on every process (each its own port) and write a prometheus.yml."),
+    reuse: bool = typer.Option(False, "--reuse", help="If the local cluster in --dir is already running, say so and "
+                               "exit 0 instead of failing (make run twice); nothing is started or changed."),
+    fault_proxy: bool = typer.Option(True, "--fault-proxy/--no-fault-proxy",
+                                     help="Route every broker->NameServer connection through a fault proxy (for "
+                                          "networkFault and brokerFault --partition); off: brokers dial NameServers."),
+    client_proxy: bool = typer.Option(False, "--client-proxy", help="Brokers register the proxy's address "
+                                      "(127.0.0.2:PORT), so clients reach them through it too (networkFault --clients)."),
+    proxy: str | None = typer.Option(None, "--proxy", metavar="VERSION",
+                                     help="Also start Apache's RocketMQ Proxy of this version (e.g. 5.3.3, from Maven "
+                                     "Central, cached) in cluster mode: the gRPC endpoint of RocketMQ 5 clients."),
     directory: Path | None = DirOpt,
     as_json: bool = JsonOpt,
 ) -> None:
+    if reuse and _already_running(_dir(directory), as_json):
+        return
     topic_list = tuple(t.strip() for t in (topics or "").split(",") if t.strip())
     opts = processes.StartOptions(
         namesrvs=namesrvs, brokers=brokers, slaves=slaves, cluster=cluster_name, register_period_ms=register_period,
         broker_expired_ms=broker_timeout, scan_interval_ms=scan_interval, topics=topic_list, topic_queues=topic_queues,
-        auth=auth, tls=tls, metrics=metrics,
+        auth=auth, tls=tls, metrics=metrics, fault_proxy=fault_proxy, client_proxy=client_proxy, proxy=proxy,
     )
     try:
         processes.validate_options(opts)
@@ -95,6 +143,28 @@ def start_cmd(
         print_json(state_json(state))
         return
     out.print(summary(state, directory))
+
+
+def _already_running(where: Path, as_json: bool) -> bool:
+    """``start --reuse``: whether a whole cluster runs in ``where`` already (said on stdout); a cluster only
+    partly running is an error naming what is down, since reusing it would hide that."""
+    if not (where / STATE_FILE).exists():
+        return False
+    state = ClusterState.load(where)
+    states = {p.name: proc_state(p) for p in state.procs}
+    if not any(p.alive() for p in state.procs):
+        return False  # stopped (or crashed) whole: start it again
+    down = [f"{name} ({st})" for name, st in states.items() if st != "running"]
+    if down:
+        raise ClusterError(f"the local cluster in {where} is only partly running ({', '.join(down)} not running): "
+                           f"{self_command()} stop, then start it again")
+    if as_json:
+        print_json(state_json(state))
+    else:
+        out.print(f"the local cluster in {where} is already running ({len(state.namesrvs)} NameServer(s), "
+                  f"{len(state.brokers)} broker(s)): nothing started; {self_command()} status shows it")
+        out.print(f"export NAMESRV_ADDR='{state.namesrv_addr}'")
+    return True
 
 
 def summary(state: ClusterState, directory: Path | None) -> Group:
@@ -130,6 +200,9 @@ def summary(state: ClusterState, directory: Path | None) -> Group:
                           f"{hint}"))
     else:  # no broker to route or kill
         lines.append(Text(f"try:  {me} clusterList,  {me} getNamesrvConfig{hint}"))
+    for p in state.procs:
+        if p.kind == "proxy":
+            lines.append(Text(f"RocketMQ 5 clients (gRPC, Apache's Proxy): endpoints {p.addr}"))
     lines.append(Text(f"stop: {me} stop{dir_opt}"))
     if state.metrics:
         lines.append(Text("metrics: " + "  ".join(f"{p.name} {_metrics_url(p)}" for p in state.procs if p.metrics_port)))
@@ -138,12 +211,21 @@ def summary(state: ClusterState, directory: Path | None) -> Group:
 
 
 def status_cmd(directory: Path | None = DirOpt, as_json: bool = JsonOpt) -> None:
+    """A health check too: exit 1, with one line on stderr naming them, when any process is not running
+    (stopped, or paused with SIGSTOP)."""
     state = ClusterState.load(_dir(directory))
     if as_json:
         print_json(state_json(state))
     else:
         out.print(status_table(state))
+        if state.paths:
+            out.print(paths_table(state, _live_paths(state)))
         out.print(f"export NAMESRV_ADDR='{state.namesrv_addr}'")
+    down = [f"{p.name} ({st})" for p in state.procs if (st := proc_state(p)) != "running"]
+    if down:
+        again = f" ({self_command()} start starts it again)" if len(down) == len(state.procs) else ""
+        fail(f"{len(down)} of {len(state.procs)} processes of the local cluster are not running: "
+             f"{', '.join(down)}{again}")
 
 
 def stop_cmd(directory: Path | None = DirOpt) -> None:
@@ -196,7 +278,7 @@ def restart_broker(
 ) -> None:
     state = ClusterState.load(_dir(directory))
     for p in state.find_broker(broker, broker_id):
-        processes.restart(p)
+        processes.restart(p, state)
         state.save()
         out.print(f"restarted {p.name} (pid {p.pid}, {p.addr})")
 
@@ -225,7 +307,7 @@ def restart_namesrv(
 ) -> None:
     state = ClusterState.load(_dir(directory))
     p = _namesrv(state, index)
-    processes.restart(p)
+    processes.restart(p, state)
     state.save()
     out.print(f"restarted {p.name} (pid {p.pid}, {p.addr}): {_restored_note(p.addr)}")
 

@@ -22,17 +22,8 @@ from mqadmin.output.console import make_console, out, print_json
 from mqadmin.output.plotmarks import PLOT_INSTALL, PLOT_SUFFIXES
 from mqadmin.scenario import schema
 from mqadmin.scenario.shipped import resolve, shipped_dir
-from remoting.climain import first_of
-
-app = typer.Typer(
-    add_completion=False,
-    context_settings=CONTEXT_SETTINGS,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    no_args_is_help=True,
-    help="Stage outages on a local cluster from a YAML scenario and check expectations.",
-)
-
+from mqadmin.scenario.values import ScenarioError
+from server_runtime.climain import first_of
 
 ReportOpt = typer.Option(None, "--report", metavar="OUT.json", help="Write the full result as JSON.")
 PlotOpt = typer.Option(None, "--plot", metavar="OUT.png", help="Draw sends per second and route changes.")
@@ -42,11 +33,10 @@ ListDirOpt = typer.Option(None, "--dir", help="Directory of scenario files (defa
 
 
 def _fail(code: int, message: str) -> typer.Exit:
-    print(f"mqadmin scenario: {message}", file=sys.stderr)
+    print(f"mqadmin: {message}", file=sys.stderr)  # every mqadmin error's prefix
     return typer.Exit(code)
 
 
-@app.command("run", help="Run a scenario: start its cluster, load and timeline, print the verdict (exit 0 iff all hold).")
 def run_cmd(
     file: str = typer.Argument(..., metavar="FILE", help="Scenario YAML (or the name of a shipped one)."),
     report: Path | None = ReportOpt,
@@ -62,7 +52,7 @@ def run_cmd(
 
     try:
         scn = schema.load(resolve(file))
-    except schema.ScenarioError as exc:
+    except ScenarioError as exc:
         raise _fail(2, str(exc)) from None
     check_output("--report", report)
     check_output("--plot", plot, PLOT_SUFFIXES)
@@ -112,8 +102,12 @@ def run_cmd(
             plotting.draw(result, plot)
         except OSError as exc:
             raise _fail(1, f"cannot write {plot}: {exc.strerror or exc}") from None
-    if not result.passed:
-        raise typer.Exit(1)
+    if not result.passed:  # the report says which; stderr says why the status is 1
+        failed = [v for v in result.verdicts if not v.passed]
+        broken = [a for a in result.actions if not a.ok]
+        why = [f"{len(failed)} of {len(result.verdicts)} expectations did not hold"] if failed else []
+        why += [f"{len(broken)} of {len(result.actions)} actions failed"] if broken else []
+        raise _fail(1, f"scenario {scn.name} failed: {', '.join(why) or 'no expectation was judged'}")
 
 
 def _partial_report(result: object, path: Path | None) -> str:
@@ -131,7 +125,6 @@ def _partial_report(result: object, path: Path | None) -> str:
     return f"; the run so far (t={doc['end']:.1f} s, {doc['sends']['total']} sends, marked interrupted) is in {path}"
 
 
-@app.command("list", help="The shipped scenarios, one line each (or those in --dir).")
 def list_cmd(
     directory: Path | None = ListDirOpt,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -156,3 +149,18 @@ def list_cmd(
         dur = f"{r['duration']:>4g} s" if r["valid"] else "  ?  "
         line = f"{r['name']:<{width}}  {dur}  {r['description']}"
         out.print(line, style=None if r["valid"] else "red")
+
+
+def register(app: typer.Typer) -> None:
+    scenario = typer.Typer(
+        add_completion=False,
+        context_settings=CONTEXT_SETTINGS,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        no_args_is_help=True,
+        help="Stage outages on a local cluster from a YAML scenario and check expectations.",
+    )
+    scenario.command("run", help="Run a scenario: start its cluster, load and timeline, print the verdict "
+                                 "(exit 0 iff all hold).")(run_cmd)
+    scenario.command("list", help="The shipped scenarios, one line each (or those in --dir).")(list_cmd)
+    app.add_typer(scenario, name="scenario")

@@ -1,11 +1,12 @@
-"""Local cluster runner: NameServer and broker-stub processes on loopback.
+"""Local cluster runner: NameServer and broker-stub processes on loopback, and the fault proxy between them.
 
 ``start`` launches the processes detached (they outlive the command), each
 on a free loopback port with its own config and log in a state directory,
 and records them in ``cluster.json`` (:mod:`mqadmin.localcluster.state`) so
 that later commands (status, stop, killBroker, restartNamesrv, ...) find
 them. No process is left behind by ``stop``: a graceful SIGTERM first,
-SIGKILL after a bounded wait.
+SIGKILL after a bounded wait. Unless told not to, one fault proxy process
+stands on every broker->NameServer path (:mod:`mqadmin.localcluster.faultpaths`).
 """
 
 from __future__ import annotations
@@ -25,15 +26,25 @@ import trio
 from mqadmin.client import AdminClient
 from mqadmin.client.errors import AdminError
 from mqadmin.client.security import ClientSecurity, write_private
+from mqadmin.localcluster import faultpaths
 from mqadmin.localcluster.accounts import LocalAccounts, admin_security, create_accounts
 from mqadmin.localcluster.certs import create_certificate, tls_props
+from mqadmin.localcluster.proxy import start_proxy
+from mqadmin.rocketmq.artifacts import ArtifactError, check_version
 from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, proc_state, start_ticks
 from remoting.bodies import TopicConfig, TopicRouteData
 
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=JSON, address ([\d.]+):(\d+)")
 BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), ([\d.]+):(\d+)\] boot success")
+#: kind -> (the module run with ``-c CONFIG``, its boot line, whose last group is the port it listens on)
+PROGRAMS = {
+    "namesrv": ("namesrv.cli", NAMESRV_BOOT),
+    "broker": ("broker_stub.cli", BROKER_BOOT),
+    "faultproxy": ("faultproxy.cli", faultpaths.PROXY_BOOT),
+}
 #: The line either server prints before its boot line when metricsPort is set.
 METRICS_LINE = re.compile(r"metrics at http://[^\s]+:(\d+)/metrics")
+VIP_LINE = re.compile(r"VIP channel at [\d.]+:(\d+)")
 BOOT_TIMEOUT = 20.0
 STOP_GRACE = 5.0
 SIGNAL_WAIT = 5.0
@@ -97,29 +108,29 @@ def _log_size(path: str) -> int:
 
 def _metrics_port(proc: Proc, offset: int) -> int:
     """The /metrics port a booted process printed (0 when it serves none)."""
+    return _printed_port(proc, offset, METRICS_LINE)
+
+
+def _printed_port(proc: Proc, offset: int, line: re.Pattern[str]) -> int:
+    """A port a booted process printed in its log after ``offset`` (0 when it printed none)."""
     try:
         with open(proc.log, "rb") as fh:
             fh.seek(offset)
-            match = METRICS_LINE.search(fh.read(LOG_TAIL_BYTES).decode("utf-8", "replace"))
+            match = line.search(fh.read(LOG_TAIL_BYTES).decode("utf-8", "replace"))
     except OSError:
         return 0
     return int(match.group(1)) if match else 0
 
 
-def start_namesrv(proc: Proc) -> None:
+def start_proc(proc: Proc) -> None:
+    """Start one process and wait for its boot line."""
+    module, boot = PROGRAMS[proc.kind]
     offset = _log_size(proc.log)
-    _spawn(proc, "namesrv.cli")
-    match = _wait_boot(proc, NAMESRV_BOOT, offset)
-    proc.port = int(match.group(2))
+    _spawn(proc, module)
+    match = _wait_boot(proc, boot, offset)
+    proc.port = int(match.group(match.lastindex or 0))
     proc.metrics_port = _metrics_port(proc, offset)
-
-
-def start_broker(proc: Proc) -> None:
-    offset = _log_size(proc.log)
-    _spawn(proc, "broker_stub.cli")
-    match = _wait_boot(proc, BROKER_BOOT, offset)
-    proc.port = int(match.group(3))
-    proc.metrics_port = _metrics_port(proc, offset)
+    proc.vip_port = _printed_port(proc, offset, VIP_LINE)
 
 
 def signal_proc(proc: Proc, sig: signal.Signals, wait: float = SIGNAL_WAIT) -> None:
@@ -168,7 +179,10 @@ def stop_procs(procs: Iterable[Proc], grace: float = STOP_GRACE) -> list[str]:
 def stop_cluster(state: ClusterState, grace: float = STOP_GRACE) -> tuple[list[str], list[str]]:
     """Stop every process (brokers first, so they unregister), then forget the cluster unless one
     survived; returns (the names force-killed, the names still running)."""
-    forced = stop_procs(state.brokers, grace) + stop_procs(state.namesrvs, grace)
+    # the RocketMQ Proxy first (it talks to the brokers), then brokers (so they unregister), then the rest
+    proxies = [p for p in state.procs if p.kind == "proxy"]
+    forced = stop_procs(proxies, grace) + stop_procs(state.brokers, grace)
+    forced += stop_procs([p for p in state.procs if p.kind not in ("broker", "proxy")], grace)
     left = [p.name for p in state.procs if p.alive()]
     if not left:
         (Path(state.dir) / STATE_FILE).unlink(missing_ok=True)
@@ -191,6 +205,9 @@ class StartOptions:
     auth: bool = False  # accounts on every process (aclEnable), made by mqadmin.localcluster.accounts
     tls: bool = False  # every process enforcing TLS with a certificate made by mqadmin.localcluster.certs
     metrics: bool = False  # /metrics on every process (each its own port) and a prometheus.yml for them
+    fault_proxy: bool = True  # every broker->NameServer path through a fault proxy (mqadmin.localcluster.faultpaths)
+    client_proxy: bool = False  # brokers register the proxy's address, so clients reach them through it too
+    proxy: str | None = None  # an Apache RocketMQ Proxy of this version over the cluster (mqadmin.localcluster.proxy)
 
 
 TOPIC_NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
@@ -209,6 +226,17 @@ def validate_options(opts: StartOptions) -> None:
             raise ClusterError(f"topic {topic!r} must be 1-127 characters of ^[%|a-zA-Z0-9_-]+$")
     if not 1 <= opts.topic_queues <= 1024:
         raise ClusterError(f"topic queues must be 1-1024, got {opts.topic_queues}")
+    if opts.client_proxy and not opts.fault_proxy:
+        raise ClusterError("--client-proxy needs the fault proxy (leave out --no-fault-proxy)")
+    if opts.proxy is not None:
+        if opts.brokers == 0:
+            raise ClusterError("--proxy needs at least one broker group (--brokers >= 1)")
+        if opts.auth or opts.tls:
+            raise ClusterError("--proxy cannot be combined with --auth or --tls yet")
+        try:
+            check_version(opts.proxy, "proxy")
+        except ArtifactError as exc:
+            raise ClusterError(f"--proxy: {exc}") from None
 
 
 def make_state_dir(directory: Path) -> None:
@@ -255,30 +283,46 @@ def start(directory: Path, opts: StartOptions) -> ClusterState:
             })
             state.procs.append(proc)
             namesrvs.append(proc)
-        _start_all(state, namesrvs)
-        brokers = []
-        for name in broker_names(opts.brokers):
-            for broker_id in range(opts.slaves + 1):
-                work = directory / f"{name}-{broker_id}"
-                work.mkdir(exist_ok=True)
-                proc = Proc("broker", f"{name}-{broker_id}", str(work / "broker.properties"), str(work / "broker.log"),
-                            broker_name=name, broker_id=broker_id)
-                _write_props(Path(proc.config), {
-                    "brokerClusterName": opts.cluster, "brokerName": name, "brokerId": broker_id,
-                    "namesrvAddr": state.namesrv_addr, "listenPort": 0, "brokerIP1": "127.0.0.1", "logFile": proc.log,
-                    "registerNameServerPeriod": opts.register_period_ms,
-                    "storePathRootDir": work / "store",  # topics (and messages) survive restartBroker, as with Java
-                    **_acl_props(accounts, signing=True), **tls, **_metrics_props(opts), **dict(opts.broker_props),
-                }, private=accounts is not None)
-                state.procs.append(proc)
-                brokers.append(proc)
+        # no broker, no path for a proxy to stand on
+        proxy = [faultpaths.new_proxy(directory)] if opts.fault_proxy and opts.brokers > 0 else []
+        state.procs.extend(proxy)
+        _start_all(state, [*namesrvs, *proxy])  # the proxy boots beside the NameServers, not after them
+        faultpaths.write_config(state)  # its control port, fixed from now on
+        brokers = [_broker_proc(directory, name, broker_id) for name in broker_names(opts.brokers)
+                   for broker_id in range(opts.slaves + 1)]
+        if proxy:
+            faultpaths.route_brokers(state, brokers)
+        for proc in brokers:
+            _write_props(Path(proc.config), {
+                "brokerClusterName": opts.cluster, "brokerName": proc.broker_name, "brokerId": proc.broker_id,
+                "namesrvAddr": faultpaths.namesrv_addr_of(state, proc) if proxy else state.namesrv_addr,
+                "listenPort": 0, "brokerIP1": "127.0.0.1", "logFile": proc.log,
+                "registerNameServerPeriod": opts.register_period_ms,
+                "storePathRootDir": Path(proc.config).parent / "store",  # topics (and messages) survive restartBroker
+                **(faultpaths.client_props() if opts.client_proxy else {}),
+                **_acl_props(accounts, signing=True), **tls, **_metrics_props(opts), **dict(opts.broker_props),
+            }, private=accounts is not None)
+            state.procs.append(proc)
         _start_all(state, brokers)
+        if opts.client_proxy:
+            faultpaths.route_clients(state, brokers)
+            state.save()
         trio.run(_make_ready, state, opts, admin_security(state))
+        if opts.proxy is not None:
+            state.procs.append(start_proxy(state, opts.proxy))
+            state.save()
     except BaseException:
         stop_procs(state.procs)
         state.save()
         raise
     return state
+
+
+def _broker_proc(directory: Path, name: str, broker_id: int) -> Proc:
+    work = directory / f"{name}-{broker_id}"
+    work.mkdir(exist_ok=True)
+    return Proc("broker", f"{name}-{broker_id}", str(work / "broker.properties"), str(work / "broker.log"),
+                broker_name=name, broker_id=broker_id)
 
 
 def _acl_props(accounts: LocalAccounts | None, *, signing: bool = False) -> dict[str, object]:
@@ -300,12 +344,14 @@ def _start_all(state: ClusterState, procs: list[Proc]) -> None:
     """Spawn every process first, then wait for each boot line: one start-up time, not the sum."""
     offsets = [_log_size(p.log) for p in procs]
     for p in procs:
-        _spawn(p, "namesrv.cli" if p.kind == "namesrv" else "broker_stub.cli")
+        _spawn(p, PROGRAMS[p.kind][0])
     state.save()
     for p, offset in zip(procs, offsets):
-        match = _wait_boot(p, NAMESRV_BOOT if p.kind == "namesrv" else BROKER_BOOT, offset)
+        match = _wait_boot(p, PROGRAMS[p.kind][1], offset)
         p.port = int(match.group(match.lastindex or 0))
         p.metrics_port = _metrics_port(p, offset)
+        if p.kind == "broker":
+            p.vip_port = _printed_port(p, offset, VIP_LINE)
     state.save()
 
 
@@ -355,13 +401,21 @@ def _routes_all(route: TopicRouteData, expected: dict[str, set[int]] | None, mas
     return masters <= {q.broker_name for q in route.queue_datas} and all(0 in seen.get(m, set()) for m in masters)
 
 
-def restart(proc: Proc) -> None:
-    """Start a stopped process again on its previous port."""
+def restart(proc: Proc, state: ClusterState | None = None) -> None:
+    """Start a stopped process again on its previous port (a running one is stopped first).
+
+    With the cluster's ``state``, a fault proxy that is not running is started again first: a
+    broker's NameServer addresses (and, with client_proxy, its clients) go through it.
+    """
+    proxy = state.fault_proxy if state is not None else None
+    if proxy is not None and proxy is not proc and not proxy.alive():
+        start_proc(proxy)
     if proc.alive():
         stop_procs([proc])
-    text = Path(proc.config).read_text()
-    Path(proc.config).write_text(re.sub(r"(?m)^listenPort=.*$", f"listenPort={proc.port}", text))
-    (start_namesrv if proc.kind == "namesrv" else start_broker)(proc)
+    if proc.kind != "faultproxy":  # the proxy's config names its ports already (faultpaths.write_config)
+        text = Path(proc.config).read_text()
+        Path(proc.config).write_text(re.sub(r"(?m)^listenPort=.*$", f"listenPort={proc.port}", text))
+    start_proc(proc)
 
 
 def log_tail(path: Path, lines: int) -> list[str]:

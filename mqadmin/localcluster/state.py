@@ -16,8 +16,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mqadmin.localcluster import prometheus_sd
+from server_runtime.regular_file import load_text
 
 STATE_FILE = "cluster.json"
+#: Largest cluster.json read (one of 26 broker groups with slaves, NameServers and proxy paths is a few KB).
+STATE_MAX_BYTES = 4 * 1024 * 1024
 
 
 class ClusterError(Exception):
@@ -33,7 +36,7 @@ def default_dir() -> Path:
 class Proc:
     """One process of the cluster, as recorded in cluster.json."""
 
-    kind: str  # "namesrv" or "broker"
+    kind: str  # "namesrv", "broker" or "faultproxy"
     name: str  # "namesrv-0", "broker-a-0" (broker name + id)
     config: str
     log: str
@@ -43,15 +46,31 @@ class Proc:
     broker_id: int | None = None
     started: int = 0  # the process's start time (/proc ticks): a reused pid is not ours
     metrics_port: int = 0  # its /metrics port (mqadmin start --metrics), 0: none
+    vip_port: int = 0  # a broker's VIP port (listenPort - 2, as a Java broker's), 0: none
 
     @property
     def addr(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def vip_addr(self) -> str | None:
+        return f"127.0.0.1:{self.vip_port}" if self.vip_port else None
+
     def alive(self) -> bool:
         if not pid_alive(self.pid):
             return False
         return not self.started or start_ticks(self.pid) in (None, self.started)
+
+
+@dataclass
+class ProxyPath:
+    """One path of the cluster's fault proxy (:mod:`mqadmin.localcluster.faultpaths`), as in cluster.json."""
+
+    name: str  # "broker-a-0.namesrv-1" (a broker to a NameServer) or "clients.broker-a-0" (clients to a broker)
+    broker: str  # the broker process's name
+    namesrv: str | None  # the NameServer process's name; None: the clients' path to the broker
+    listen: str  # where the proxy listens (what the broker's namesrvAddr, or its registered address, names)
+    upstream: str  # where it forwards to
 
 
 @dataclass
@@ -62,6 +81,7 @@ class ClusterState:
     topics: list[str] = field(default_factory=list)
     auth: bool = False  # started with --auth: accounts in <dir>/conf (mqadmin.localcluster.accounts)
     tls: bool = False  # started with --tls: enforcing, its certificate in <dir>/conf/tls (mqadmin.localcluster.certs)
+    paths: list[ProxyPath] = field(default_factory=list)  # the fault proxy's paths (none without the proxy)
 
     @property
     def namesrvs(self) -> list[Proc]:
@@ -70,6 +90,11 @@ class ClusterState:
     @property
     def brokers(self) -> list[Proc]:
         return [p for p in self.procs if p.kind == "broker"]
+
+    @property
+    def fault_proxy(self) -> Proc | None:
+        """The fault proxy's process (its port is the control endpoint's), or None without one."""
+        return next((p for p in self.procs if p.kind == "faultproxy"), None)
 
     @property
     def namesrv_addr(self) -> str:
@@ -91,19 +116,17 @@ class ClusterState:
     @classmethod
     def load(cls, directory: Path) -> ClusterState:
         path = directory / STATE_FILE
+        text = load_text(str(path), ClusterError, what="the cluster record", max_bytes=STATE_MAX_BYTES,
+                         missing=f"no local cluster in {directory} (start one with: mqadmin start)")
         try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ClusterError(f"no local cluster in {directory} (start one with: mqadmin start)") from None
-        except OSError as exc:
-            raise ClusterError(f"cannot read {path}: {exc.strerror or exc}") from None
+            data = json.loads(text)
         except ValueError as exc:
             raise ClusterError(f"cannot read {path}: {exc}") from None
         try:
             procs = [Proc(**p) for p in data["procs"]]
             return cls(dir=data["dir"], cluster=data.get("cluster", "DefaultCluster"), procs=procs,
                        topics=list(data.get("topics", [])), auth=bool(data.get("auth", False)),
-                       tls=bool(data.get("tls", False)))
+                       tls=bool(data.get("tls", False)), paths=[ProxyPath(**p) for p in data.get("paths", [])])
         except (KeyError, TypeError) as exc:
             raise ClusterError(f"cannot read {path}: unexpected content ({exc})") from None
 
@@ -111,7 +134,8 @@ class ClusterState:
         found = [p for p in self.brokers if p.broker_name == name and (broker_id is None or p.broker_id == broker_id)]
         if not found:
             known = ", ".join(sorted({p.broker_name or "" for p in self.brokers})) or "none"
-            raise ClusterError(f"no broker {name}{'' if broker_id is None else f' id {broker_id}'} in the cluster (brokers: {known})")
+            raise ClusterError(f"no broker {name}{'' if broker_id is None else f' id {broker_id}'} in the local cluster in "
+                               f"{self.dir} (brokers: {known})")
         return found
 
 

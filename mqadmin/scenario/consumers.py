@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
-from mqadmin.scenario.model import Action, Scenario
+from mqadmin.scenario.model import Action, ConsumerGroupSpec, Scenario
 from remoting.acl import Credentials
 from simclient import ClientPool, ConsumeRecord, ConsumerOptions, ConsumeStats, OwnershipEvent, SimConsumer
 

@@ -28,11 +28,12 @@ from mqadmin.localcluster.accounts import admin_security, app_credentials
 from mqadmin.localcluster.state import ClusterError, ClusterState, Proc
 from mqadmin.scenario.actions import ActionError, Executor
 from mqadmin.scenario.consumers import ConsumerFleet, ConsumerRun
-from mqadmin.scenario.expectations import Verdict, evaluate_all
+from mqadmin.scenario.expectations import evaluate_all
 from mqadmin.scenario.metrics_watch import MetricsWatch
 from mqadmin.scenario.model import Action, ProducerGroup, Scenario
 from mqadmin.scenario.observer import Observer
-from remoting.climain import first_of
+from mqadmin.scenario.verdict import Verdict
+from server_runtime.climain import first_of
 from simclient import (
     ClientPool,
     ConsumeRecord,
@@ -137,6 +138,8 @@ def start_options(scn: Scenario, metrics: bool = False) -> processes.StartOption
         tls=c.tls,
         broker_props=(*c.broker_config, *((("persistMessages", "false"),) if c.message_store == "memory" else ())),
         metrics=metrics,
+        fault_proxy=bool(c.fault_proxy),
+        client_proxy=c.client_proxy,
     )
 
 
