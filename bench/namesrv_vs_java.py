@@ -35,11 +35,9 @@ usage: bench/namesrv_vs_java.py [--java-version 5.5.0] [--rounds 3] [--duration 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import signal
-import statistics
 import sys
 import tempfile
 import time

@@ -96,7 +96,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"{results['load_average_after']:.1f} after; {'servers pinned to CPU 0, load generator to CPU 1' if results['pinned'] else 'not pinned (one CPU)'}.",
         f"Command: `{results['command']}`",
         f"Shape: {shape['clusters']} clusters x {shape['brokers_per_cluster']} brokers, {shape['topics_per_cluster']:,} "
-        f"topics per cluster; {len(results['rounds'])} rounds of {results['duration_s']:g} s per phase; churn: every broker "
+        f"topics per cluster; {len(results['rounds'])} round(s) of {results['duration_s']:g} s per phase; churn: every broker "
         f"re-registering every {churn['period_s']:g} s ({churn['mode']}). {results['started']} - {results['finished']}.",
         "",
         f"| load | conns | {java} q/s | ours q/s | ratio (rounds) | {java} p50 / p99 ms | ours p50 / p99 ms | "
