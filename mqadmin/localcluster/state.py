@@ -43,10 +43,25 @@ class Proc:
     broker_id: int | None = None
     started: int = 0  # the process's start time (/proc ticks): a reused pid is not ours
     metrics_port: int = 0  # its /metrics port (mqadmin start --metrics), 0: none
+    impl: str = ""  # "toolkit" (our NameServer), "stub" (our broker) or "java"; "": ours (an older cluster.json)
+    version: str | None = None  # a Java process's RocketMQ version
+    command: list[str] = field(default_factory=list)  # a Java process's command line, reused by a restart
+    env: dict[str, str] = field(default_factory=dict)  # ... and what its environment adds (ROCKETMQ_HOME, ...)
 
     @property
     def addr(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def java(self) -> bool:
+        return self.impl == "java"
+
+    @property
+    def label(self) -> str:
+        """What runs as this process: ``toolkit``, ``stub`` or ``java 5.5.0``."""
+        if self.java:
+            return f"java {self.version}"
+        return self.impl or ("toolkit" if self.kind == "namesrv" else "stub")
 
     def alive(self) -> bool:
         if not pid_alive(self.pid):
@@ -113,6 +128,17 @@ class ClusterState:
             known = ", ".join(sorted({p.broker_name or "" for p in self.brokers})) or "none"
             raise ClusterError(f"no broker {name}{'' if broker_id is None else f' id {broker_id}'} in the cluster (brokers: {known})")
         return found
+
+
+def local_impls(directory: Path | None = None) -> dict[str, str]:
+    """``addr -> implementation`` (``toolkit``, ``stub``, ``java 5.3.3``) of every process of the local
+    cluster in ``directory`` (default: the usual one); empty when there is none. Commands that talk to
+    any NameServer use it to name what runs at the addresses that are the local cluster's."""
+    try:
+        state = ClusterState.load(directory or default_dir())
+    except ClusterError:
+        return {}
+    return {p.addr: p.label for p in state.procs if p.port}
 
 
 def pid_alive(pid: int) -> bool:

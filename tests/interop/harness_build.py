@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from mqadmin.rocketmq import loopback
+
 REPO = Path(__file__).resolve().parents[2]
 INTEROP = REPO / "interop"
 JAVA_DIR = INTEROP / "java"
@@ -25,7 +27,6 @@ GO_DIR = INTEROP / "go"
 BUILD_DIR = INTEROP / "build"
 GO_BINARY = BUILD_DIR / "interop-go"
 SHIM = BUILD_DIR / "libloopback_bind.so"
-SHIM_SOURCE = INTEROP / "loopback" / "loopback_bind.c"
 # Touched after a successful Maven build: Maven leaves an unchanged classpath.txt untouched, so its
 # own mtime cannot tell a stale build from a fresh one.
 JAVA_STAMP = BUILD_DIR / "java.stamp"
@@ -113,12 +114,13 @@ def build_go() -> Path:
 
 
 def build_shim() -> Path:
-    """Compile the LD_PRELOAD shim that keeps the Java servers' listening sockets on loopback."""
-    cc = _tool("cc", "the interop suite compiles interop/loopback/loopback_bind.c (Debian's gcc)")
-    if not _up_to_date([SHIM], [SHIM_SOURCE]):
-        BUILD_DIR.mkdir(exist_ok=True)
-        _run([cc, "-shared", "-fPIC", "-O2", "-o", str(SHIM), str(SHIM_SOURCE), "-ldl"], INTEROP, "cc shim", 120)
-    return SHIM
+    """Compile the LD_PRELOAD shim that keeps the Java servers' listening sockets on loopback
+    (the product's, mqadmin/rocketmq/loopback_bind.c)."""
+    cc = _tool("cc", "the interop suite compiles mqadmin/rocketmq/loopback_bind.c (Debian's gcc)")
+    try:
+        return loopback.build(SHIM, cc)
+    except loopback.LoopbackError as exc:
+        raise HarnessBuildError(str(exc)) from None
 
 
 def main() -> int:
