@@ -24,6 +24,7 @@ from mqadmin.commands.options import (
     one_target,
 )
 from mqadmin.commands.results import exit_if_any_failed, only, per_server, print_failure
+from mqadmin.localcluster.state import local_impls
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
 
@@ -188,6 +189,10 @@ def broker_fault(
     async def call() -> tuple[str, dict[str, Any]]:
         # A hung broker answers nothing but fault requests, so a fresh connection is used each time.
         addr = fault_addr or await client_for(namesrv, timeout).broker_addr_of(broker, broker_id)
+        impl = local_impls().get(addr, "stub")
+        if impl.startswith("java"):  # Java has no switchboard (request 9000): say so, not Java's "not supported"
+            raise AdminError(f"{addr} runs {impl}: brokerFault's switchboard is the broker stub's "
+                             "(a hang of a Java broker: killBroker --signal STOP, then CONT)")
         return addr, await AdminClient([], timeout=timeout).broker_fault(addr, action, **params)
 
     addr, state = run(call)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mqadmin.scenario import consumer_schema
+from mqadmin.scenario import cluster_impls, consumer_schema
 from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
 from mqadmin.scenario.yamlnodes import LMap, LSeq, YamlError, line_of
 from mqadmin.scenario.yamlnodes import load as load_yaml
@@ -217,8 +217,10 @@ class _Parser:
             namesrv_config=sec.get("namesrv_config", namesrv_config, ()),
             auth=sec.get("auth", boolean, False),
             tls=sec.get("tls", boolean, False),
+            **cluster_impls.read(sec, namesrvs, brokers),
         )
         sec.finish()
+        cluster_impls.check_cluster(sec, spec)
         return spec
 
     def parse_group(self, sec: _Section, name: str, duration: float, first_id: int) -> ProducerGroup:
@@ -281,6 +283,8 @@ class _Parser:
         item.finish()
         args: dict[str, Any] = {}
         condition = None
+        if kind in ("partition", "heal", "fault"):
+            cluster_impls.check_broker_action(sec, self.cluster, kind, self.broker(sec))
         if kind in BROKER_ACTIONS:
             args["broker"] = self.broker(sec)
             args["broker_id"] = self.broker_id(sec)

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from mqadmin.rocketmq import loopback
+from mqadmin.rocketmq import artifacts, loopback
 
 REPO = Path(__file__).resolve().parents[2]
 INTEROP = REPO / "interop"
@@ -34,6 +34,9 @@ JAVA_STAMP = BUILD_DIR / "java.stamp"
 # RocketMQ version -> Maven module directory.
 JAVA_MODULES = {"4.9.7": "v4", "5.3.3": "v5"}
 JAVA_VERSIONS = tuple(JAVA_MODULES)
+#: The versions the local-cluster tests run as NameServers and brokers (`mqadmin start --broker-impl java:V`),
+#: resolved into mqadmin's cache here so that no test waits on Maven.
+SERVER_VERSIONS = ("4.9.7", "5.3.3", "5.5.0")
 
 
 class HarnessBuildError(RuntimeError):
@@ -123,15 +126,27 @@ def build_shim() -> Path:
         raise HarnessBuildError(str(exc)) from None
 
 
+def resolve_servers() -> list[str]:
+    """Resolve the local-cluster tests' Java versions with mqadmin's own resolver (Maven, then its cache)."""
+    for version in SERVER_VERSIONS:
+        try:
+            artifacts.resolve(version, "server")
+        except artifacts.ArtifactError as exc:
+            raise HarnessBuildError(str(exc)) from None
+    return list(SERVER_VERSIONS)
+
+
 def main() -> int:
     try:
         build_shim()
         build_go()
         builds = build_java()
+        resolve_servers()
     except HarnessBuildError as exc:
         print(f"interop harness: {exc}", file=sys.stderr)
         return 1
-    print(f"interop harness ready: Java {', '.join(builds)}, {GO_BINARY.relative_to(REPO)}, {SHIM.relative_to(REPO)}")
+    print(f"interop harness ready: Java {', '.join(builds)}, {GO_BINARY.relative_to(REPO)}, {SHIM.relative_to(REPO)}; "
+          f"servers {', '.join(SERVER_VERSIONS)} in {artifacts.cache_root()}")
     return 0
 
 

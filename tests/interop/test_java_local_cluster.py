@@ -1,0 +1,183 @@
+"""Apache's Java NameServer and brokers as local-cluster members: ``mqadmin start --namesrv-impl
+toolkit,java:5.5.0 --broker-impl java:5.3.3,java:4.9.7 --slaves 1``, then every process fault the
+runner has, on the Java processes.
+
+One cluster for the module (JVM starts are the cost): NameServer 0 ours, NameServer 1 Java 5.5.0;
+broker-a a Java 5.3.3 master and slave, broker-b a Java 4.9.7 master and slave, registering every
+10 s (the fastest Java registers) with both NameServers. The tests run in order and each leaves every
+process running again; the last one stops the cluster and looks for what is left.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from mqadmin.client import SyncAdminClient
+from mqadmin.client.errors import AdminError
+from tests.interop import harness_build
+from tests.mqadmin_procs import cli_env, mqadmin, procs_mentioning, stop_all
+
+TOPIC = "JavaLocalTopic"
+START = ["--namesrv-impl", "toolkit,java:5.5.0", "--broker-impl", "java:5.3.3,java:4.9.7", "--slaves", "1",
+         "--topics", TOPIC, "--register-period", "10000"]
+IMPLS = {"namesrv-0": ("toolkit", None), "namesrv-1": ("java", "5.5.0"),
+         "broker-a-0": ("java", "5.3.3"), "broker-a-1": ("java", "5.3.3"),
+         "broker-b-0": ("java", "4.9.7"), "broker-b-1": ("java", "4.9.7")}
+
+
+class JavaLocal:
+    """The module's cluster: its directory and the commands run against it."""
+
+    def __init__(self, directory: Path, env: dict[str, str], started: dict[str, Any]) -> None:
+        self.dir = directory
+        self.env = env
+        self.addr = {p["name"]: p["addr"] for p in started["procs"]}
+        self.namesrvs = [self.addr["namesrv-0"], self.addr["namesrv-1"]]
+
+    def run(self, *args: str, ok: bool = True) -> Any:
+        done = mqadmin(*args, env=self.env)
+        assert (done.returncode == 0) == ok, (args, done.stdout, done.stderr)
+        return done
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.run(*args, "--json").stdout)
+
+    def procs(self) -> dict[str, dict[str, Any]]:
+        return {p["name"]: p for p in json.loads(self.run("status", "--json").stdout)["procs"]}
+
+    def route_addrs(self, namesrv: str, topic: str = "TBW102") -> dict[str, dict[int, str]]:
+        """broker name -> {brokerId: addr} of a topic's route on one NameServer ({} when it has none)."""
+        try:
+            route = SyncAdminClient([namesrv], timeout=5.0).topic_route(topic)
+        except AdminError:
+            return {}
+        return {b.broker_name: dict(b.broker_addrs) for b in route.broker_datas}
+
+    def everywhere(self, holds: Callable[[dict[str, dict[int, str]]], bool], what: str,
+                   timeout: float = 90.0, topic: str = "TBW102") -> None:
+        """Until ``holds`` is true of the route on both NameServers (bounded; fails with ``what``)."""
+        deadline = time.monotonic() + timeout
+        while not all(holds(self.route_addrs(ns, topic)) for ns in self.namesrvs):
+            assert time.monotonic() < deadline, f"not within {timeout:.0f} s: {what}: " + \
+                str([self.route_addrs(ns, topic) for ns in self.namesrvs])
+            time.sleep(0.5)
+
+    def stored(self, broker: str) -> int:
+        """Messages of TOPIC on ``broker``'s master (the sum of its queues' max offsets)."""
+        rows = self.json("topicStatus", "-t", TOPIC)["queues"]
+        return sum(int(q["maxOffset"]) for q in rows if q["brokerName"] == broker)
+
+
+@pytest.fixture(scope="module")
+def java_local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaLocal]:
+    try:
+        harness_build.resolve_servers()  # normally done by `make test` before pytest: then a cache read
+    except harness_build.HarnessBuildError as exc:
+        pytest.fail(f"interop harness: {exc}", pytrace=False)
+    base = tmp_path_factory.mktemp("java-local")
+    env = cli_env(base)  # the cluster is the default one of this XDG_STATE_HOME: every command finds it
+    directory = base / "mqadmin" / "cluster"
+    try:
+        done = mqadmin("start", *START, "--json", env=env)
+        assert done.returncode == 0, done.stderr
+        yield JavaLocal(directory, env, json.loads(done.stdout))
+    finally:
+        stop_all(directory)
+
+
+def test_status_names_each_implementation_and_java_listens_on_loopback_only(java_local: JavaLocal) -> None:
+    procs = java_local.procs()
+    assert {name: (p["impl"], p["version"]) for name, p in procs.items()} == IMPLS
+    assert all(p["state"] == "running" for p in procs.values()), procs
+    table = java_local.run("status").stdout
+    assert "#Impl" in table and "java 5.5.0" in table and "java 4.9.7" in table and "toolkit" in table
+    for name, p in procs.items():
+        listening = {f"{c.laddr.ip}:{c.laddr.port}" for c in psutil.Process(p["pid"]).net_connections("tcp")
+                     if c.status == psutil.CONN_LISTEN}
+        assert p["addr"] in listening, (name, listening)
+        assert all(a.startswith("127.0.0.1:") for a in listening), (name, listening)
+
+
+def test_cluster_list_and_watch_name_java_brokers_and_namesrvs(java_local: JavaLocal) -> None:
+    rows = java_local.json("clusterList", "-n", java_local.namesrvs[1])["brokers"]
+    seen = {(r["brokerName"], r["brokerId"]): (r["impl"], r["version"], r["reachable"]) for r in rows}
+    assert seen == {("broker-a", 0): ("java 5.3.3", "V5_3_3", True), ("broker-a", 1): ("java 5.3.3", "V5_3_3", True),
+                    ("broker-b", 0): ("java 4.9.7", "V4_9_7", True), ("broker-b", 1): ("java 4.9.7", "V4_9_7", True)}
+    table = java_local.run("clusterList").stdout
+    assert "#Impl" in table and "java 4.9.7" in table
+    snap = java_local.json("watch", "--once", "-t", TOPIC)
+    assert snap["errors"] == {}
+    assert snap["impls"][java_local.namesrvs[0]] == "toolkit" and snap["impls"][java_local.namesrvs[1]] == "java 5.5.0"
+    assert {b["addr"]: snap["impls"][b["addr"]] for b in snap["brokers"]} == {
+        java_local.addr[name]: f"java {version}" for name, (_, version) in IMPLS.items() if name.startswith("broker")}
+    assert all(b["agree"] for b in snap["brokers"]) and len(snap["brokers"]) == 4
+    (topic,) = snap["topics"]
+    assert topic["agree"] and all(sorted(r) == ["broker-a:RW-:8", "broker-b:RW-:8"] for r in topic["routes"].values())
+
+
+def test_graceful_stop_then_restart_keeps_the_java_store(java_local: JavaLocal) -> None:
+    sent = java_local.run("sendMessage", "-t", TOPIC, "-b", "broker-a", "-p", "kept across a restart").stdout
+    assert "SEND_OK" in sent
+    assert java_local.stored("broker-a") >= 1
+    master = java_local.addr["broker-a-0"]
+    out = java_local.run("killBroker", "-b", "broker-a", "--id", "0", "--signal", "TERM").stdout
+    assert "(java 5.3.3, pid" in out and out.rstrip().endswith("stopped")
+    # SIGTERM runs Java's shutdown hook: the master unregisters from both NameServers at once
+    java_local.everywhere(lambda r: 0 not in r.get("broker-a", {}), "broker-a's master unregistered", timeout=60)
+    java_local.run("restartBroker", "-b", "broker-a", "--id", "0")
+    assert java_local.procs()["broker-a-0"]["addr"] == master
+    java_local.everywhere(lambda r: r.get("broker-a", {}).get(0) == master, "the restarted master routed again")
+    assert java_local.stored("broker-a") >= 1  # the same store: what it held before the stop is there
+
+
+def test_sigstop_and_sigcont_a_java_slave(java_local: JavaLocal) -> None:
+    out = java_local.run("killBroker", "-b", "broker-b", "--id", "1", "--signal", "STOP").stdout
+    assert out.rstrip().endswith("paused (SIGSTOP)")
+    assert java_local.procs()["broker-b-1"]["state"] == "paused (SIGSTOP)"
+    out = java_local.run("killBroker", "-b", "broker-b", "--id", "1", "--signal", "CONT").stdout
+    assert out.rstrip().endswith("running")
+    assert java_local.procs()["broker-b-1"]["state"] == "running"
+
+
+def test_kill_9_and_restart_a_java_4_master(java_local: JavaLocal) -> None:
+    master = java_local.addr["broker-b-0"]
+    java_local.run("killBroker", "-b", "broker-b", "--id", "0")
+    # a crash closes the connections: both NameServers drop the master without waiting for a timeout
+    java_local.everywhere(lambda r: 0 not in r.get("broker-b", {}), "the killed master dropped", timeout=60)
+    java_local.run("restartBroker", "-b", "broker-b", "--id", "0")
+    assert java_local.procs()["broker-b-0"]["addr"] == master
+    java_local.everywhere(lambda r: r.get("broker-b", {}).get(0) == master, "the restarted master routed again")
+
+
+def test_kill_and_restart_the_java_namesrv_on_its_address(java_local: JavaLocal) -> None:
+    java_namesrv = java_local.namesrvs[1]
+    out = java_local.run("killNamesrv", "-i", "1").stdout
+    assert "(java 5.5.0, pid" in out and out.rstrip().endswith("stopped")
+    assert java_local.route_addrs(java_namesrv) == {}
+    out = java_local.run("restartNamesrv", "-i", "1").stdout
+    assert "java 5.5.0" in out and java_namesrv in out
+    assert java_local.procs()["namesrv-1"]["addr"] == java_namesrv
+    # a Java NameServer comes back empty; every broker registers again within its 10 s period
+    java_local.everywhere(lambda r: {n: set(ids) for n, ids in r.items()} == {"broker-a": {0, 1}, "broker-b": {0, 1}},
+                          "every broker registered again with the restarted Java NameServer")
+
+
+def test_brokerfault_says_the_switchboard_is_the_stubs(java_local: JavaLocal) -> None:
+    done = java_local.run("brokerFault", "-b", "broker-a", "--hang", ok=False)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1
+    assert "runs java 5.3.3" in done.stderr and "killBroker --signal STOP" in done.stderr
+
+
+def test_stop_leaves_no_java_process_behind(java_local: JavaLocal) -> None:
+    pids = [p["pid"] for p in java_local.procs().values()]
+    out = java_local.run("stop").stdout
+    assert out.startswith("stopped 6 processes"), out
+    assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert procs_mentioning(str(java_local.dir)) == []
