@@ -21,6 +21,7 @@ from mqadmin.rocketmq.artifacts import VERSION
 
 #: Our implementation of each role (the defaults).
 OURS = {"namesrv": "toolkit", "broker": "stub"}
+ROLE_NAMES = {"namesrv": "NameServer", "broker": "broker"}
 #: The defaults of the timing knobs: a value other than these is a request an implementation must honour.
 DEFAULT_SCAN_MS = 5_000
 DEFAULT_EXPIRY_MS = servers.FIXED_EXPIRY_MS
@@ -51,6 +52,14 @@ TOOLKIT = Impl("toolkit")
 STUB = Impl("stub")
 
 
+class ImplError(ClusterError):
+    """What an implementation cannot do; ``role`` says whose choice it is (``namesrv`` or ``broker``)."""
+
+    def __init__(self, role: str, message: str) -> None:
+        super().__init__(message)
+        self.role = role
+
+
 def parse_one(text: str, role: str) -> Impl:
     """``toolkit``/``stub`` (ours, by role) or ``java:VERSION``; a ClusterError naming the problem."""
     value = text.strip()
@@ -63,10 +72,11 @@ def parse_one(text: str, role: str) -> Impl:
     if kind == "java":
         raise ClusterError(f"{value!r}: give the RocketMQ version after java:, like java:5.3.3")
     other = OURS["broker" if role == "namesrv" else "namesrv"]
+    what = ROLE_NAMES[role]
     if value == other:
-        raise ClusterError(f"{value!r} is our {'broker' if role == 'namesrv' else 'NameServer'}: a {role} is "
-                           f"{ours} or java:VERSION")
-    raise ClusterError(f"unknown implementation {value!r}: a {role} is {ours} or java:VERSION (e.g. java:5.3.3)")
+        raise ClusterError(f"{value!r} is our {ROLE_NAMES['broker' if role == 'namesrv' else 'namesrv']}: a {what} "
+                           f"is {ours} or java:VERSION")
+    raise ClusterError(f"unknown implementation {value!r}: a {what} is {ours} or java:VERSION (e.g. java:5.3.3)")
 
 
 def parse(value: str | Sequence[str], role: str, count: int, option: str) -> tuple[Impl, ...]:
@@ -102,16 +112,16 @@ def check(namesrvs: Sequence[Impl], brokers: Sequence[Impl], *, register_period_
     first = java[0].label
     for flag, on in (("--auth", auth), ("--tls", tls), ("--metrics", metrics)):
         if on:
-            raise ClusterError(f"{flag} is for our processes only: the local cluster cannot set it up on {first} "
+            raise ImplError("broker" if any(b.java for b in brokers) else "namesrv", f"{flag} is for our processes only: the local cluster cannot set it up on {first} "
                                "(leave it out, or use toolkit and stub)")
     low, high = servers.REGISTER_PERIOD_RANGE_MS
     java_brokers = [b for b in brokers if b.java]
     if java_brokers and not low <= register_period_ms <= high:
-        raise ClusterError(f"register period {register_period_ms} ms: a Java broker registers every {low}-{high} ms "
+        raise ImplError("broker", f"register period {register_period_ms} ms: a Java broker registers every {low}-{high} ms "
                            "(Java clamps registerNameServerPeriod to that range)")
     for ns in namesrvs:
         if ns.java and not servers.scan_interval_key(ns.version or "") and scan_interval_ms != DEFAULT_SCAN_MS:
-            raise ClusterError(f"scan interval {scan_interval_ms} ms: the NameServer {ns.label} scans every "
+            raise ImplError("namesrv", f"scan interval {scan_interval_ms} ms: the NameServer {ns.label} scans every "
                                f"{servers.FIXED_SCAN_MS_4 // 1000} s and has no key to change it")
     if broker_expired_ms != DEFAULT_EXPIRY_MS:
         _check_expiry(namesrvs, brokers, broker_expired_ms)
@@ -122,12 +132,12 @@ def _check_expiry(namesrvs: Sequence[Impl], brokers: Sequence[Impl], expiry_ms: 
     5.x after the heartbeatTimeoutMillis the broker sends (:func:`brokers_send_expiry`)."""
     for ns in namesrvs:
         if ns.java and not servers.reads_heartbeat_timeout(ns.version or ""):
-            raise ClusterError(f"broker timeout {expiry_ms} ms: the NameServer {ns.label} drops a silent broker "
+            raise ImplError("namesrv", f"broker timeout {expiry_ms} ms: the NameServer {ns.label} drops a silent broker "
                                f"after a fixed {servers.FIXED_EXPIRY_MS // 1000} s")
     if brokers_send_expiry(namesrvs, expiry_ms):
         for broker in brokers:
             if broker.java and not servers.sends_heartbeat_timeout(broker.version or ""):
-                raise ClusterError(f"broker timeout {expiry_ms} ms: a Java NameServer takes it from each broker's "
+                raise ImplError("broker", f"broker timeout {expiry_ms} ms: a Java NameServer takes it from each broker's "
                                    f"registration, which the broker {broker.label} cannot send (5.x brokers can)")
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -37,7 +38,8 @@ def resolve(versions: list[str], progress: Progress | None = None,
     ``progress`` hears that a version is resolved for the first time, ``detail`` each jar downloaded."""
     found = {}
     for version in versions:
-        if progress is not None and artifacts.cached(version) is None:
+        maven_runs = artifacts.cached(version) is None and shutil.which("mvn") and shutil.which("java")
+        if progress is not None and maven_runs:  # else a missing tool is the one line said
             progress(f"resolving RocketMQ {version} with Maven (first use; `mqadmin rocketmq fetch {version}` "
                      "does it ahead of time)")
 

@@ -54,14 +54,14 @@ def check_cluster(sec: _Section, spec: ClusterSpec) -> None:
     implementation's key)."""
     namesrvs = impls.parse(spec.namesrv_impl, "namesrv", spec.namesrvs, "namesrv_impl")
     brokers = impls.parse(spec.broker_impl, "broker", spec.brokers, "broker_impl")
-    key = "broker_impl" if any(b.java for b in brokers) else "namesrv_impl"
     if spec.message_store == "memory" and any(b.java for b in brokers):
         raise sec.fail("message_store", "memory is the broker stub's: a Java broker always keeps messages on disk")
     try:
         impls.check(namesrvs, brokers, register_period_ms=spec.register_period_ms,
                     broker_expired_ms=spec.broker_expired_ms, scan_interval_ms=spec.scan_interval_ms,
                     auth=spec.auth, tls=spec.tls, metrics=False)
-    except ClusterError as exc:
+    except impls.ImplError as exc:
+        key = f"{exc.role}_impl"
         raise sec.fail(key, str(exc).replace("--auth", "auth").replace("--tls", "tls")) from None
 
 
