@@ -102,6 +102,7 @@ def cli_refusal(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -
     (["--broker-impl", "java:5.3.3", "--auth"], "--auth is for our processes only"),
     (["--broker-impl", "java:5.3.3", "--register-period", "2000"], "registers every 10000-60000 ms"),
     (["--broker-prop", "novalue"], "is not KEY=VALUE"),
+    (["--broker-impl", "stub,java:4.9.7", "--client-proxy"], "--client-proxy is not supported for java 4.9.7 brokers"),
 ])
 def test_start_refuses_in_one_line_with_exit_2(tmp_path: Path, args: list[str], expected: str) -> None:
     assert expected in cli_refusal(tmp_path, *args)
@@ -131,6 +132,13 @@ def test_scenario_keys_are_checked_with_the_line(tmp_path: Path) -> None:
                                     '  register_period_ms: 10000\n  java_opts: [-Xmx256m]\n', ""))
     assert good.cluster.namesrv_impl == ("toolkit", "java:5.5.0") and good.cluster.broker_impl == ("java:5.3.3",)
     assert good.cluster.java_opts == ("-Xmx256m",) and good.cluster.broker_impl_of("broker-b") == "java:5.3.3"
+    # a partition of a Java broker goes through the fault proxy, as for ours; 5.x stands behind the clients' proxy
+    partitioned = schema.parse(base.format("  broker_impl: [stub, java:4.9.7]\n  register_period_ms: 10000\n",
+                                           "timeline:\n  - at: 1\n    partition: broker-b\n    namesrv: 0\n"))
+    assert partitioned.cluster.fault_proxy is True and partitioned.timeline[0].kind == "partition"
+    behind = schema.parse(base.format("  broker_impl: java:5.3.3\n  register_period_ms: 10000\n"
+                                      "  client_proxy: true\n", ""))
+    assert behind.cluster.client_proxy and behind.cluster.fault_proxy is True
     refused = [
         ('  broker_impl: [stub, "java:5.3.3", stub]\n', "", ":5: cluster.broker_impl: broker_impl names 3"),
         ("  broker_impl: java:5.3.3\n  register_period_ms: 5000\n", "", ":5: cluster.broker_impl: register period 5000"),
@@ -139,8 +147,10 @@ def test_scenario_keys_are_checked_with_the_line(tmp_path: Path) -> None:
         ("  broker_impl: java:5.3.3\n  register_period_ms: 10000\n  message_store: memory\n", "",
          ":7: cluster.message_store: memory is the broker stub's"),
         ("  broker_impl: [stub, java:4.9.7]\n  register_period_ms: 10000\n",
-         "timeline:\n  - at: 1\n    partition: broker-b\n    namesrv: 0\n",
-         ":12: timeline[1].partition: broker-b runs java:4.9.7"),
+         "timeline:\n  - at: 1\n    fault: broker-b\n    hang: true\n",
+         ":12: timeline[1].fault: broker-b runs java:4.9.7: fault is the broker stub's fault switchboard"),
+        ("  broker_impl: [stub, java:4.9.7]\n  register_period_ms: 10000\n  client_proxy: true\n", "",
+         ":5: cluster.broker_impl: client_proxy is not supported for java 4.9.7 brokers"),
     ]
     for cluster, timeline, expected in refused:
         with pytest.raises(schema.ScenarioError) as caught:

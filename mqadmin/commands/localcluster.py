@@ -14,11 +14,12 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
+from faultproxy.client import FaultProxyError
 from mqadmin.client import AdminClient, run
 from mqadmin.client.errors import AdminError
 from mqadmin.commands.options import JsonOpt, bad_option, state_dir_option
 from mqadmin.commands.results import self_command
-from mqadmin.localcluster import java, processes, prometheus_sd
+from mqadmin.localcluster import faultpaths, java, processes, prometheus_sd
 from mqadmin.localcluster.certs import cert_path
 from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, default_dir, proc_state
 from mqadmin.output.console import make_console, out, print_json
@@ -35,7 +36,9 @@ def _dir(directory: Path | None) -> Path:
 
 
 def _role(p: Proc) -> str:
-    return "namesrv" if p.kind == "namesrv" else ("master" if p.broker_id == 0 else f"slave {p.broker_id}")
+    if p.kind != "broker":
+        return "fault proxy" if p.kind == "faultproxy" else p.kind
+    return "master" if p.broker_id == 0 else f"slave {p.broker_id}"
 
 
 def status_table(state: ClusterState) -> Any:
@@ -46,6 +49,26 @@ def status_table(state: ClusterState) -> Any:
         rows.append([p.name, _role(p), p.label, p.addr, str(p.pid), Text(st, style=style)])
     cols = [Col("#Process"), Col("#Role"), Col("#Impl"), Col("#Addr"), Col("#PID", 1), Col("#State")]
     return fit_table(cols, rows, title=f"cluster {state.cluster} in {state.dir}")
+
+
+def _live_paths(state: ClusterState) -> dict[str, dict[str, Any]] | None:
+    """The fault proxy's paths as it serves them now; None when it does not answer."""
+    proxy = state.fault_proxy
+    if proxy is None or not proxy.alive():
+        return None
+    try:
+        return faultpaths.client(state, timeout=2.0).paths()
+    except (FaultProxyError, ClusterError):
+        return None
+
+
+def paths_table(state: ClusterState, live: dict[str, dict[str, Any]] | None) -> Any:
+    """Each path of the fault proxy: where it listens, where it leads, and its faults now."""
+    rows = [[name, listen, upstream, Text(faults, style="green" if faults == "-" else "red"), conns]
+            for name, listen, upstream, faults, conns in faultpaths.path_rows(state.paths, live)]
+    where = "" if live is not None else " (not answering: faults unknown)"
+    return fit_table([Col("#Path"), Col("#Listen"), Col("#Upstream"), Col("#Faults", wrap=True), Col("#Conns", 1)],
+                     rows, title=f"fault proxy paths{where}")
 
 
 def _metrics_url(p: Proc) -> str | None:
@@ -62,7 +85,19 @@ def state_json(state: ClusterState) -> dict[str, Any]:
                    "brokerId": p.broker_id, "addr": p.addr, "pid": p.pid, "state": proc_state(p),
                    "log": p.log, "config": p.config, "metricsUrl": _metrics_url(p)} for p in state.procs],
         "prometheusConfig": str(prometheus_sd.config_path(state.dir)) if state.metrics else None,
+        "faultProxy": _proxy_json(state),
     }
+
+
+def _proxy_json(state: ClusterState) -> dict[str, Any] | None:
+    if state.fault_proxy is None:
+        return None
+    live = _live_paths(state)
+    return {"control": state.fault_proxy.addr, "answering": live is not None,
+            "paths": [{"name": p.name, "broker": p.broker, "namesrv": p.namesrv, "listen": p.listen,
+                       "upstream": p.upstream, "enabled": live[p.name]["enabled"] if live and p.name in live else None,
+                       "toxics": live[p.name]["toxics"] if live and p.name in live else None}
+                      for p in state.paths]}
 
 
 def start_cmd(
@@ -95,6 +130,11 @@ def start_cmd(
     broker_props: list[str] | None = typer.Option(None, "--broker-prop", metavar="KEY=VALUE",
                                                   help="Another broker.properties key for every broker (repeatable; "
                                                        "e.g. mappedFileSizeCommitLog=1073741824)."),
+    fault_proxy: bool = typer.Option(True, "--fault-proxy/--no-fault-proxy",
+                                     help="Route every broker->NameServer connection through a fault proxy (for "
+                                          "networkFault and brokerFault --partition); off: brokers dial NameServers."),
+    client_proxy: bool = typer.Option(False, "--client-proxy", help="Brokers register the proxy's address "
+                                      "(127.0.0.2:PORT), so clients reach them through it too (networkFault --clients)."),
     directory: Path | None = DirOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -104,7 +144,7 @@ def start_cmd(
         broker_expired_ms=broker_timeout, scan_interval_ms=scan_interval, topics=topic_list, topic_queues=topic_queues,
         auth=auth, tls=tls, metrics=metrics, namesrv_impl=namesrv_impl, broker_impl=broker_impl,
         broker_props=_key_values("--broker-prop", broker_props or []),
-        java_sizing=Sizing(java_opts=tuple(java_opts or ())),
+        java_sizing=Sizing(java_opts=tuple(java_opts or ())), fault_proxy=fault_proxy, client_proxy=client_proxy,
     )
     try:
         processes.validate_options(opts)
@@ -196,6 +236,8 @@ def status_cmd(directory: Path | None = DirOpt, as_json: bool = JsonOpt) -> None
         print_json(state_json(state))
     else:
         out.print(status_table(state))
+        if state.paths:
+            out.print(paths_table(state, _live_paths(state)))
         out.print(f"export NAMESRV_ADDR='{state.namesrv_addr}'")
 
 
@@ -250,7 +292,7 @@ def restart_broker(
 ) -> None:
     state = ClusterState.load(_dir(directory))
     for p in state.find_broker(broker, broker_id):
-        processes.restart(p)
+        processes.restart(p, state)
         state.save()
         out.print(f"restarted {p.name} ({p.label}, pid {p.pid}, {p.addr})")
 
@@ -279,7 +321,7 @@ def restart_namesrv(
 ) -> None:
     state = ClusterState.load(_dir(directory))
     p = _namesrv(state, index)
-    processes.restart(p)
+    processes.restart(p, state)
     state.save()
     note = ("a Java NameServer starts with no routes: each broker is routed again when it next registers"
             if p.java else _restored_note(p.addr))

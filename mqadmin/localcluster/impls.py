@@ -7,7 +7,8 @@ value applies to every NameServer (broker group); a comma-separated list gives o
 
 :func:`check` refuses, in one line, what an implementation cannot do, before anything starts: Java has
 no key for some of the cluster's timing knobs in some versions (see :mod:`mqadmin.rocketmq.servers`),
-and the local cluster's accounts, TLS and metrics are set up for our processes only.
+the local cluster's accounts, TLS and metrics are set up for our processes only, and a 4.x broker
+cannot stand behind the clients' fault proxy.
 """
 
 from __future__ import annotations
@@ -104,11 +105,15 @@ def java_versions(*impls: Iterable[Impl]) -> list[str]:
 
 
 def check(namesrvs: Sequence[Impl], brokers: Sequence[Impl], *, register_period_ms: int, broker_expired_ms: int,
-          scan_interval_ms: int, auth: bool, tls: bool, metrics: bool) -> None:
+          scan_interval_ms: int, auth: bool, tls: bool, metrics: bool, client_proxy: bool = False) -> None:
     """A ClusterError (one line) for a request some chosen implementation cannot carry out."""
     java = [i for i in (*namesrvs, *brokers) if i.java]
     if not java:
         return
+    old = next((b for b in brokers if b.java and not servers.has_bind_address(b.version or "")), None)
+    if client_proxy and old is not None:
+        raise ImplError("broker", f"--client-proxy is not supported for {old.label} brokers: 4.x has no bindAddress "
+                                  "to listen apart from the proxy's address (use java:5.x or stub brokers)")
     first = java[0].label
     for flag, on in (("--auth", auth), ("--tls", tls), ("--metrics", metrics)):
         if on:

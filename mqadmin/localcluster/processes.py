@@ -1,4 +1,5 @@
-"""Local cluster runner: NameServer and broker processes on loopback, ours or Apache's Java ones.
+"""Local cluster runner: NameServer and broker processes on loopback, ours or Apache's Java ones, and the
+fault proxy between them.
 
 ``start`` launches the processes detached (they outlive the command), each
 on a free loopback port with its own config and log in a state directory,
@@ -7,7 +8,9 @@ that later commands (status, stop, killBroker, restartNamesrv, ...) find
 them. Each NameServer is ours (``toolkit``) or Java's, each broker group
 ours (``stub``) or Java's (:mod:`mqadmin.localcluster.impls`); the Java
 specifics are :mod:`mqadmin.localcluster.java`. No process is left behind by
-``stop``: a graceful SIGTERM first, SIGKILL after a bounded wait.
+``stop``: a graceful SIGTERM first, SIGKILL after a bounded wait. Unless told
+not to, one fault proxy process stands on every broker->NameServer path, Java
+brokers' included (:mod:`mqadmin.localcluster.faultpaths`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from pathlib import Path
 import trio
 
 from mqadmin.client.security import write_private
-from mqadmin.localcluster import impls, java
+from mqadmin.localcluster import faultpaths, impls, java
 from mqadmin.localcluster.accounts import LocalAccounts, admin_security, create_accounts
 from mqadmin.localcluster.certs import create_certificate, tls_props
 from mqadmin.localcluster.impls import Impl
@@ -36,6 +39,12 @@ from mqadmin.rocketmq.artifacts import Artifacts
 
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=JSON, address ([\d.]+):(\d+)")
 BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), ([\d.]+):(\d+)\] boot success")
+#: kind -> (the module run with ``-c CONFIG``, its boot line, whose last group is the port it listens on)
+PROGRAMS = {
+    "namesrv": ("namesrv.cli", NAMESRV_BOOT),
+    "broker": ("broker_stub.cli", BROKER_BOOT),
+    "faultproxy": ("faultproxy.cli", faultpaths.PROXY_BOOT),
+}
 #: The line either server prints before its boot line when metricsPort is set.
 METRICS_LINE = re.compile(r"metrics at http://[^\s]+:(\d+)/metrics")
 BOOT_TIMEOUT = 20.0
@@ -80,7 +89,7 @@ def _wait_boot(proc: Proc, offset: int) -> re.Match[str]:
     if proc.java:
         pattern, timeout = java.boot_pattern(proc), java.BOOT_TIMEOUT
     else:
-        pattern, timeout = (NAMESRV_BOOT if proc.kind == "namesrv" else BROKER_BOOT), BOOT_TIMEOUT
+        pattern, timeout = PROGRAMS[proc.kind][1], BOOT_TIMEOUT
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -125,7 +134,7 @@ def _launch(proc: Proc) -> None:
     if proc.java:
         java.spawn(proc)
     else:
-        _spawn(proc, "namesrv.cli" if proc.kind == "namesrv" else "broker_stub.cli")
+        _spawn(proc, PROGRAMS[proc.kind][0])
 
 
 def _booted(proc: Proc, offset: int, *, move_ports: bool = False) -> None:
@@ -147,6 +156,13 @@ def _booted(proc: Proc, offset: int, *, move_ports: bool = False) -> None:
     if not proc.java:
         proc.port = int(match.group(match.lastindex or 0))
     proc.metrics_port = _metrics_port(proc, offset)
+
+
+def start_proc(proc: Proc) -> None:
+    """Start one process and wait for its boot line (a restart: on the ports its config names)."""
+    offset = _log_size(proc.log)
+    _launch(proc)
+    _booted(proc, offset)
 
 
 def _read_from(path: str, offset: int) -> str:
@@ -213,7 +229,7 @@ def stop_procs(procs: Iterable[Proc], grace: float = STOP_GRACE) -> list[str]:
 def stop_cluster(state: ClusterState, grace: float = STOP_GRACE) -> tuple[list[str], list[str]]:
     """Stop every process (brokers first, so they unregister), then forget the cluster unless one
     survived; returns (the names force-killed, the names still running)."""
-    forced = stop_procs(state.brokers, grace) + stop_procs(state.namesrvs, grace)
+    forced = stop_procs(state.brokers, grace) + stop_procs([p for p in state.procs if p.kind != "broker"], grace)
     left = [p.name for p in state.procs if p.alive()]
     if not left:
         (Path(state.dir) / STATE_FILE).unlink(missing_ok=True)
@@ -241,6 +257,8 @@ class StartOptions:
     broker_impl: str | tuple[str, ...] = "stub"
     #: Heaps, mapped file sizes and extra JVM options of the Java processes.
     java_sizing: servers.Sizing = field(default_factory=servers.Sizing)
+    fault_proxy: bool = True  # every broker->NameServer path through a fault proxy (mqadmin.localcluster.faultpaths)
+    client_proxy: bool = False  # brokers register the proxy's address, so clients reach them through it too
 
     def impls(self) -> tuple[tuple[Impl, ...], tuple[Impl, ...]]:
         """(one Impl per NameServer, one per broker group); a ClusterError for a bad value."""
@@ -270,7 +288,9 @@ def validate_options(opts: StartOptions) -> None:
     namesrv_impls, broker_impls = opts.impls()
     impls.check(namesrv_impls, broker_impls, register_period_ms=opts.register_period_ms,
                 broker_expired_ms=opts.broker_expired_ms, scan_interval_ms=opts.scan_interval_ms,
-                auth=opts.auth, tls=opts.tls, metrics=opts.metrics)
+                auth=opts.auth, tls=opts.tls, metrics=opts.metrics, client_proxy=opts.client_proxy)
+    if opts.client_proxy and not opts.fault_proxy:
+        raise ClusterError("--client-proxy needs the fault proxy (leave out --no-fault-proxy)")
 
 
 def make_state_dir(directory: Path) -> None:
@@ -314,14 +334,24 @@ def start(directory: Path, opts: StartOptions, progress: java.Progress | None = 
             progress(note)
     try:
         namesrvs = [setup.namesrv(directory, i, impl) for i, impl in enumerate(namesrv_impls)]
-        state.procs += namesrvs
-        _start_all(state, namesrvs)
+        # no broker, no path for a proxy to stand on
+        proxy = [faultpaths.new_proxy(directory)] if opts.fault_proxy and opts.brokers > 0 else []
+        state.procs += [*namesrvs, *proxy]
+        _start_all(state, [*namesrvs, *proxy])  # the proxy boots beside the NameServers, not after them
+        faultpaths.write_config(state)  # its control port, fixed from now on
         setup.expiry_by_brokers = impls.brokers_send_expiry(namesrv_impls, opts.broker_expired_ms)
-        brokers = [setup.broker(directory, name, broker_id, state.namesrv_addr, impl)
+        brokers = [_broker_proc(directory, name, broker_id, impl)
                    for name, impl in zip(broker_names(opts.brokers), broker_impls)
                    for broker_id in range(opts.slaves + 1)]
+        if proxy:
+            faultpaths.route_brokers(state, brokers)  # before the configs: a broker's namesrvAddr names its paths
+        for proc, impl in zip(brokers, (impl for impl in broker_impls for _ in range(opts.slaves + 1))):
+            setup.broker(proc, faultpaths.namesrv_addr_of(state, proc) if proxy else state.namesrv_addr, impl)
         state.procs += brokers
         _start_all(state, brokers)
+        if opts.client_proxy:
+            faultpaths.route_clients(state, brokers)
+            state.save()
         timeout = max(opts.ready_timeout, JAVA_ROUTABLE_TIMEOUT) if builds else opts.ready_timeout
         trio.run(make_ready, state, opts.topics, opts.topic_queues, timeout, admin_security(state))
     except BaseException:
@@ -361,29 +391,36 @@ class _Setup:
         })
         return proc
 
-    def broker(self, directory: Path, name: str, broker_id: int, namesrv_addr: str, impl: Impl) -> Proc:
+    def broker(self, proc: Proc, namesrv_addr: str, impl: Impl) -> None:
+        """Write the broker's config; ``namesrv_addr``: its NameServers, or its paths to them through the proxy."""
         opts = self.opts
-        work = directory / f"{name}-{broker_id}"
-        work.mkdir(exist_ok=True)
-        proc = Proc("broker", f"{name}-{broker_id}", str(work / "broker.properties"), str(work / "broker.log"),
-                    broker_name=name, broker_id=broker_id, impl=impl.kind)
+        name, broker_id, store = proc.broker_name or "", proc.broker_id or 0, Path(proc.config).parent / "store"
         expiry = opts.broker_expired_ms if self.expiry_by_brokers else None
+        client_props = faultpaths.client_props() if opts.client_proxy else {}
         if impl.java:
             props = {**servers.broker_properties(
                 cluster=opts.cluster, broker_name=name, broker_id=broker_id, port=0,
-                namesrv_addrs=namesrv_addr.split(";"), store=work / "store", sizing=opts.java_sizing,
-                register_period_ms=opts.register_period_ms, heartbeat_timeout_ms=expiry), **dict(opts.broker_props)}
+                namesrv_addrs=namesrv_addr.split(";"), store=store, sizing=opts.java_sizing,
+                register_period_ms=opts.register_period_ms, heartbeat_timeout_ms=expiry),
+                **client_props, **dict(opts.broker_props)}  # brokerIP2 (HA) stays 127.0.0.1
             java.prepare(proc, self.builds[impl.version or ""], props, opts.java_sizing, self.shim)
-            return proc
+            return
         _write_props(Path(proc.config), {
             "brokerClusterName": opts.cluster, "brokerName": name, "brokerId": broker_id,
             "namesrvAddr": namesrv_addr, "listenPort": 0, "brokerIP1": "127.0.0.1", "logFile": proc.log,
             "registerNameServerPeriod": opts.register_period_ms,
-            "storePathRootDir": work / "store",  # topics (and messages) survive restartBroker, as with Java
+            "storePathRootDir": store,  # topics (and messages) survive restartBroker, as with Java
             **({} if expiry is None else {"enableSlaveActingMaster": True, "brokerNotActiveTimeoutMillis": expiry}),
+            **client_props,
             **_acl_props(self.accounts, signing=True), **self.tls, **_metrics_props(opts), **dict(opts.broker_props),
         }, private=self.accounts is not None)
-        return proc
+
+
+def _broker_proc(directory: Path, name: str, broker_id: int, impl: Impl) -> Proc:
+    work = directory / f"{name}-{broker_id}"
+    work.mkdir(exist_ok=True)
+    return Proc("broker", f"{name}-{broker_id}", str(work / "broker.properties"), str(work / "broker.log"),
+                broker_name=name, broker_id=broker_id, impl=impl.kind)
 
 
 def _acl_props(accounts: LocalAccounts | None, *, signing: bool = False) -> dict[str, object]:
@@ -412,15 +449,22 @@ def _start_all(state: ClusterState, procs: list[Proc]) -> None:
         state.save()  # a Java process may have moved to new ports
 
 
-def restart(proc: Proc) -> None:
-    """Start a stopped process again on its previous port (a broker with its store)."""
+def restart(proc: Proc, state: ClusterState | None = None) -> None:
+    """Start a stopped process again on its previous port (a running one is stopped first; a broker
+    keeps its store).
+
+    With the cluster's ``state``, a fault proxy that is not running is started again first: a
+    broker's NameServer addresses (and, with client_proxy, its clients) go through it.
+    """
+    proxy = state.fault_proxy if state is not None else None
+    if proxy is not None and proxy is not proc and not proxy.alive():
+        start_proc(proxy)
     if proc.alive():
         stop_procs([proc])
-    text = Path(proc.config).read_text()
-    Path(proc.config).write_text(re.sub(r"(?m)^listenPort=.*$", f"listenPort={proc.port}", text))
-    offset = _log_size(proc.log)
-    _launch(proc)
-    _booted(proc, offset)
+    if proc.kind != "faultproxy":  # the proxy's config names its ports already (faultpaths.write_config)
+        text = Path(proc.config).read_text()
+        Path(proc.config).write_text(re.sub(r"(?m)^listenPort=.*$", f"listenPort={proc.port}", text))
+    start_proc(proc)
 
 
 def log_tail(path: Path, lines: int) -> list[str]:

@@ -84,6 +84,12 @@ def reads_heartbeat_timeout(version: str) -> bool:
     return major(version) >= 5
 
 
+def has_bind_address(version: str) -> bool:
+    """Whether this version's broker reads bindAddress (5.x), so that it can listen on 127.0.0.1 while it
+    registers another address (4.x binds every interface and registers brokerIP1)."""
+    return major(version) >= 5
+
+
 def free_port_block(offsets: tuple[int, ...] = (0,), host: str = "127.0.0.1") -> int:
     """A port P such that P+offset is free on ``host`` for every offset (now; a start may still race)."""
     for _ in range(200):

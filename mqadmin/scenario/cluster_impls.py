@@ -3,8 +3,9 @@
 The values are the local cluster's (:mod:`mqadmin.localcluster.impls`): ``toolkit``/``stub`` or
 ``java:VERSION``, one for all or a list with one per NameServer (broker group). What an implementation
 cannot do is refused here, with the scenario's file and line, rather than when the run starts: timing
-knobs Java has no key for, the broker stub's fault switchboard (``fault``) on a Java broker, and a
-broker→NameServer partition of a Java broker (it needs a proxy on the path).
+knobs Java has no key for, the broker stub's fault switchboard (``fault``) on a Java broker, and a 4.x
+Java broker behind the clients' proxy (``client_proxy``). A ``partition`` or ``heal`` of a Java broker
+goes through the fault proxy, as for ours (:mod:`mqadmin.scenario.network_schema`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from mqadmin.scenario.values import Parser, _Bad, _Section, list_of, text
 
 #: Actions that only the broker stub can carry out, and what to use on a Java broker instead.
 STUB_ONLY_ACTIONS = {
-    "fault": "the broker stub's fault switchboard (for a hang, use stop_broker / cont_broker)",
-    "partition": "the broker stub's own partition switch",
-    "heal": "the broker stub's own partition switch",
+    "fault": "the broker stub's fault switchboard (on a Java broker: kill_broker, stop_broker / cont_broker, "
+             "restart_broker, and partition / network_fault / heal through the fault proxy)",
 }
 
 
@@ -59,10 +59,11 @@ def check_cluster(sec: _Section, spec: ClusterSpec) -> None:
     try:
         impls.check(namesrvs, brokers, register_period_ms=spec.register_period_ms,
                     broker_expired_ms=spec.broker_expired_ms, scan_interval_ms=spec.scan_interval_ms,
-                    auth=spec.auth, tls=spec.tls, metrics=False)
+                    auth=spec.auth, tls=spec.tls, metrics=False, client_proxy=spec.client_proxy)
     except impls.ImplError as exc:
         key = f"{exc.role}_impl"
-        raise sec.fail(key, str(exc).replace("--auth", "auth").replace("--tls", "tls")) from None
+        raise sec.fail(key, str(exc).replace("--auth", "auth").replace("--tls", "tls")
+                       .replace("--client-proxy", "client_proxy")) from None
 
 
 def check_broker_action(sec: _Section, spec: ClusterSpec, kind: str, broker: str) -> None:

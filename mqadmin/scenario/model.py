@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mqadmin.scenario import consumer_schema
+from mqadmin.scenario import consumer_schema, network_schema
 from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
 
 
@@ -39,6 +39,8 @@ class ClusterSpec:
     namesrv_impl: tuple[str, ...] = ("toolkit",)
     broker_impl: tuple[str, ...] = ("stub",)
     java_opts: tuple[str, ...] = ()  # more JVM options for every Java process (mqadmin start --java-opt)
+    fault_proxy: bool | None = False  # a fault proxy on every broker->NameServer path (None only while parsing)
+    client_proxy: bool = False  # brokers register the proxy's address: clients reach them through it too
 
     @property
     def broker_names(self) -> list[str]:
@@ -121,10 +123,8 @@ class Action:
             return f"fault {_broker_text(a)} {what}"
         if self.kind in ("kill_namesrv", "restart_namesrv"):
             return f"{self.kind} namesrv-{a['namesrv']}"
-        if self.kind == "partition":
-            return f"partition {_broker_text(a)} from namesrv-{a['namesrv']}"
-        if self.kind == "heal":
-            return f"heal {_broker_text(a)}" + ("" if a.get("namesrv") is None else f" with namesrv-{a['namesrv']}")
+        if self.kind in network_schema.ACTION_KINDS:
+            return network_schema.describe_action(self.kind, a)
         if self.kind == "create_topic":
             return f"create_topic {a['topic']} ({a['queues']} queues)"
         if "broker" in a:

@@ -142,6 +142,8 @@ def start_options(scn: Scenario, metrics: bool = False) -> processes.StartOption
         namesrv_impl=c.namesrv_impl,
         broker_impl=c.broker_impl,
         java_sizing=Sizing(java_opts=c.java_opts),
+        fault_proxy=bool(c.fault_proxy),
+        client_proxy=c.client_proxy,
     )
 
 
@@ -208,7 +210,7 @@ def run(
             result.setup_seconds = time.monotonic() - begin
             result.namesrvs = [p.addr for p in state.namesrvs]
             result.brokers = {p.name: p.addr for p in state.brokers}
-            result.impls = {p.name: p.label for p in state.procs}
+            result.impls = {p.name: p.label for p in [*state.namesrvs, *state.brokers]}
             progress(f"cluster up in {result.setup_seconds:.1f} s; running {scn.duration:g} s of load and timeline")
             if state.metrics:
                 progress(f"metrics: watch the run with {prometheus_sd.prometheus_command(workdir)}")
