@@ -247,7 +247,8 @@ def _print_routed(addr: str, action: str, partitioned: list[str], paths: list[di
         return
     rows = [["partitioned from", ", ".join(partitioned) or "-"],
             ["through the fault proxy", ", ".join(p["name"] for p in paths)]]
-    out.print(fit_table([Col("#Fault"), Col("#State", wrap=True)], rows, title=f"broker {addr}: {action} applied"))
+    title = f"broker {addr}: " + ("fault state" if action == "status" else f"{action} applied")
+    out.print(fit_table([Col("#Fault"), Col("#State", wrap=True)], rows, title=title))
 
 
 def _is_ip(text: str) -> bool:

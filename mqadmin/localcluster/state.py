@@ -150,12 +150,17 @@ class ClusterState:
 def local_impls(directory: Path | None = None) -> dict[str, str]:
     """``addr -> implementation`` (``toolkit``, ``stub``, ``java 5.3.3``) of every process of the local
     cluster in ``directory`` (default: the usual one); empty when there is none. Commands that talk to
-    any NameServer use it to name what runs at the addresses that are the local cluster's."""
+    any NameServer use it to name what runs at the addresses that are the local cluster's: a broker
+    behind the clients' fault proxy is named at the address it registers too."""
     try:
         state = ClusterState.load(directory or default_dir())
     except ClusterError:
         return {}
-    return {p.addr: p.label for p in state.procs if p.port}
+    found = {p.addr: p.label for p in state.procs if p.port}
+    by_name = {p.name: p.label for p in state.brokers}
+    found.update({path.listen: by_name[path.broker] for path in state.paths
+                  if path.namesrv is None and path.broker in by_name})
+    return found
 
 
 def pid_alive(pid: int) -> bool:

@@ -1,11 +1,12 @@
 """Apache's Java NameServer and brokers as local-cluster members: ``mqadmin start --namesrv-impl
 toolkit,java:5.5.0 --broker-impl java:5.3.3,java:4.9.7 --slaves 1``, then every process fault the
-runner has, on the Java processes.
+runner has, and network faults through the fault proxy, on the Java processes.
 
 One cluster for the module (JVM starts are the cost): NameServer 0 ours, NameServer 1 Java 5.5.0;
 broker-a a Java 5.3.3 master and slave, broker-b a Java 4.9.7 master and slave, registering every
-10 s (the fastest Java registers) with both NameServers. The tests run in order and each leaves every
-process running again; the last one stops the cluster and looks for what is left.
+10 s (the fastest Java registers) with both NameServers through the fault proxy (each Java broker's
+namesrvAddr names its paths). The tests run in order and each leaves every process running and every
+path healed; the last one stops the cluster and looks for what is left.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tests.mqadmin_procs import cli_env, mqadmin, procs_mentioning, stop_all
 TOPIC = "JavaLocalTopic"
 START = ["--namesrv-impl", "toolkit,java:5.5.0", "--broker-impl", "java:5.3.3,java:4.9.7", "--slaves", "1",
          "--topics", TOPIC, "--register-period", "10000"]
-IMPLS = {"namesrv-0": ("toolkit", None), "namesrv-1": ("java", "5.5.0"),
+IMPLS = {"namesrv-0": ("toolkit", None), "namesrv-1": ("java", "5.5.0"), "faultproxy": ("toolkit", None),
          "broker-a-0": ("java", "5.3.3"), "broker-a-1": ("java", "5.3.3"),
          "broker-b-0": ("java", "4.9.7"), "broker-b-1": ("java", "4.9.7")}
 
@@ -69,6 +70,20 @@ class JavaLocal:
                 str([self.route_addrs(ns, topic) for ns in self.namesrvs])
             time.sleep(0.5)
 
+    def heard_lately(self, namesrv: str, broker: str, within: float) -> bool:
+        """Whether our NameServer ``namesrv`` routes ``broker`` (a process name) and heard it register in the
+        last ``within`` seconds (``watch``'s lastHeard: code 9001, ours only)."""
+        snap = self.json("watch", "--once", "-n", namesrv)
+        row = next((b for b in snap["brokers"] if b["addr"] == self.addr[broker]), None)
+        age = None if row is None else row["lastHeard"].get(namesrv)
+        return age is not None and age < within
+
+    def wait(self, holds: Callable[[], bool], what: str, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not holds():
+            assert time.monotonic() < deadline, f"not within {timeout:.0f} s: {what}"
+            time.sleep(1.0)
+
     def stored(self, broker: str) -> int:
         """Messages of TOPIC on ``broker``'s master (the sum of its queues' max offsets)."""
         rows = self.json("topicStatus", "-t", TOPIC)["queues"]
@@ -105,6 +120,18 @@ def test_status_names_each_implementation_and_java_listens_on_loopback_only(java
         assert all(a.startswith("127.0.0.1:") for a in listening), (name, listening)
 
 
+def test_java_brokers_reach_every_namesrv_through_the_fault_proxy(java_local: JavaLocal) -> None:
+    paths = {p["name"]: p for p in java_local.json("networkFault")["paths"]}
+    assert len(paths) == 4 * 2  # each broker, slaves too, to each NameServer
+    for broker in ("broker-a-0", "broker-a-1", "broker-b-0", "broker-b-1"):
+        props = (java_local.dir / broker / "broker.properties").read_text()
+        (line,) = [line for line in props.splitlines() if line.startswith("namesrvAddr=")]
+        mine = [paths[f"{broker}.namesrv-{i}"] for i in (0, 1)]
+        assert line == "namesrvAddr=" + ";".join(p["listen"] for p in mine), (broker, line)
+        assert [p["upstream"] for p in mine] == java_local.namesrvs
+        assert all(p["connections"] >= 1 for p in mine), mine  # the Java broker is connected through each
+
+
 def test_cluster_list_and_watch_name_java_brokers_and_namesrvs(java_local: JavaLocal) -> None:
     rows = java_local.json("clusterList", "-n", java_local.namesrvs[1])["brokers"]
     seen = {(r["brokerName"], r["brokerId"]): (r["impl"], r["version"], r["reachable"]) for r in rows}
@@ -130,27 +157,38 @@ def test_graceful_stop_then_restart_keeps_the_java_store(java_local: JavaLocal) 
     out = java_local.run("killBroker", "-b", "broker-a", "--id", "0", "--signal", "TERM").stdout
     assert "(java 5.3.3, pid" in out and out.rstrip().endswith("stopped")
     # SIGTERM runs Java's shutdown hook: the master unregisters from both NameServers at once
-    java_local.everywhere(lambda r: 0 not in r.get("broker-a", {}), "broker-a's master unregistered", timeout=60)
+    java_local.everywhere(lambda r: set(r.get("broker-a", {})) == {1}, "broker-a's master unregistered", timeout=60)
     java_local.run("restartBroker", "-b", "broker-a", "--id", "0")
     assert java_local.procs()["broker-a-0"]["addr"] == master
     java_local.everywhere(lambda r: r.get("broker-a", {}).get(0) == master, "the restarted master routed again")
     assert java_local.stored("broker-a") >= 1  # the same store: what it held before the stop is there
 
 
-def test_sigstop_and_sigcont_a_java_slave(java_local: JavaLocal) -> None:
+def all_routed(routes: dict[str, dict[int, str]]) -> bool:
+    return {n: set(ids) for n, ids in routes.items()} == {"broker-a": {0, 1}, "broker-b": {0, 1}}
+
+
+def test_sigstop_and_sigcont_a_java_slave_and_the_java_namesrv(java_local: JavaLocal) -> None:
     out = java_local.run("killBroker", "-b", "broker-b", "--id", "1", "--signal", "STOP").stdout
     assert out.rstrip().endswith("paused (SIGSTOP)")
     assert java_local.procs()["broker-b-1"]["state"] == "paused (SIGSTOP)"
-    out = java_local.run("killBroker", "-b", "broker-b", "--id", "1", "--signal", "CONT").stdout
-    assert out.rstrip().endswith("running")
-    assert java_local.procs()["broker-b-1"]["state"] == "running"
+    out = java_local.run("killNamesrv", "-i", "1", "--signal", "STOP").stdout
+    assert out.rstrip().endswith("paused (SIGSTOP)")
+    assert java_local.route_addrs(java_local.namesrvs[1]) == {}  # a paused JVM answers nothing (times out)
+    for command, args in (("killBroker", ("-b", "broker-b", "--id", "1")), ("killNamesrv", ("-i", "1"))):
+        out = java_local.run(command, *args, "--signal", "CONT").stdout
+        assert out.rstrip().endswith("running")
+    procs = java_local.procs()
+    assert procs["broker-b-1"]["state"] == procs["namesrv-1"]["state"] == "running"
+    # a pause far shorter than the 120 s expiry: the Java NameServer answers again with every broker
+    java_local.everywhere(all_routed, "every broker routed by both NameServers after SIGCONT")
 
 
 def test_kill_9_and_restart_a_java_4_master(java_local: JavaLocal) -> None:
     master = java_local.addr["broker-b-0"]
     java_local.run("killBroker", "-b", "broker-b", "--id", "0")
     # a crash closes the connections: both NameServers drop the master without waiting for a timeout
-    java_local.everywhere(lambda r: 0 not in r.get("broker-b", {}), "the killed master dropped", timeout=60)
+    java_local.everywhere(lambda r: set(r.get("broker-b", {})) == {1}, "the killed master dropped", timeout=60)
     java_local.run("restartBroker", "-b", "broker-b", "--id", "0")
     assert java_local.procs()["broker-b-0"]["addr"] == master
     java_local.everywhere(lambda r: r.get("broker-b", {}).get(0) == master, "the restarted master routed again")
@@ -165,19 +203,52 @@ def test_kill_and_restart_the_java_namesrv_on_its_address(java_local: JavaLocal)
     assert "java 5.5.0" in out and java_namesrv in out
     assert java_local.procs()["namesrv-1"]["addr"] == java_namesrv
     # a Java NameServer comes back empty; every broker registers again within its 10 s period
-    java_local.everywhere(lambda r: {n: set(ids) for n, ids in r.items()} == {"broker-a": {0, 1}, "broker-b": {0, 1}},
-                          "every broker registered again with the restarted Java NameServer")
+    java_local.everywhere(all_routed, "every broker registered again with the restarted Java NameServer")
 
 
-def test_brokerfault_says_the_switchboard_is_the_stubs(java_local: JavaLocal) -> None:
-    done = java_local.run("brokerFault", "-b", "broker-a", "--hang", ok=False)
-    assert done.returncode == 1 and done.stderr.count("\n") == 1
-    assert "runs java 5.3.3" in done.stderr and "killBroker --signal STOP" in done.stderr
+def test_silent_partition_of_a_java_broker_from_our_namesrv_and_heal(java_local: JavaLocal) -> None:
+    ours, java_ns = java_local.namesrvs
+    assert java_local.heard_lately(ours, "broker-a-0", within=15)
+    out = java_local.run("brokerFault", "-b", "broker-a", "--partition", ours).stdout
+    assert "broker-a-0.namesrv-0" in out and ours in out
+    # nothing crosses the path: the Java 5.3.3 master's registrations stop reaching our NameServer, while
+    # the Java NameServer, on another path, still routes it
+    java_local.wait(lambda: not java_local.heard_lately(ours, "broker-a-0", within=15),
+                    "our NameServer stops hearing the partitioned Java master")
+    assert java_local.route_addrs(java_ns).get("broker-a", {}).get(0) == java_local.addr["broker-a-0"]
+    out = java_local.run("brokerFault", "-b", "broker-a", "--heal", "all").stdout
+    assert "partitioned from" in out
+    java_local.wait(lambda: java_local.heard_lately(ours, "broker-a-0", within=15),
+                    "our NameServer hears the healed Java master register again")
+    java_local.everywhere(all_routed, "every broker routed by both NameServers after the heal")
+
+
+def test_refused_path_makes_the_java_namesrv_drop_a_java_4_broker_until_healed(java_local: JavaLocal) -> None:
+    ours, java_ns = java_local.namesrvs
+    done = java_local.json("networkFault", "-b", "broker-b", "--id", "0", "--to", "1", "--refuse")
+    assert [p["name"] for p in done["paths"]] == ["broker-b-0.namesrv-1"] and not done["paths"][0]["enabled"]
+    # refusing resets the live connection: the Java NameServer sees it close and drops the 4.9.7 master at
+    # once; our NameServer, on another path, keeps it
+    java_local.wait(lambda: set(java_local.route_addrs(java_ns).get("broker-b", {})) == {1},  # the slave stays
+                    "the Java NameServer drops the master whose path refuses", timeout=60)
+    assert java_local.route_addrs(ours).get("broker-b", {}).get(0) == java_local.addr["broker-b-0"]
+    java_local.run("networkFault", "-b", "broker-b", "--id", "0", "--to", "1", "--heal")
+    java_local.everywhere(all_routed, "the healed master registered again with the Java NameServer")
+
+
+def test_brokerfault_says_what_works_on_a_java_broker(java_local: JavaLocal) -> None:
+    for option in ("--hang", "--reject=17", "--latency=100"):
+        done = java_local.run("brokerFault", "-b", "broker-a", option, ok=False)
+        assert done.returncode == 1 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+        assert "runs java 5.3.3, which has no fault switchboard" in done.stderr
+        assert "killBroker" in done.stderr and "--partition/--heal" in done.stderr
+    shown = java_local.json("brokerFault", "-b", "broker-b")  # the proxy's view: all there is on Java
+    assert shown["via"] == "faultproxy" and shown["state"]["partitioned"] == []
 
 
 def test_stop_leaves_no_java_process_behind(java_local: JavaLocal) -> None:
     pids = [p["pid"] for p in java_local.procs().values()]
     out = java_local.run("stop").stdout
-    assert out.startswith("stopped 6 processes"), out
+    assert out.startswith("stopped 7 processes"), out
     assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert procs_mentioning(str(java_local.dir)) == []
