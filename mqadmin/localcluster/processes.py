@@ -340,12 +340,13 @@ def start(directory: Path, opts: StartOptions, progress: java.Progress | None = 
         _start_all(state, [*namesrvs, *proxy])  # the proxy boots beside the NameServers, not after them
         faultpaths.write_config(state)  # its control port, fixed from now on
         setup.expiry_by_brokers = impls.brokers_send_expiry(namesrv_impls, opts.broker_expired_ms)
-        brokers = [_broker_proc(directory, name, broker_id, impl)
+        members = [(_broker_proc(directory, name, broker_id, impl), impl)
                    for name, impl in zip(broker_names(opts.brokers), broker_impls)
                    for broker_id in range(opts.slaves + 1)]
+        brokers = [proc for proc, _ in members]
         if proxy:
             faultpaths.route_brokers(state, brokers)  # before the configs: a broker's namesrvAddr names its paths
-        for proc, impl in zip(brokers, (impl for impl in broker_impls for _ in range(opts.slaves + 1))):
+        for proc, impl in members:
             setup.broker(proc, faultpaths.namesrv_addr_of(state, proc) if proxy else state.namesrv_addr, impl)
         state.procs += brokers
         _start_all(state, brokers)
