@@ -48,8 +48,9 @@ def test_start_with_slaves_and_topics_then_stop_leaves_no_process(state_dir: Pat
     assert sorted(p["name"] for p in proxy["paths"]) == sorted(
         f"{b}.{ns}" for b in ("broker-a-0", "broker-a-1", "broker-b-0", "broker-b-1") for ns in ("namesrv-0", "namesrv-1"))
     assert all(p["enabled"] and p["toxics"] == [] for p in proxy["paths"])
-    assert set(procs[0]) == {"name", "kind", "role", "brokerName", "brokerId", "addr", "vipAddr", "pid", "state", "log",
-                             "config", "metricsUrl"}
+    assert set(procs[0]) == {"name", "kind", "role", "impl", "version", "brokerName", "brokerId", "addr", "vipAddr",
+                             "pid", "state", "log", "config", "metricsUrl"}
+    assert [(p["impl"], p["version"]) for p in procs] == [("toolkit", None)] * 3 + [("stub", None)] * 4
     assert all(p["metricsUrl"] is None for p in procs)  # no --metrics: no process serves /metrics
     assert all(p["state"] == "running" and pid_alive(p["pid"]) for p in procs)
     addr = {p["name"]: p["addr"] for p in procs}

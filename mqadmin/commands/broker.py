@@ -28,7 +28,7 @@ from mqadmin.commands.options import (
 from mqadmin.commands.results import exit_if_any_failed, only, per_server, print_failure
 from mqadmin.localcluster.faultpaths import broker_partition
 from mqadmin.localcluster.namesrvs import local_cluster_of
-from mqadmin.localcluster.state import ClusterError
+from mqadmin.localcluster.state import ClusterError, local_impls
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
 
@@ -171,6 +171,45 @@ def broker_fault(
     timeout: float = TimeoutOpt,
 ) -> None:
     """With no fault option, show the switchboard; otherwise change one thing and show the result."""
+    action, params = _chosen_fault(latency, reject, remark, hang, resume, partition, heal, clear)
+    by_addr = ":" in broker or _is_ip(broker)
+    fault_addr = addr_opt("-b", broker) if by_addr else None  # an address without its port is a usage error
+
+    async def resolve() -> str:
+        return fault_addr or await _addr_of_name(namesrv, timeout, broker.strip(), broker_id)
+
+    addr = run(resolve)
+    routed = None
+    if action in ("partition", "heal", "clear", "status"):
+        try:
+            routed = broker_partition(addr, action, params.get("namesrv"))  # type: ignore[arg-type]
+        except ClusterError as exc:
+            raise bad_option("--partition" if action == "partition" else "--heal", str(exc)) from None
+        if routed is not None and action in ("partition", "heal"):
+            _print_routed(addr, action, *routed, as_json)
+            return
+    impl = local_impls().get(addr, "stub")
+    if impl.startswith("java"):  # no switchboard (the stub's request 9000): say what works, not Java's "not supported"
+        if routed is not None:  # status, or clear (every path healed): what the proxy says is all there is
+            _print_routed(addr, action, *routed, as_json)
+            return
+        raise AdminError(f"{addr} runs {impl}, which has no fault switchboard ({action} is the broker stub's): on a "
+                         "Java broker use killBroker (kill -9, --signal TERM|STOP|CONT), restartBroker, and "
+                         "brokerFault --partition/--heal or networkFault through the local cluster's fault proxy")
+
+    async def call() -> dict[str, Any]:
+        # A hung broker answers nothing but fault requests, so a fresh connection is used each time.
+        return await AdminClient([], timeout=timeout).broker_fault(addr, action, **params)
+
+    state = run(call)
+    if routed is not None:  # cut off through the proxy or by the switchboard: the broker is partitioned
+        state["partitioned"] = sorted({*(state.get("partitioned") or []), *routed[0]})
+    _print_switchboard(addr, action, state, as_json)
+
+
+def _chosen_fault(latency: int | None, reject: int | None, remark: str | None, hang: bool, resume: bool,
+                  partition: str | None, heal: str | None, clear: bool) -> tuple[str, dict[str, object]]:
+    """The one fault action the options ask for (``status`` when none), checked before anything is sent."""
     chosen: list[tuple[str, dict[str, object]]] = []
     if latency is not None:
         chosen.append(("latency", {"millis": latency}))
@@ -191,31 +230,11 @@ def broker_fault(
     if len(chosen) > 1:
         given = "/".join(given_spelling(f"--{action}") for action, _ in chosen)
         raise bad_option(given, "give at most one of --latency, --reject, --hang, --resume, --partition, --heal, --clear")
-    action, params = chosen[0] if chosen else ("status", {})
-    by_addr = ":" in broker or _is_ip(broker)
-    fault_addr = addr_opt("-b", broker) if by_addr else None  # an address without its port is a usage error
+    return chosen[0] if chosen else ("status", {})
 
-    async def resolve() -> str:
-        return fault_addr or await _addr_of_name(namesrv, timeout, broker.strip(), broker_id)
 
-    addr = run(resolve)
-    routed = None
-    if action in ("partition", "heal", "clear", "status"):
-        try:
-            routed = broker_partition(addr, action, params.get("namesrv"))  # type: ignore[arg-type]
-        except ClusterError as exc:
-            raise bad_option("--partition" if action == "partition" else "--heal", str(exc)) from None
-        if routed is not None and action in ("partition", "heal"):
-            _print_routed(addr, action, *routed, as_json)
-            return
-
-    async def call() -> dict[str, Any]:
-        # A hung broker answers nothing but fault requests, so a fresh connection is used each time.
-        return await AdminClient([], timeout=timeout).broker_fault(addr, action, **params)
-
-    state = run(call)
-    if routed is not None:  # cut off through the proxy or by the switchboard: the broker is partitioned
-        state["partitioned"] = sorted({*(state.get("partitioned") or []), *routed[0]})
+def _print_switchboard(addr: str, action: str, state: dict[str, Any], as_json: bool) -> None:
+    """The broker stub's fault switchboard after ``action``, as a table or JSON."""
     if as_json:
         print_json({"broker": addr, "action": action, "state": state})
         return
@@ -248,14 +267,16 @@ async def _addr_of_name(namesrv: str | None, timeout: float, name: str, broker_i
 
 
 def _print_routed(addr: str, action: str, partitioned: list[str], paths: list[dict[str, Any]], as_json: bool) -> None:
-    """brokerFault's answer when the fault proxy carried out --partition or --heal."""
+    """brokerFault's answer when the fault proxy carried out --partition or --heal (or all there is to say
+    of a Java broker: no switchboard)."""
     if as_json:
         print_json({"broker": addr, "action": action, "via": "faultproxy", "state": {"partitioned": partitioned},
                     "paths": paths})
         return
     rows = [["partitioned from", ", ".join(partitioned) or "-"],
             ["through the fault proxy", ", ".join(p["name"] for p in paths)]]
-    out.print(fit_table([Col("#Fault"), Col("#State", wrap=True)], rows, title=f"broker {addr}: {action} applied"))
+    title = f"broker {addr}: " + ("fault state" if action == "status" else f"{action} applied")
+    out.print(fit_table([Col("#Fault"), Col("#State", wrap=True)], rows, title=title))
 
 
 def _is_ip(text: str) -> bool:

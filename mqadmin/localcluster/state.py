@@ -36,7 +36,7 @@ def default_dir() -> Path:
 class Proc:
     """One process of the cluster, as recorded in cluster.json."""
 
-    kind: str  # "namesrv", "broker" or "faultproxy"
+    kind: str  # "namesrv", "broker", "faultproxy" or "proxy" (Apache's RocketMQ Proxy)
     name: str  # "namesrv-0", "broker-a-0" (broker name + id)
     config: str
     log: str
@@ -46,11 +46,26 @@ class Proc:
     broker_id: int | None = None
     started: int = 0  # the process's start time (/proc ticks): a reused pid is not ours
     metrics_port: int = 0  # its /metrics port (mqadmin start --metrics), 0: none
+    impl: str = ""  # "toolkit" (our NameServer), "stub" (our broker) or "java"; "": ours (an older cluster.json)
+    version: str | None = None  # a Java process's RocketMQ version (the RocketMQ Proxy's too)
+    command: list[str] = field(default_factory=list)  # a Java process's command line, reused by a restart
+    env: dict[str, str] = field(default_factory=dict)  # ... and what its environment adds (ROCKETMQ_HOME, ...)
     vip_port: int = 0  # a broker's VIP port (listenPort - 2, as a Java broker's), 0: none
 
     @property
     def addr(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def java(self) -> bool:
+        return self.impl == "java"
+
+    @property
+    def label(self) -> str:
+        """What runs as this process: ``toolkit``, ``stub`` or ``java 5.5.0`` (Apache's RocketMQ Proxy too)."""
+        if self.java or self.kind == "proxy":
+            return f"java {self.version}" if self.version else "java"
+        return self.impl or ("stub" if self.kind == "broker" else "toolkit")  # the fault proxy is ours too
 
     @property
     def vip_addr(self) -> str | None:
@@ -137,6 +152,22 @@ class ClusterState:
             raise ClusterError(f"no broker {name}{'' if broker_id is None else f' id {broker_id}'} in the local cluster in "
                                f"{self.dir} (brokers: {known})")
         return found
+
+
+def local_impls(directory: Path | None = None) -> dict[str, str]:
+    """``addr -> implementation`` (``toolkit``, ``stub``, ``java 5.3.3``) of every process of the local
+    cluster in ``directory`` (default: the usual one); empty when there is none. Commands that talk to
+    any NameServer use it to name what runs at the addresses that are the local cluster's: a broker
+    behind the clients' fault proxy is named at the address it registers too."""
+    try:
+        state = ClusterState.load(directory or default_dir())
+    except ClusterError:
+        return {}
+    found = {p.addr: p.label for p in state.procs if p.port}
+    by_name = {p.name: p.label for p in state.brokers}
+    found.update({path.listen: by_name[path.broker] for path in state.paths
+                  if path.namesrv is None and path.broker in by_name})
+    return found
 
 
 def pid_alive(pid: int) -> bool:

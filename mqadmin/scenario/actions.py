@@ -72,7 +72,7 @@ class Executor:
     async def _signal(self, proc: Proc, sig: signal.Signals) -> str:
         await self._blocking(lambda: processes.signal_proc(proc, sig))
         if sig in (signal.SIGKILL, signal.SIGTERM) and proc.alive():
-            raise ActionError(f"{proc.name} (pid {proc.pid}) still runs {processes.SIGNAL_WAIT:g} s after {sig.name}")
+            raise ActionError(f"{proc.name} (pid {proc.pid}) still runs {processes.signal_wait(proc):g} s after {sig.name}")
         return f"{sig.name} to {proc.name} (pid {proc.pid})"
 
     async def _fault(self, proc: Proc, action: str, **params: object) -> str:

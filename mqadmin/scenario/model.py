@@ -45,6 +45,11 @@ class ClusterSpec:
     namesrv_config: tuple[tuple[str, str], ...] = ()  # more namesrv.properties keys, e.g. warmRestartEnable
     auth: bool = False  # accounts on every process, as mqadmin start --auth; the clients sign
     tls: bool = False  # every process enforcing TLS, as mqadmin start --tls; the clients connect with TLS
+    #: Which implementation runs each NameServer / broker group: one for all, or one each (mqadmin start's
+    #: --namesrv-impl and --broker-impl): "toolkit" / "stub" (ours) or "java:VERSION".
+    namesrv_impl: tuple[str, ...] = ("toolkit",)
+    broker_impl: tuple[str, ...] = ("stub",)
+    java_opts: tuple[str, ...] = ()  # more JVM options for every Java process (mqadmin start --java-opt)
     fault_proxy: bool | None = False  # a fault proxy on every broker->NameServer path (None only while parsing)
     client_proxy: bool = False  # brokers register the proxy's address: clients reach them through it too
 
@@ -52,6 +57,11 @@ class ClusterSpec:
     def broker_names(self) -> list[str]:
         letters = "abcdefghijklmnopqrstuvwxyz"
         return [f"broker-{letters[i]}" for i in range(self.brokers)]
+
+    def broker_impl_of(self, name: str) -> str:
+        """The implementation of broker group ``name`` (``stub``, ``java:5.3.3``)."""
+        impls = self.broker_impl if len(self.broker_impl) > 1 else self.broker_impl * self.brokers
+        return dict(zip(self.broker_names, impls))[name]
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mqadmin.scenario import consumer_schema, network_schema
+from mqadmin.scenario import cluster_impls, consumer_schema, network_schema
 from mqadmin.scenario.model import (
     FAULT_OPS,
     Action,
@@ -157,6 +157,7 @@ def parse_cluster(p: ScenarioReader, sec: _Section) -> ClusterSpec:
         namesrv_config=sec.get("namesrv_config", namesrv_config, ()),
         auth=sec.get("auth", boolean, False),
         tls=sec.get("tls", boolean, False),
+        **cluster_impls.read(sec, namesrvs, brokers),
         fault_proxy=sec.get("fault_proxy", boolean, None),  # None until the timeline is read: see parse()
         client_proxy=sec.get("client_proxy", boolean, False),
     )
@@ -164,6 +165,7 @@ def parse_cluster(p: ScenarioReader, sec: _Section) -> ClusterSpec:
         raise sec.fail("client_proxy", "needs the fault proxy (fault_proxy: true, or leave it out)")
     p.fault_proxy_line = sec.line("fault_proxy")
     sec.finish()
+    cluster_impls.check_cluster(sec, spec)
     return spec
 
 def parse_group(p: ScenarioReader, sec: _Section, name: str, duration: float, first_id: int) -> ProducerGroup:
@@ -226,6 +228,8 @@ def parse_action(p: ScenarioReader, data: Any, where: str, line: int, duration: 
     item.finish()
     args: dict[str, Any] = {}
     condition = None
+    if kind in cluster_impls.STUB_ONLY_ACTIONS:
+        cluster_impls.check_broker_action(sec, p.cluster, kind, p.broker(sec))
     if kind in BROKER_ACTIONS:
         args["broker"] = p.broker(sec)
         args["broker_id"] = p.broker_id(sec)
