@@ -14,7 +14,7 @@ import time
 
 import typer
 
-from mqadmin.commands.options import CONTEXT_SETTINGS, JsonOpt
+from mqadmin.commands.options import JsonOpt, command_group
 from mqadmin.output.console import make_console, out, print_json
 from mqadmin.rocketmq.artifacts import COMPONENTS, FIRST_MAJOR, ArtifactError, cache_root, cached, check_version, find_java, resolve
 
@@ -94,14 +94,7 @@ def list_cmd(as_json: bool = JsonOpt) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    rocketmq = typer.Typer(
-        add_completion=False,
-        context_settings=CONTEXT_SETTINGS,
-        pretty_exceptions_enable=False,
-        rich_markup_mode=None,
-        no_args_is_help=True,
-        help="Apache's Java RocketMQ as the local cluster, scenarios and benchmarks run it: resolve and list versions.",
-    )
+    rocketmq = command_group("Apache's Java RocketMQ as the local cluster, scenarios and benchmarks run it: resolve and list versions.")
     rocketmq.command("fetch", help="Resolve VERSION's jars (servers, client and, from 5.0, the Proxy) with Maven into the cache.")(fetch_cmd)
     rocketmq.command("list", help="The versions and components in the cache, and where it is.")(list_cmd)
     app.add_typer(rocketmq, name="rocketmq")

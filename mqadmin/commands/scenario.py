@@ -17,7 +17,7 @@ from pathlib import Path
 
 import typer
 
-from mqadmin.commands.options import CONTEXT_SETTINGS, check_output
+from mqadmin.commands.options import check_output, command_group
 from mqadmin.commands.results import write_output
 from mqadmin.output.console import make_console, out, print_json
 from mqadmin.output.plotmarks import PLOT_INSTALL, PLOT_SUFFIXES
@@ -156,14 +156,7 @@ def list_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    scenario = typer.Typer(
-        add_completion=False,
-        context_settings=CONTEXT_SETTINGS,
-        pretty_exceptions_enable=False,
-        rich_markup_mode=None,
-        no_args_is_help=True,
-        help="Stage outages on a local cluster from a YAML scenario and check expectations.",
-    )
+    scenario = command_group("Stage outages on a local cluster from a YAML scenario and check expectations.")
     scenario.command("run", help="Run a scenario: start its cluster, load and timeline, print the verdict "
                                  "(exit 0 iff all hold).")(run_cmd)
     scenario.command("list", help="The shipped scenarios, one line each (or those in --dir).")(list_cmd)
