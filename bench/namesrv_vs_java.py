@@ -271,6 +271,21 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
+def set_priority(nice: int) -> None:
+    """This process's nice value, inherited by every child (both servers alike, and the load generator).
+
+    Where the kernel groups processes by session (``sched_autogroup``, on by default), nice values only
+    order the processes of one session, and every session gets an equal share of a CPU: so the session's
+    group gets the same value too (``/proc/self/autogroup``), or other sessions' work starves both servers.
+    """
+    os.setpriority(os.PRIO_PROCESS, 0, nice)
+    try:
+        with open("/proc/self/autogroup", "w") as group:
+            group.write(str(nice))
+    except OSError:  # no autogroups here (or not allowed): the nice value alone
+        pass
+
+
 def _interrupted(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -279,8 +294,8 @@ def main() -> None:
     args = parse_args()
     signal.signal(signal.SIGTERM, _interrupted)  # stop the servers on a SIGTERM as on a Ctrl-C
     pin(CLIENT_CPU)
-    if args.nice:  # inherited by every child: both servers alike, and the load generator
-        os.setpriority(os.PRIO_PROCESS, 0, args.nice)
+    if args.nice:
+        set_priority(args.nice)
     results: dict[str, Any] = {
         "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
