@@ -13,7 +13,6 @@ JVM is refused if one is not on 127.0.0.0/8. The JVM is killed if the benchmark 
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
