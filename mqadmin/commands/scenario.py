@@ -78,6 +78,8 @@ def run_cmd(
         consumed = records.with_name(f"{records.stem}.consumed{records.suffix}") if records is not None else None
         result = runner.run(scn, records_path=records, keep_dir=keep_dir, progress=progress, consume_records_path=consumed,
                             metrics=metrics)
+    except runner.ClientProgramsError as exc:
+        raise _fail(2, f"the scenario's clients: {exc}") from None
     except runner.ScenarioRunError as exc:
         raise _fail(1, f"the run failed: {exc}") from None
     except BaseException as exc:
@@ -99,6 +101,8 @@ def run_cmd(
         for a in result.actions:
             if not a.ok:
                 out.print(f"FAIL action {a.text}: {a.detail}")
+        for problem in result.client_problems:
+            out.print(f"FAIL client: {problem}")
         out.print(f"{'PASS' if result.passed else 'FAIL'} {scn.name}")
     else:
         reporting.render(result, out)

@@ -20,6 +20,7 @@ producer-side schema stays as it was::
       failure_rate: 0           # share of consumptions answered RECONSUME_LATER (sent back, retried)
       pull_batch_size: 32       # pullBatchSize
       pull_threshold: 1000      # pullThresholdForQueue: messages pulled ahead per queue before flow control
+      client: sim               # sim | java:VERSION | go (mqadmin.scenario.client_schema)
 
 Actions ``start_consumer: GROUP`` (``count``), ``stop_consumer: GROUP`` and
 ``kill_consumer: GROUP`` (``consumer``: its index in the group, by start
@@ -32,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mqadmin.scenario import client_schema
 from mqadmin.scenario.yamlnodes import LMap, LSeq
 
 if TYPE_CHECKING:
@@ -66,7 +68,8 @@ CONSUME_FROM = ("last_offset", "first_offset", "timestamp")
 
 @dataclass(frozen=True)
 class ConsumerGroupSpec:
-    """Consumers of one group sharing options; each is one simulated DefaultMQPushConsumer."""
+    """Consumers of one group sharing options; each is one DefaultMQPushConsumer, simulated unless ``client``
+    names a real one."""
 
     name: str
     count: int
@@ -84,6 +87,7 @@ class ConsumerGroupSpec:
     failure_rate: float
     pull_batch_size: int = 32
     pull_threshold: int = 1000
+    client: str = "sim"  # sim, go or java:VERSION (mqadmin.scenario.client_schema)
 
     @property
     def group(self) -> str:
@@ -114,6 +118,7 @@ def parse_group(p: _Parser, sec: _Section, name: str, duration: float) -> Consum
         failure_rate=sec.get("failure_rate", number(0, 1), 0.0),
         pull_batch_size=sec.get("pull_batch_size", integer(1, 1024), 32),
         pull_threshold=sec.get("pull_threshold", integer(1, 100_000), 1000),
+        client=client_schema.read(sec, "consumers"),
     )
     sec.finish()
     return spec
@@ -185,6 +190,11 @@ def parse_expectation(p: _Parser, kind: str, sec: _Section) -> dict[str, Any]:
         broker = p.broker(sec)
         threshold = sec.get("min" if kind == "min_consumed_from" else "max", integer(0, 10**9))
         extra["broker_id"] = sec.get("broker_id", integer(0, p.cluster.slaves), None)
+        real = [g.name for g in p.consumer_groups if client_schema.is_real(g.client)
+                and extra["consumers"] in (None, g.name)]
+        if extra["broker_id"] is not None and real:
+            raise sec.fail("broker_id", f"group {real[0]} runs a real client, which does not say which node of "
+                                        "a broker group served a pull")
     if kind == "rebalance_within" and not sec.has("after"):
         raise sec.fail(None, "rebalance_within needs after: LABEL (the change it counts from)")
     return {"threshold": float(threshold), "broker": broker, "extra": extra}

@@ -43,7 +43,7 @@ class ClusterSpec:
 
 @dataclass(frozen=True)
 class ProducerGroup:
-    """Producers sharing options; each is one simulated DefaultMQProducer."""
+    """Producers sharing options; each is one DefaultMQProducer, simulated unless ``client`` names a real one."""
 
     name: str
     producers: int
@@ -57,6 +57,7 @@ class ProducerGroup:
     retries: int  # retryTimesWhenSendFailed
     latency_fault: bool  # sendLatencyFaultEnable
     first_id: int = 0  # producer ids of this group: first_id .. first_id + producers - 1
+    client: str = "sim"  # sim, go or java:VERSION (mqadmin.scenario.client_schema)
 
     @property
     def ids(self) -> range:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mqadmin.scenario import consumer_schema
+from mqadmin.scenario import client_schema, consumer_schema
 from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
 from mqadmin.scenario.yamlnodes import LMap, LSeq, YamlError, line_of
 from mqadmin.scenario.yamlnodes import load as load_yaml
@@ -239,6 +239,7 @@ class _Parser:
             retries=sec.get("retries", integer(0, 16), 2),
             latency_fault=sec.get("latency_fault", boolean, False),
             first_id=first_id,
+            client=client_schema.read(sec, "load"),
         )
         sec.finish()
         return group
