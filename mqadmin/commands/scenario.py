@@ -57,6 +57,9 @@ def run_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the JSON result instead of the report."),
     metrics: bool = typer.Option(False, "--metrics", help="Serve /metrics on every process; the report gains "
                                  "each NameServer's brokers, removals, registrations and route queries, once a second."),
+    compare: list[str] = typer.Option([], "--compare", metavar="KEY=VALUE",
+                                      help="Run it twice, as written and with this cluster field changed (repeatable), "
+                                           "and compare: e.g. --compare namesrv_impl=java:5.5.0."),
 ) -> None:
     from mqadmin.scenario import runner
 
@@ -64,6 +67,10 @@ def run_cmd(
         scn = schema.load(resolve(file))
     except schema.ScenarioError as exc:
         raise _fail(2, str(exc)) from None
+    if compare:
+        _compare(file, compare, report=report, plot=plot, records=records, keep_dir=keep_dir, quiet=quiet,
+                 as_json=as_json, metrics=metrics)
+        return
     check_output("--report", report)
     check_output("--plot", plot, PLOT_SUFFIXES)
     check_output("--records", records)
@@ -117,6 +124,51 @@ def run_cmd(
         except OSError as exc:
             raise _fail(1, f"cannot write {plot}: {exc.strerror or exc}") from None
     if not result.passed:
+        raise typer.Exit(1)
+
+
+def _compare(file: str, given: list[str], *, report: Path | None, plot: Path | None, records: Path | None,
+             keep_dir: bool, quiet: bool, as_json: bool, metrics: bool) -> None:
+    """``run --compare``: both runs, one after the other, then the side-by-side report (exit 0 iff both pass)."""
+    from mqadmin.scenario import compare, runner
+    from mqadmin.scenario.overrides import parse_override
+
+    if plot is not None or records is not None:
+        raise _fail(2, "--plot and --records show one run: with --compare, --report keeps both runs")
+    try:
+        overrides = [parse_override(text) for text in given]
+        scenarios = [schema.load(resolve(file)), schema.load(resolve(file), overrides)]
+    except schema.ScenarioError as exc:
+        raise _fail(2, f"{exc}" if str(exc).startswith("--compare") else f"--compare {' '.join(given)}: {exc}") from None
+    check_output("--report", report)
+    cmp = compare.Comparison(overrides)
+    err = make_console(stderr=True)
+    for label, scn in zip(cmp.labels, scenarios):
+        progress = (lambda line: None) if (quiet or as_json) else (
+            lambda line, label=label: err.print(f"[{scn.name}: {label}] {line}"))
+        try:
+            cmp.runs.append(runner.run(scn, keep_dir=keep_dir, progress=progress, metrics=metrics))
+        except runner.ClientProgramsError as exc:
+            raise _fail(2, f"the scenario's clients: {exc}") from None
+        except runner.ScenarioRunError as exc:
+            raise _fail(1, f"the run {label} failed: {exc}") from None
+        except BaseException as exc:
+            interrupt = first_of(exc, KeyboardInterrupt)
+            if interrupt is None:
+                raise
+            raise _fail(130, f"{str(interrupt) or 'interrupted'} (run {label}); every process the run "
+                             "started was stopped") from None
+    doc = compare.to_json(cmp)
+    if as_json:
+        print_json(doc)
+    elif quiet:
+        for label, r in zip(cmp.labels, cmp.runs):
+            out.print(f"{'PASS' if r.passed else 'FAIL'} {r.scenario.name} ({label})")
+    else:
+        compare.render(cmp, out)
+    if report is not None:
+        write_output(report, json.dumps(doc, indent=2) + "\n")
+    if not cmp.passed:
         raise typer.Exit(1)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from mqadmin.scenario import client_schema, consumer_schema
 from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
+from mqadmin.scenario.overrides import Override, apply as apply_overrides
 from mqadmin.scenario.yamlnodes import LMap, LSeq, YamlError, line_of
 from mqadmin.scenario.yamlnodes import load as load_yaml
 from mqadmin.scenario.model import (
@@ -391,13 +392,15 @@ class _Parser:
         return Window(lo, hi)
 
 
-def parse(text_: str, path: str = "<scenario>") -> Scenario:
-    """Validate a scenario text; ScenarioError (one line) on the first problem."""
+def parse(text_: str, path: str = "<scenario>", overrides: list[Override] | None = None) -> Scenario:
+    """Validate a scenario text (with cluster ``overrides``, see :mod:`.overrides`); ScenarioError (one
+    line) on the first problem."""
     ctx = _Ctx(path)
     try:
         data = load_yaml(text_)
     except YamlError as exc:
         raise ctx.error(exc.line, "", str(exc)) from None
+    apply_overrides(data, overrides or [])
     top = _Section(ctx, data, "", 1)
     top.unknown_first(TOP_KEYS)
     p = _Parser(ctx)
@@ -483,8 +486,8 @@ def parse(text_: str, path: str = "<scenario>") -> Scenario:
     )
 
 
-def load(path: str | Path) -> Scenario:
-    """Read and validate a scenario file."""
+def load(path: str | Path, overrides: list[Override] | None = None) -> Scenario:
+    """Read and validate a scenario file (with cluster ``overrides``)."""
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -498,4 +501,4 @@ def load(path: str | Path) -> Scenario:
         content = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ScenarioError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return parse(content, str(path))
+    return parse(content, str(path), overrides)
