@@ -5,9 +5,9 @@
 // "stop" or the end of stdin stops).
 //
 //	interop-go scenario-produce -namesrv "H:P;H:P" -group G -topic T [-topic T2] -producers N -rate R -seconds S
-//	        [-size 256] [-timeout-ms 3000] [-retries 2] [-access-key AK -secret-key SK]
+//	        [-size 256] [-timeout-ms 3000] [-retries 2] [-tls] [-access-key AK -secret-key SK]
 //	interop-go scenario-consume -namesrv "H:P;H:P" -group G -topic T [-expression "*"] [-from last|first|timestamp]
-//	        [-threads 20] [-batch 32] [-threshold 1000] [-delay-ms 0] [-failure-rate 0]
+//	        [-threads 20] [-batch 32] [-threshold 1000] [-delay-ms 0] [-failure-rate 0] [-tls] [-access-key ...]
 //
 // The Go client retries inside one SendSync and tells nobody, so a send reports "attempts": 1.
 package main
@@ -66,6 +66,7 @@ func scenarioProduce(argv []string) error {
 	size := fs.Int("size", 256, "message body bytes")
 	timeoutMs := fs.Int("timeout-ms", 3000, "send timeout")
 	retries := fs.Int("retries", 2, "retries of a failed send")
+	useTLS := fs.Bool("tls", false, "connect with TLS (any server certificate is trusted)")
 	credentials := credentialFlags(fs)
 	var topics multi
 	fs.Var(&topics, "topic", "a topic (repeatable)")
@@ -86,6 +87,7 @@ func scenarioProduce(argv []string) error {
 			producer.WithRetry(*retries),
 			producer.WithSendMsgTimeout(time.Duration(*timeoutMs) * time.Millisecond),
 			producer.WithInterceptor(lastQueue),
+			producer.WithTls(*useTLS),
 		}
 		if creds := credentials(); creds != nil {
 			options = append(options, producer.WithCredentials(*creds))
@@ -189,6 +191,7 @@ func scenarioConsume(argv []string) error {
 	threshold := fs.Int64("threshold", 1000, "messages pulled ahead per queue")
 	delayMs := fs.Int("delay-ms", 0, "time each message takes")
 	failureRate := fs.Float64("failure-rate", 0, "share of consumptions answered RECONSUME_LATER")
+	useTLS := fs.Bool("tls", false, "connect with TLS (any server certificate is trusted)")
 	credentials := credentialFlags(fs)
 	var topics multi
 	fs.Var(&topics, "topic", "a topic (repeatable)")
@@ -205,6 +208,7 @@ func scenarioConsume(argv []string) error {
 		consumer.WithPullBatchSize(int32(*batch)),
 		consumer.WithPullThresholdForQueue(*threshold),
 		consumer.WithStrategy(reportingAllocation()),
+		consumer.WithTls(*useTLS),
 	}
 	if creds := credentials(); creds != nil {
 		options = append(options, consumer.WithCredentials(*creds))

@@ -137,6 +137,7 @@ class RealConsumer:
         if self.state == "running":
             self.state = "killed"
             self._event("kill")
+            await self.proc.wait_exit(2.0)
             code = self.proc.returncode()
             self.owner.problem(f"consumer {self.client_id} of {self.spec.name} exited by itself"
                                f"{'' if code is None else f' (status {code})'}: {self.proc.stderr_tail()}")
@@ -229,7 +230,10 @@ class RealClients:
             with trio.move_on_after(READY_TIMEOUT):
                 await first_of(p.ready, p.ended)
             if not p.ready.is_set():
-                why = "exited" if not p.alive() else f"not ready after {READY_TIMEOUT:g} s"
+                why = f"not ready after {READY_TIMEOUT:g} s"
+                if p.ended.is_set():
+                    await p.wait_exit(2.0)
+                    why = f"exited (status {p.returncode()})"
                 failed.append(f"client program {p.name} ({' '.join(p.cmd[:1])}) {why}: {p.stderr_tail()}")
 
         failed: list[str] = []
@@ -316,7 +320,7 @@ class RealClients:
             await first_of(done, proc.ended)
         summary.elapsed = trio.current_time() - begin
         if not done.is_set():
-            why = "exited" if not proc.alive() else f"was still sending {last_answer:g} s after its load began"
+            why = "exited" if proc.ended.is_set() else f"was still sending {last_answer:g} s after its load began"
             self.problem(f"producer group {g.name} ({g.client}) {why}: {proc.stderr_tail()}")
         proc.tell("stop")
         if not await proc.wait_exit(STOP_TIMEOUT):

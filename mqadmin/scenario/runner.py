@@ -227,6 +227,9 @@ def run(
     except BaseException as exc:
         interrupt = first_of(exc, KeyboardInterrupt)
         if interrupt is None:
+            failed = first_of(exc, ScenarioRunError)  # raised inside the run's nursery (a client did not start)
+            if failed is not None and failed is not exc:
+                raise failed from None
             raise
         result.interrupted = str(interrupt) or "interrupted"
         raise RunInterrupted(result.interrupted, result) from None
