@@ -10,13 +10,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from mqadmin.rocketmq import harness
@@ -25,8 +21,8 @@ from mqadmin.scenario.client_lines import allocation_events, consume_record, sen
 from mqadmin.scenario.consumer_eval import balanced_times
 from mqadmin.scenario.consumers import ConsumerRun
 from mqadmin.scenario.values import ScenarioError
+from tests.test_scenario_run import base, cluster_procs, start_cli  # noqa: F401 (base is a fixture)
 
-ROOT = Path(__file__).resolve().parent.parent
 WALL_T0 = 1_700_000_000.0  # s: time zero on the wall clock, for the conversions
 
 
@@ -249,34 +245,10 @@ expect:
 """
 
 
-def left_behind(base: Path) -> list[psutil.Process]:
-    """Live processes of a run under ``base``: a state directory in their command line or as their cwd."""
-    marker = f"{base}{os.sep}mqscenario-"
-    found = []
-    for p in psutil.process_iter(["cmdline", "status", "cwd"]):
-        try:
-            where = " ".join(p.info["cmdline"] or []) + " " + (p.info["cwd"] or "")
-        except (psutil.Error, TypeError):
-            continue
-        if marker in where and p.info["status"] != psutil.STATUS_ZOMBIE:
-            found.append(p)
-    return found
-
-
-@pytest.fixture
-def base(tmp_path: Path) -> Iterator[Path]:
-    yield tmp_path
-    for p in left_behind(tmp_path):
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-
-
-def test_java_and_go_clients_feed_the_verdicts(base: Path) -> None:
+def test_java_and_go_clients_feed_the_verdicts(base: Path) -> None:  # noqa: F811
     scn = schema.parse(MIXED, "mixed.yaml")
     result = runner.run(scn, base_dir=base)
-    assert left_behind(base) == []
+    assert cluster_procs(base) == []
     assert result.clients is not None and not any(p.alive() for p in result.clients.procs)
     assert result.client_problems == []
     failed = [f"{v.text}: {v.measured_text} ({v.detail})" for v in result.verdicts if not v.passed]
@@ -305,30 +277,23 @@ def test_java_and_go_clients_feed_the_verdicts(base: Path) -> None:
 
 
 def test_a_client_program_that_does_not_start_fails_the_run_and_leaves_nothing(
-        base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        base: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     monkeypatch.setattr(harness, "go_program", lambda progress=None: Path("/bin/false"))
     scn = schema.parse(LOAD.format(client="go", extra=""), "false.yaml")
     with pytest.raises(runner.ScenarioRunError) as err:
         runner.run(scn, base_dir=base)
     assert str(err.value).startswith("client program producer-producers (/bin/false) exited (status 1): ")
-    assert left_behind(base) == []
+    assert cluster_procs(base) == []
 
 
-def start_cli(*args: str, base: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(base), "COLUMNS": "200", **(env or {})}
-    code = "import sys; from mqadmin.cli import entry; sys.argv[0] = 'mqadmin'; entry()"
-    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, cwd=ROOT, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-
-
-def test_an_interrupted_run_stops_every_client(base: Path) -> None:
+def test_an_interrupted_run_stops_every_client(base: Path) -> None:  # noqa: F811
     path = base / "long.yaml"
     path.write_text(MIXED.replace("duration: 15", "duration: 120"))
     proc = start_cli("scenario", "run", str(path), base=base)
     try:
         deadline = time.monotonic() + 240
         # 2 NameServers, 2 brokers, then the programs: 2 producer groups + 2 + 1 (join) Java and 1 Go consumer
-        while len(left_behind(base)) < 4 + 6:
+        while len(cluster_procs(base)) < 4 + 6:
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-2000:]
             time.sleep(0.2)
         time.sleep(2)
@@ -339,10 +304,10 @@ def test_an_interrupted_run_stops_every_client(base: Path) -> None:
             proc.kill()
     assert proc.returncode == 130, err
     assert "every process the run started was stopped" in err and "Traceback" not in err
-    assert left_behind(base) == []
+    assert cluster_procs(base) == []
 
 
-def test_a_missing_go_is_one_line_and_exit_2(base: Path) -> None:
+def test_a_missing_go_is_one_line_and_exit_2(base: Path) -> None:  # noqa: F811
     path = base / "go.yaml"
     path.write_text(LOAD.format(client="go", extra=""))
     empty = base / "bin"
@@ -353,4 +318,4 @@ def test_a_missing_go_is_one_line_and_exit_2(base: Path) -> None:
     assert proc.returncode == 2, err
     assert err.strip() == ("mqadmin scenario: the scenario's clients: go not found on PATH: the Go scenario client "
                            "is built at first use (Debian's golang-go)")
-    assert left_behind(base) == []
+    assert cluster_procs(base) == []

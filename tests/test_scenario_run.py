@@ -177,12 +177,13 @@ expect:
 
 
 def cluster_procs(base: Path) -> list[psutil.Process]:
-    """Live (non-zombie) processes started for a scenario whose state directory is under ``base``."""
+    """Live (non-zombie) processes started for a scenario whose state directory is under ``base``: named
+    in their command line, or their working directory (a Go client program's)."""
     marker = f"{base}{os.sep}mqscenario-"
     found = []
-    for p in psutil.process_iter(["cmdline", "status"]):
+    for p in psutil.process_iter(["cmdline", "status", "cwd"]):
         try:
-            cmd = " ".join(p.info["cmdline"] or [])
+            cmd = " ".join(p.info["cmdline"] or []) + " " + (p.info["cwd"] or "")
         except (psutil.Error, TypeError):
             continue
         if marker in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
@@ -207,8 +208,8 @@ def write_small(base: Path, tag: str, duration: float = 3, timeout: float | None
     return path
 
 
-def start_cli(*args: str, base: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(base), "COLUMNS": "200"}
+def start_cli(*args: str, base: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(base), "COLUMNS": "200", **(env or {})}
     code = "import sys; from mqadmin.cli import entry; sys.argv[0] = 'mqadmin'; entry()"
     # SIGINT back to its default: a background test run (``cmd &``) ignores it, and children inherit that
     return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

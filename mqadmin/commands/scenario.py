@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -23,6 +25,9 @@ from mqadmin.output.plotmarks import PLOT_INSTALL, PLOT_SUFFIXES
 from mqadmin.scenario import schema
 from mqadmin.scenario.shipped import resolve, shipped_dir
 from remoting.climain import first_of
+
+if TYPE_CHECKING:
+    from mqadmin.scenario.runner import RunResult
 
 app = typer.Typer(
     add_completion=False,
@@ -81,21 +86,9 @@ def run_cmd(
             raise _fail(1, f"--plot needs matplotlib, which is not installed: {PLOT_INSTALL}")
     err = make_console(stderr=True)
     progress = (lambda line: None) if (quiet or as_json) else (lambda line: err.print(f"[{scn.name}] {line}"))
-    try:
-        consumed = records.with_name(f"{records.stem}.consumed{records.suffix}") if records is not None else None
-        result = runner.run(scn, records_path=records, keep_dir=keep_dir, progress=progress, consume_records_path=consumed,
-                            metrics=metrics)
-    except runner.ClientProgramsError as exc:
-        raise _fail(2, f"the scenario's clients: {exc}") from None
-    except runner.ScenarioRunError as exc:
-        raise _fail(1, f"the run failed: {exc}") from None
-    except BaseException as exc:
-        interrupt = first_of(exc, KeyboardInterrupt)
-        if interrupt is None:
-            raise
-        why = str(interrupt) or "interrupted"
-        partial = getattr(interrupt, "result", None)
-        raise _fail(130, f"{why}; every process the run started was stopped{_partial_report(partial, report)}") from None
+    consumed = records.with_name(f"{records.stem}.consumed{records.suffix}") if records is not None else None
+    result = _run(lambda: runner.run(scn, records_path=records, keep_dir=keep_dir, progress=progress,
+                                     consume_records_path=consumed, metrics=metrics), "", report)
     from mqadmin.scenario import report as reporting
 
     doc = reporting.to_json(result)
@@ -146,18 +139,8 @@ def _compare(file: str, given: list[str], *, report: Path | None, plot: Path | N
     for label, scn in zip(cmp.labels, scenarios):
         progress = (lambda line: None) if (quiet or as_json) else (
             lambda line, label=label: err.print(f"[{scn.name}: {label}] {line}"))
-        try:
-            cmp.runs.append(runner.run(scn, keep_dir=keep_dir, progress=progress, metrics=metrics))
-        except runner.ClientProgramsError as exc:
-            raise _fail(2, f"the scenario's clients: {exc}") from None
-        except runner.ScenarioRunError as exc:
-            raise _fail(1, f"the run {label} failed: {exc}") from None
-        except BaseException as exc:
-            interrupt = first_of(exc, KeyboardInterrupt)
-            if interrupt is None:
-                raise
-            raise _fail(130, f"{str(interrupt) or 'interrupted'} (run {label}); every process the run "
-                             "started was stopped") from None
+        cmp.runs.append(_run(lambda scn=scn, progress=progress: runner.run(
+            scn, keep_dir=keep_dir, progress=progress, metrics=metrics), f" {label}", None))
     doc = compare.to_json(cmp)
     if as_json:
         print_json(doc)
@@ -170,6 +153,25 @@ def _compare(file: str, given: list[str], *, report: Path | None, plot: Path | N
         write_output(report, json.dumps(doc, indent=2) + "\n")
     if not cmp.passed:
         raise typer.Exit(1)
+
+
+def _run(run: Callable[[], RunResult], label: str, report: Path | None) -> RunResult:
+    """``run()``, its failures turned into one line and mqadmin's exit status (``label`` names which run)."""
+    from mqadmin.scenario import runner
+
+    try:
+        return run()
+    except runner.ClientProgramsError as exc:
+        raise _fail(2, f"the scenario's clients: {exc}") from None
+    except runner.ScenarioRunError as exc:
+        raise _fail(1, f"the run{label} failed: {exc}") from None
+    except BaseException as exc:
+        interrupt = first_of(exc, KeyboardInterrupt)
+        if interrupt is None:
+            raise
+        why = (str(interrupt) or "interrupted") + (f" (run{label})" if label else "")
+        partial = getattr(interrupt, "result", None)
+        raise _fail(130, f"{why}; every process the run started was stopped{_partial_report(partial, report)}") from None
 
 
 def _partial_report(result: object, path: Path | None) -> str:
