@@ -19,6 +19,7 @@ callable outside trio) is the runner's last word whatever happened.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,8 +216,9 @@ class RealClients:
                 self.spares.setdefault(spec.name, []).append(self._spawn_consumer(spec))
         if self.procs:
             begin = trio.current_time()
+            kinds = Counter(p.name.rsplit("-", 1)[0] if p.name.startswith("consumer") else p.name for p in self.procs)
             self.progress(f"starting {len(self.procs)} client program(s): "
-                          + ", ".join(sorted({p.name.rsplit('-', 1)[0] for p in self.procs})))
+                          + ", ".join(name + (f" x{n}" if n > 1 else "") for name, n in kinds.items()))
             await self._wait_ready(self.procs)
             self.progress(f"client programs ready in {trio.current_time() - begin:.1f} s")
 
