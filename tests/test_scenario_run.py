@@ -178,12 +178,14 @@ expect:
 
 def cluster_procs(base: Path) -> list[psutil.Process]:
     """Live (non-zombie) processes started for a scenario whose state directory is under ``base``: named
-    in their command line, or their working directory (a Go client program's)."""
+    in their command line, or for a Go client program (``interop-go``), its working directory."""
     marker = f"{base}{os.sep}mqscenario-"
     found = []
-    for p in psutil.process_iter(["cmdline", "status", "cwd"]):
+    for p in psutil.process_iter(["cmdline", "status"]):
         try:
-            cmd = " ".join(p.info["cmdline"] or []) + " " + (p.info["cwd"] or "")
+            cmd = " ".join(p.info["cmdline"] or [])
+            if marker not in cmd and "interop-go" in cmd:
+                cmd += " " + p.cwd()
         except (psutil.Error, TypeError):
             continue
         if marker in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
