@@ -139,6 +139,7 @@ def test_compare_runs_twice_and_shows_both_side_by_side(base: Path) -> None:  # 
     # the hung broker leaves the route after its expiry (minus up to one registration period, plus a scan)
     assert 4.0 - 0.6 <= written <= 4.0 + 1.5 and 1.5 - 0.6 <= shorter <= 1.5 + 1.5, route
     assert route["runs"][0]["passed"] is False and route["runs"][1]["passed"] is True
+    assert route["difference"] == pytest.approx(shorter - written)
     assert rc == 1 and cmp["passed"] is False, err  # one run failed an expectation
     hangs = [b[0]["afterActions"][0] for b in cmp["beliefs"]]
     assert [h["action"] for h in hangs] == ["stop_broker broker-a-0"] * 2
@@ -147,6 +148,7 @@ def test_compare_runs_twice_and_shows_both_side_by_side(base: Path) -> None:  # 
         assert {(d["namesrv"], d["broker"]) for d in beliefs[0]["dropped"]} == {(0, "broker-a"), (1, "broker-a")}
         assert beliefs[0]["kept"] == {"0": ["broker-a", "broker-b"], "1": ["broker-a", "broker-b"]}  # back after SIGCONT
     assert "Expectations, side by side" in out and "Routes of T" in out
+    assert f"{shorter - written:+.4g} s" in out  # the difference column
     assert "FAIL: as written FAIL, broker_expired_ms=1500 PASS" in out
 
 

@@ -18,6 +18,7 @@ from rich.text import Text
 from mqadmin.output.tables import Col, fit_table, status_text
 from mqadmin.scenario import report
 from mqadmin.scenario.beliefs import AfterAction, TopicBeliefs, beliefs
+from mqadmin.scenario.expectations import Verdict
 from mqadmin.scenario.overrides import Override, describe
 from mqadmin.scenario.runner import RunResult
 
@@ -50,8 +51,25 @@ def expectation_rows(cmp: Comparison) -> list[dict[str, Any]]:
             "target": first.target if first is not None else "-",
             "runs": [None if v is None else {"measured": v.measured, "measuredText": v.measured_text,
                                              "passed": v.passed, "detail": v.detail} for v in verdicts],
+            "difference": _difference(verdicts),
         })
     return rows
+
+
+def _difference(verdicts: list[Verdict | None]) -> float | None:
+    """The second run's measured value minus the first's, when both measured a number."""
+    a, b = verdicts
+    if a is None or b is None or a.measured is None or b.measured is None:
+        return None
+    return round(b.measured - a.measured, 6)
+
+
+def _difference_text(row: dict[str, Any]) -> str:
+    diff = row["difference"]
+    if diff is None:
+        return "-"
+    unit = next((u for u in (" ms", " s") if row["runs"][0]["measuredText"].endswith(u)), "")
+    return f"{diff:+.4g}{unit}"
 
 
 def to_json(cmp: Comparison) -> dict[str, Any]:
@@ -80,6 +98,26 @@ def _brokers_text(items: list[tuple[int, str, float]]) -> str:
     return "; ".join(f"ns{ns} {b} at {t:.2f} s" for ns, b, t in items) or "none"
 
 
+def _settled_difference(a: AfterAction | None, b: AfterAction | None) -> str:
+    if a is None or b is None:
+        return "-"
+    if a.settled is None or b.settled is None:
+        return "same" if a.settled == b.settled else "one changed, one did not"
+    text = f"{b.settled - a.settled:+.2f} s"
+    return text if a.agree == b.agree else f"{text}; agreement differs"
+
+
+def _set_difference(a: set[tuple[int, str]], b: set[tuple[int, str]]) -> str:
+    if a == b:
+        return "same"
+    parts = []
+    if a - b:
+        parts.append("only in the first: " + ", ".join(f"ns{ns} {br}" for ns, br in sorted(a - b)))
+    if b - a:
+        parts.append("only in the second: " + ", ".join(f"ns{ns} {br}" for ns, br in sorted(b - a)))
+    return "; ".join(parts)
+
+
 def belief_rows(cmp: Comparison) -> dict[str, list[list[str]]]:
     """Per topic, the rows of the beliefs table: one per action, then dropped, back and kept."""
     per_run = [{b.topic: b for b in beliefs(r)} for r in cmp.runs]
@@ -91,11 +129,14 @@ def belief_rows(cmp: Comparison) -> dict[str, list[list[str]]]:
         for i in range(count):
             afters = [b.after[i] if b and i < len(b.after) else None for b in runs]
             name = next(a for a in afters if a is not None)
-            rows.append([f"after {name.action} (t={name.t:.2f} s)", *(_after_text(a) for a in afters)])
-        rows.append(["dropped", *(_brokers_text(b.dropped) if b else "-" for b in runs)])
-        rows.append(["taken back", *(_brokers_text(b.back) if b else "-" for b in runs)])
+            rows.append([f"after {name.action} (t={name.t:.2f} s)", *(_after_text(a) for a in afters),
+                         _settled_difference(*afters)])
+        for what, pick in (("dropped", lambda b: b.dropped), ("taken back", lambda b: b.back)):
+            sets = [{(ns, br) for ns, br, _ in pick(b)} if b else set() for b in runs]
+            rows.append([what, *(_brokers_text(pick(b)) if b else "-" for b in runs), _set_difference(*sets)])
+        kept = [{(ns, br) for ns, bs in b.kept.items() for br in bs} if b else set() for b in runs]
         rows.append(["kept at the end", *("; ".join(f"ns{ns} {', '.join(bs) or 'none'}" for ns, bs in b.kept.items())
-                                          if b else "-" for b in runs)])
+                                          if b else "-" for b in runs), _set_difference(*kept)])
         out[topic] = rows
     return out
 
@@ -117,14 +158,16 @@ def render(cmp: Comparison, console: Console) -> None:
                 cells += ["-", "-"]
             else:
                 cells += [run["measuredText"], status_text(run["passed"], "PASS" if run["passed"] else "FAIL")]
-        rows.append([str(row["index"]), row["expectation"], row["target"], *cells])
+        rows.append([str(row["index"]), row["expectation"], row["target"], *cells, _difference_text(row)])
     console.print()
     console.print(fit_table([Col("#", justify="right"), Col("expectation", wrap=True), Col("target"),
-                             Col(f"{a}", wrap=True), Col("verdict"), Col(f"{b}", wrap=True), Col("verdict")],
+                             Col(f"{a}", wrap=True), Col("verdict"), Col(f"{b}", wrap=True), Col("verdict"),
+                             Col("difference", justify="right", drop=1)],
                             rows, title="Expectations, side by side", console=console))
     for topic, brows in belief_rows(cmp).items():
         console.print()
-        console.print(fit_table([Col("what the NameServers believed", wrap=True), Col(a, wrap=True), Col(b, wrap=True)],
+        console.print(fit_table([Col("what the NameServers believed", wrap=True), Col(a, wrap=True), Col(b, wrap=True),
+                                 Col("difference", wrap=True)],
                                 brows, title=f"Routes of {topic} (polled every {scn.observe_interval:g} s)",
                                 console=console))
     console.print()
