@@ -45,7 +45,7 @@ class BrokerProcess:
         self.name = ""
         self.metrics_url = ""  # with metricsPort set: where its /metrics is
 
-    def start(self, timeout: float = 15.0) -> BrokerProcess:
+    def start(self, timeout: float = 60.0) -> BrokerProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 broker_command() + ["-c", str(self.config_path)], stdout=subprocess.PIPE, stderr=log, cwd=self.workdir

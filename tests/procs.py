@@ -39,7 +39,7 @@ class NamesrvProcess:
         self.command = [sys.executable, "-m", "namesrv.cli"]
         self.metrics_url = ""  # with metricsPort set: where its /metrics is
 
-    def start(self, timeout: float = 15.0) -> NamesrvProcess:
+    def start(self, timeout: float = 60.0) -> NamesrvProcess:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [*self.command, "-c", str(self.config_path)],

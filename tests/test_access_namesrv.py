@@ -201,7 +201,7 @@ def test_a_bad_accounts_file_stops_the_start(tmp_path: Path) -> None:
     path.write_text("globalWhiteRemoteAddresses:\n  - 192.168.*\n")
     proc = NamesrvProcess(tmp_path / "ns", aclEnable=True, aclConfigPath=path)
     with pytest.raises(RuntimeError, match="did not boot"):
-        proc.start(timeout=10)
+        proc.start(timeout=60)
     assert proc.proc is not None and proc.proc.returncode not in (0, None)
     (line,) = [ln for ln in proc.log().splitlines() if ln.strip()]
     assert line.startswith("mqnamesrv: ") and "globalWhiteRemoteAddresses" in line and "192.168.*" in line
@@ -210,5 +210,5 @@ def test_a_bad_accounts_file_stops_the_start(tmp_path: Path) -> None:
 def test_accounts_on_without_a_file_stops_the_start(tmp_path: Path) -> None:
     proc = NamesrvProcess(tmp_path / "ns", aclEnable=True, aclConfigPath=tmp_path / "missing.yml")
     with pytest.raises(RuntimeError, match="did not boot"):
-        proc.start(timeout=10)
+        proc.start(timeout=60)
     assert "cannot read accounts file" in proc.log() and "Traceback" not in proc.log()

@@ -35,7 +35,7 @@ from tests.procs import NamesrvProcess
 
 #: What a server may hold at its peak after refusing a file (the issue saw 550 MB for /dev/zero).
 PEAK_RSS_BOUND = 150 * 1024 * 1024
-START_TIMEOUT = 30
+START_TIMEOUT = 60
 
 
 def make_strange(path: Path, kind: str, *, oversize: int = 0) -> None:
