@@ -121,7 +121,7 @@ class BrokerServer:
             tls=self.tls,
         )
         self.reactor = reactor
-        _, port = reactor.listen(config.brokerIP1, config.listenPort, BACKLOG)
+        _, port = reactor.listen(bind_host(config), config.listenPort, BACKLOG)
         config.listenPort = port
         if config.haListenPort <= 0:
             # Java's BrokerStartup sets haListenPort = listenPort + 1 before binding (so a Java
@@ -257,3 +257,15 @@ class BrokerServer:
         self.access.forget(conn_id)
         if self.processor is not None:
             self.processor.connection_closed(conn_id)
+
+
+def bind_host(config: BrokerConfig) -> str:
+    """Where the broker listens: Java 5.x's ``bindAddress`` when the file names one, else ``brokerIP1``.
+
+    A broker may listen on one address and register another (``brokerIP1``), e.g. behind a proxy
+    that listens on the registered address (``mqadmin start --client-proxy``). Java's default,
+    ``0.0.0.0`` (every interface), is not taken: the stub listens on ``brokerIP1`` then, as it
+    always did, never on every interface.
+    """
+    bind = config.java_settings.get("bindAddress", "").strip()
+    return bind if bind and bind != "0.0.0.0" else config.brokerIP1

@@ -39,6 +39,7 @@ from mqadmin.commands import (  # noqa: E402
     localcluster,
     message,
     namesrv,
+    network,
     offset,
     rocketmq,
     scenario,
@@ -63,7 +64,8 @@ app = typer.Typer(
     help="RocketMQ admin commands (Apache mqadmin names and options), a local cluster runner and a live view.",
 )
 
-for commands_of_group in (topic, cluster, namesrv, broker, message, consumer, connection, offset, stats, watch, localcluster):
+for commands_of_group in (topic, cluster, namesrv, broker, network, message, consumer, connection, offset, stats, watch,
+                          localcluster):
     commands_of_group.register(app)
 app.add_typer(scenario.app, name="scenario")
 fanout.register(app)

@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Our top-level packages: an import of one of these is checked against the rules.
-OURS = ("remoting", "namesrv", "broker_stub", "simclient", "mqadmin", "tests", "bench")
+OURS = ("remoting", "namesrv", "broker_stub", "simclient", "faultproxy", "mqadmin", "tests", "bench")
 
 #: package -> what of ours it may import (a package, or one module of it), besides its own modules.
 ALLOWED: dict[str, tuple[str, ...]] = {
@@ -22,22 +22,24 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "namesrv": ("remoting",),
     "broker_stub": ("remoting", "namesrv.durable"),
     "simclient": ("remoting",),
+    "faultproxy": ("remoting.logfile", "remoting.ratelog"),
     "mqadmin.client": ("remoting", "namesrv.liveinfo", "namesrv.provisional", "broker_stub.faults"),
     "mqadmin.output": (),
     "mqadmin.rocketmq": (),
-    "mqadmin.localcluster": ("remoting", "mqadmin.client", "mqadmin.rocketmq"),
+    "mqadmin.localcluster": ("remoting", "mqadmin.client", "mqadmin.rocketmq", "faultproxy.client"),
     "mqadmin.scenario": ("remoting", "simclient", "namesrv.config", "mqadmin.client", "mqadmin.output",
-                         "mqadmin.localcluster", "mqadmin.rocketmq"),
+                         "mqadmin.localcluster", "mqadmin.rocketmq", "faultproxy.client"),
     "mqadmin.fanout": ("remoting", "simclient", "mqadmin.client", "mqadmin.output", "mqadmin.localcluster",
                        "mqadmin.scenario"),
     "mqadmin.commands": ("remoting", "namesrv.config_policy", "mqadmin.client", "mqadmin.output",
-                         "mqadmin.localcluster", "mqadmin.scenario", "mqadmin.fanout", "mqadmin.rocketmq"),
+                         "mqadmin.localcluster", "mqadmin.scenario", "mqadmin.fanout", "mqadmin.rocketmq",
+                         "faultproxy.client"),
     "mqadmin.cli": ("remoting", "mqadmin.client", "mqadmin.commands", "mqadmin.localcluster"),
 }
 #: Layers without a command line (Typer), and without terminal output (Rich).
-NO_TYPER = ("simclient", "mqadmin.client", "mqadmin.output", "mqadmin.localcluster", "mqadmin.scenario",
+NO_TYPER = ("simclient", "faultproxy", "mqadmin.client", "mqadmin.output", "mqadmin.localcluster", "mqadmin.scenario",
             "mqadmin.fanout", "mqadmin.rocketmq")
-NO_RICH = ("simclient", "mqadmin.client", "mqadmin.localcluster", "mqadmin.rocketmq")
+NO_RICH = ("simclient", "faultproxy", "mqadmin.client", "mqadmin.localcluster", "mqadmin.rocketmq")
 #: The command modules' shared layer: the only command modules another command module may import.
 SHARED_COMMANDS = ("mqadmin.commands.options", "mqadmin.commands.results")
 

@@ -31,17 +31,25 @@ def test_start_with_slaves_and_topics_then_stop_leaves_no_process(state_dir: Pat
                   "--topic-queues", "4", "--dir", str(state_dir), "--json", in_process=False)
     assert out.returncode == 0, out.stderr
     started = json.loads(out.stdout)
-    assert set(started) == {"dir", "cluster", "namesrvAddr", "topics", "auth", "tls", "procs", "prometheusConfig"}
+    assert set(started) == {"dir", "cluster", "namesrvAddr", "topics", "auth", "tls", "procs", "prometheusConfig",
+                            "faultProxy"}
     assert started["auth"] is False and started["tls"] is False
     assert started["prometheusConfig"] is None  # no --metrics
     assert started["topics"] == ["orders", "audit"] and started["cluster"] == "DefaultCluster"
     procs = started["procs"]
     assert [(p["name"], p["role"]) for p in procs] == [
-        ("namesrv-0", "namesrv"), ("namesrv-1", "namesrv"), ("broker-a-0", "master"), ("broker-a-1", "slave 1"),
-        ("broker-b-0", "master"), ("broker-b-1", "slave 1"),
+        ("namesrv-0", "namesrv"), ("namesrv-1", "namesrv"), ("faultproxy", "fault proxy"), ("broker-a-0", "master"),
+        ("broker-a-1", "slave 1"), ("broker-b-0", "master"), ("broker-b-1", "slave 1"),
     ]
-    assert set(procs[0]) == {"name", "kind", "role", "brokerName", "brokerId", "addr", "pid", "state", "log", "config",
-                             "metricsUrl"}
+    # every broker (slaves too) reaches every NameServer through its own path of the fault proxy
+    proxy = started["faultProxy"]
+    assert proxy["control"] == procs[2]["addr"] and proxy["answering"] is True
+    assert sorted(p["name"] for p in proxy["paths"]) == sorted(
+        f"{b}.{ns}" for b in ("broker-a-0", "broker-a-1", "broker-b-0", "broker-b-1") for ns in ("namesrv-0", "namesrv-1"))
+    assert all(p["enabled"] and p["toxics"] == [] for p in proxy["paths"])
+    assert set(procs[0]) == {"name", "kind", "role", "impl", "version", "brokerName", "brokerId", "addr", "pid",
+                             "state", "log", "config", "metricsUrl"}
+    assert [(p["impl"], p["version"]) for p in procs] == [("toolkit", None)] * 3 + [("stub", None)] * 4
     assert all(p["metricsUrl"] is None for p in procs)  # no --metrics: no process serves /metrics
     assert all(p["state"] == "running" and pid_alive(p["pid"]) for p in procs)
     addr = {p["name"]: p["addr"] for p in procs}
@@ -58,13 +66,13 @@ def test_start_with_slaves_and_topics_then_stop_leaves_no_process(state_dir: Pat
             assert sorted((q["brokerName"], q["writeQueueNums"]) for q in route["queueDatas"]) == [("broker-a", 4), ("broker-b", 4)]
 
     status = mqadmin_json("status", "--dir", str(state_dir))
-    assert [p["state"] for p in status["procs"]] == ["running"] * 6
+    assert [p["state"] for p in status["procs"]] == ["running"] * 7
 
     again = mqadmin("start", "--brokers", "0", "--dir", str(state_dir))
     assert again.returncode == 1 and "already running" in again.stderr and again.stderr.count("\n") == 1
 
     out = mqadmin("stop", "--dir", str(state_dir), in_process=False)
-    assert out.returncode == 0 and out.stdout.strip() == "stopped 6 processes"
+    assert out.returncode == 0 and out.stdout.strip() == "stopped 7 processes"
     assert not any(pid_alive(p["pid"]) for p in procs)
     assert procs_mentioning(str(state_dir)) == []
     assert mqadmin("status", "--dir", str(state_dir)).returncode == 1

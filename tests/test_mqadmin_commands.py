@@ -99,10 +99,11 @@ def test_cluster_list_json_and_apache_columns(live: Cluster) -> None:
         "cluster", "brokerName", "brokerId", "addr", "reachable", "error", "provisional", "provisionalOn", "version",
         "inTps", "outTps", "sendQueue", "sendWaitMs", "pullQueue", "pullWaitMs", "ackQueue", "ackWaitMs", "timerReadBehind",
         "timerOffsetBehind", "timerCongestNum", "timerEnqueueTps", "timerDequeueTps", "pageCacheLockTimeMs",
-        "hours", "space", "activated", "inTotalYest", "outTotalYest", "inTotalToday", "outTotalToday",
+        "hours", "space", "activated", "inTotalYest", "outTotalYest", "inTotalToday", "outTotalToday", "impl",
     }
     for r in rows:
         assert r["reachable"] is True and r["error"] is None and r["version"] == "V5_3_3"
+        assert r["impl"] == "stub"  # the local cluster's: which implementation runs at that address
         assert r["provisional"] is False and r["provisionalOn"] == []  # registered, not restored
         assert isinstance(r["inTps"], float) and isinstance(r["outTps"], float) and r["activated"] is True
         # a fresh store: its oldest message is minutes old, or it has none (-1), and then Java's formula gives
@@ -329,8 +330,10 @@ def test_unreachable_namesrv_and_debug(live: Cluster) -> None:
 
 def test_watch_snapshot_and_live_refresh(live: Cluster) -> None:
     snap = live.json("watch", "--once", "-t", "t1", "-t", "nope")
-    assert set(snap) == {"namesrvs", "errors", "brokers", "topics"} and snap["errors"] == {}
+    assert set(snap) == {"namesrvs", "errors", "brokers", "topics", "impls"} and snap["errors"] == {}
     assert sorted(snap["namesrvs"]) == sorted(live.namesrvs)
+    assert snap["impls"] == {**dict.fromkeys(live.namesrvs, "toolkit"),
+                             **{b["addr"]: "stub" for b in snap["brokers"]}}  # the local cluster's
     assert [(b["broker"], b["id"], b["agree"]) for b in snap["brokers"]] == [("broker-a", 0, True), ("broker-b", 0, True)]
     assert all(set(b["seenBy"].values()) == {True} for b in snap["brokers"])
     assert all(b["provisional"] is False and b["provisionalBy"] == [] for b in snap["brokers"])

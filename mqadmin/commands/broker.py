@@ -1,5 +1,6 @@
 """Broker commands (Apache's tools/command/broker): brokerStatus, getBrokerConfig, updateBrokerConfig,
-and ours, brokerFault (the broker stub's fault switchboard).
+and ours, brokerFault (the broker stub's fault switchboard; its --partition and --heal go through the
+local cluster's fault proxy for a broker behind it, see networkFault).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from mqadmin.commands.options import (
     one_target,
 )
 from mqadmin.commands.results import exit_if_any_failed, only, per_server, print_failure
+from mqadmin.localcluster.faultpaths import broker_partition, local_broker_addr
+from mqadmin.localcluster.state import ClusterError, local_impls
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
 
@@ -154,9 +157,13 @@ def broker_fault(
     remark: str | None = typer.Option(None, "--remark", help="With --reject: the remark sent back."),
     hang: bool = typer.Option(False, "--hang", help="Answer nothing (connections stay open) until --resume."),
     resume: bool = typer.Option(False, "--resume", help="End --hang; waiting requests are answered."),
-    partition: str | None = typer.Option(None, "--partition", metavar="NAMESRV", help="Stop registering/heartbeating to this NameServer (host:port)."),
-    heal: str | None = typer.Option(None, "--heal", metavar="NAMESRV|all", help="Undo --partition for one NameServer, or all."),
-    clear: bool = typer.Option(False, "--clear", help="Back to normal: no latency, reject, hang or partition."),
+    partition: str | None = typer.Option(None, "--partition", metavar="NAMESRV", help="Cut the broker off from this "
+                                         "NameServer (host:port): through the local cluster's fault proxy (nothing "
+                                         "crosses, connections stay open), else the stub stops registering there."),
+    heal: str | None = typer.Option(None, "--heal", metavar="NAMESRV|all", help="Undo --partition (and every "
+                                    "other network fault of the broker's paths) for one NameServer, or all."),
+    clear: bool = typer.Option(False, "--clear", help="Back to normal: no latency, reject, hang, partition or "
+                               "network fault."),
     namesrv: str | None = NamesrvOpt,
     as_json: bool = JsonOpt,
     timeout: float = TimeoutOpt,
@@ -185,12 +192,39 @@ def broker_fault(
     by_addr = ":" in broker or _is_ip(broker)
     fault_addr = addr_opt("-b", broker) if by_addr else None  # an address without its port is a usage error
 
-    async def call() -> tuple[str, dict[str, Any]]:
-        # A hung broker answers nothing but fault requests, so a fresh connection is used each time.
-        addr = fault_addr or await client_for(namesrv, timeout).broker_addr_of(broker, broker_id)
-        return addr, await AdminClient([], timeout=timeout).broker_fault(addr, action, **params)
+    async def resolve() -> str:
+        if fault_addr is not None:
+            return fault_addr
+        client = client_for(namesrv, timeout)
+        local = local_broker_addr(broker, broker_id, client.namesrv_addrs)  # known even when partitioned
+        return local or await client.broker_addr_of(broker, broker_id)
 
-    addr, state = run(call)
+    addr = run(resolve)
+    routed = None
+    if action in ("partition", "heal", "clear", "status"):
+        try:
+            routed = broker_partition(addr, action, params.get("namesrv"))  # type: ignore[arg-type]
+        except ClusterError as exc:
+            raise bad_option("--partition" if action == "partition" else "--heal", str(exc)) from None
+        if routed is not None and action in ("partition", "heal"):
+            _print_routed(addr, action, *routed, as_json)
+            return
+    impl = local_impls().get(addr, "stub")
+    if impl.startswith("java"):  # no switchboard (the stub's request 9000): say what works, not Java's "not supported"
+        if routed is not None:  # status, or clear (every path healed): what the proxy says is all there is
+            _print_routed(addr, action, *routed, as_json)
+            return
+        raise AdminError(f"{addr} runs {impl}, which has no fault switchboard ({action} is the broker stub's): on a "
+                         "Java broker use killBroker (kill -9, --signal TERM|STOP|CONT), restartBroker, and "
+                         "brokerFault --partition/--heal or networkFault through the local cluster's fault proxy")
+
+    async def call() -> dict[str, Any]:
+        # A hung broker answers nothing but fault requests, so a fresh connection is used each time.
+        return await AdminClient([], timeout=timeout).broker_fault(addr, action, **params)
+
+    state = run(call)
+    if routed is not None:  # cut off through the proxy or by the switchboard: the broker is partitioned
+        state["partitioned"] = sorted({*(state.get("partitioned") or []), *routed[0]})
     if as_json:
         print_json({"broker": addr, "action": action, "state": state})
         return
@@ -200,6 +234,19 @@ def broker_fault(
         ["hung", "yes" if state.get("hung") else "no"],
         ["partitioned from", ", ".join(state.get("partitioned") or []) or "-"],
     ]
+    title = f"broker {addr}: " + ("fault state" if action == "status" else f"{action} applied")
+    out.print(fit_table([Col("#Fault"), Col("#State", wrap=True)], rows, title=title))
+
+
+def _print_routed(addr: str, action: str, partitioned: list[str], paths: list[dict[str, Any]], as_json: bool) -> None:
+    """brokerFault's answer when the fault proxy carried out --partition or --heal (or all there is to say
+    of a Java broker: no switchboard)."""
+    if as_json:
+        print_json({"broker": addr, "action": action, "via": "faultproxy", "state": {"partitioned": partitioned},
+                    "paths": paths})
+        return
+    rows = [["partitioned from", ", ".join(partitioned) or "-"],
+            ["through the fault proxy", ", ".join(p["name"] for p in paths)]]
     title = f"broker {addr}: " + ("fault state" if action == "status" else f"{action} applied")
     out.print(fit_table([Col("#Fault"), Col("#State", wrap=True)], rows, title=title))
 

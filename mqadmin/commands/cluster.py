@@ -20,6 +20,7 @@ from mqadmin.client.clusterlist import cluster_rows
 from mqadmin.client.errors import AdminError
 from mqadmin.commands.options import JsonOpt, NamesrvOpt, TimeoutOpt, client_for
 from mqadmin.commands.results import interruptible
+from mqadmin.localcluster.state import local_impls
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table, fit_variants
 
@@ -93,6 +94,20 @@ def more_cells(r: dict[str, Any]) -> list[str | Text]:
     return ident + [str(r[k] or 0) for k in ("inTotalYest", "outTotalYest", "inTotalToday", "outTotalToday")] + [status(r)]
 
 
+IMPL_COLUMN = Col("#Impl", 3)
+
+
+def with_impl(columns: list[Col], cells: list[list[str | Text]],
+              rows: list[dict[str, Any]]) -> tuple[list[Col], list[list[str | Text]]]:
+    """The table with an #Impl column after #Addr when some broker is the local cluster's (ours: which
+    implementation and version runs there); Apache's columns alone otherwise."""
+    if not any(r["impl"] for r in rows):
+        return columns, cells
+    at = [c.header for c in columns].index("#Addr") + 1
+    return ([*columns[:at], IMPL_COLUMN, *columns[at:]],
+            [[*c[:at], r["impl"] or "", *c[at:]] for c, r in zip(cells, rows)])
+
+
 def cluster_list(
     cluster_name: str | None = typer.Option(None, "-c", "--clusterName", help="Only this cluster."),
     more_stats: bool = typer.Option(False, "-m", "--moreStats", help="Message totals of yesterday and today."),
@@ -104,15 +119,16 @@ def cluster_list(
     client = client_for(namesrv, timeout)
     with interruptible():
         while True:
-            rows = run(cluster_rows, client, cluster_name)
+            impls = local_impls()
+            rows = [r | {"impl": impls.get(r["addr"])} for r in run(cluster_rows, client, cluster_name)]
             if as_json:
                 print_json({"brokers": rows})
             elif more_stats:
-                out.print(fit_table(MORE_COLUMNS, [more_cells(r) for r in rows]))
+                out.print(fit_table(*with_impl(MORE_COLUMNS, [more_cells(r) for r in rows], rows)))
             else:
                 out.print(fit_variants([
-                    (BASE_COLUMNS, [base_cells(r) for r in rows], TIMER_RANK),
-                    (COMPACT_COLUMNS, [compact_cells(r) for r in rows]),
+                    (*with_impl(BASE_COLUMNS, [base_cells(r) for r in rows], rows), TIMER_RANK),
+                    with_impl(COMPACT_COLUMNS, [compact_cells(r) for r in rows], rows),
                 ]))
             if interval is None:
                 break

@@ -4,6 +4,9 @@ killNamesrv, restartNamesrv, logs. The processes are run by :mod:`mqadmin.localc
 from __future__ import annotations
 
 import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -11,15 +14,18 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
+from faultproxy.client import FaultProxyError
 from mqadmin.client import AdminClient, run
 from mqadmin.client.errors import AdminError
 from mqadmin.commands.options import JsonOpt, bad_option, state_dir_option
 from mqadmin.commands.results import self_command
-from mqadmin.localcluster import processes, prometheus_sd
+from mqadmin.localcluster import faultpaths, java, processes, prometheus_sd
 from mqadmin.localcluster.certs import cert_path
 from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, default_dir, proc_state
-from mqadmin.output.console import out, print_json
+from mqadmin.output.console import make_console, out, print_json
 from mqadmin.output.tables import Col, fit_table
+from mqadmin.rocketmq.artifacts import ArtifactError
+from mqadmin.rocketmq.servers import Sizing
 
 DirOpt = typer.Option(None, "--dir", help="State directory of the local cluster (default ~/.local/state/mqadmin/cluster).")
 SIGNALS = {"KILL": signal.SIGKILL, "TERM": signal.SIGTERM, "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT}
@@ -30,7 +36,9 @@ def _dir(directory: Path | None) -> Path:
 
 
 def _role(p: Proc) -> str:
-    return "namesrv" if p.kind == "namesrv" else ("master" if p.broker_id == 0 else f"slave {p.broker_id}")
+    if p.kind != "broker":
+        return "fault proxy" if p.kind == "faultproxy" else p.kind
+    return "master" if p.broker_id == 0 else f"slave {p.broker_id}"
 
 
 def status_table(state: ClusterState) -> Any:
@@ -38,9 +46,29 @@ def status_table(state: ClusterState) -> Any:
     for p in state.procs:
         st = proc_state(p)
         style = "green" if st == "running" else "yellow" if st.startswith("paused") else "red"
-        rows.append([p.name, _role(p), p.addr, str(p.pid), Text(st, style=style)])
-    cols = [Col("#Process"), Col("#Role"), Col("#Addr"), Col("#PID", 1), Col("#State")]
+        rows.append([p.name, _role(p), p.label, p.addr, str(p.pid), Text(st, style=style)])
+    cols = [Col("#Process"), Col("#Role"), Col("#Impl"), Col("#Addr"), Col("#PID", 1), Col("#State")]
     return fit_table(cols, rows, title=f"cluster {state.cluster} in {state.dir}")
+
+
+def _live_paths(state: ClusterState) -> dict[str, dict[str, Any]] | None:
+    """The fault proxy's paths as it serves them now; None when it does not answer."""
+    proxy = state.fault_proxy
+    if proxy is None or not proxy.alive():
+        return None
+    try:
+        return faultpaths.client(state, timeout=2.0).paths()
+    except (FaultProxyError, ClusterError):
+        return None
+
+
+def paths_table(state: ClusterState, live: dict[str, dict[str, Any]] | None) -> Any:
+    """Each path of the fault proxy: where it listens, where it leads, and its faults now."""
+    rows = [[name, listen, upstream, Text(faults, style="green" if faults == "-" else "red"), conns]
+            for name, listen, upstream, faults, conns in faultpaths.path_rows(state.paths, live)]
+    where = "" if live is not None else " (not answering: faults unknown)"
+    return fit_table([Col("#Path"), Col("#Listen"), Col("#Upstream"), Col("#Faults", wrap=True), Col("#Conns", 1)],
+                     rows, title=f"fault proxy paths{where}")
 
 
 def _metrics_url(p: Proc) -> str | None:
@@ -52,11 +80,24 @@ def state_json(state: ClusterState) -> dict[str, Any]:
     return {
         "dir": state.dir, "cluster": state.cluster, "namesrvAddr": state.namesrv_addr, "topics": state.topics,
         "auth": state.auth, "tls": state.tls,
-        "procs": [{"name": p.name, "kind": p.kind, "role": _role(p), "brokerName": p.broker_name,
+        "procs": [{"name": p.name, "kind": p.kind, "role": _role(p), "impl": p.label.split(" ")[0],
+                   "version": p.version, "brokerName": p.broker_name,
                    "brokerId": p.broker_id, "addr": p.addr, "pid": p.pid, "state": proc_state(p),
                    "log": p.log, "config": p.config, "metricsUrl": _metrics_url(p)} for p in state.procs],
         "prometheusConfig": str(prometheus_sd.config_path(state.dir)) if state.metrics else None,
+        "faultProxy": _proxy_json(state),
     }
+
+
+def _proxy_json(state: ClusterState) -> dict[str, Any] | None:
+    if state.fault_proxy is None:
+        return None
+    live = _live_paths(state)
+    return {"control": state.fault_proxy.addr, "answering": live is not None,
+            "paths": [{"name": p.name, "broker": p.broker, "namesrv": p.namesrv, "listen": p.listen,
+                       "upstream": p.upstream, "enabled": live[p.name]["enabled"] if live and p.name in live else None,
+                       "toxics": live[p.name]["toxics"] if live and p.name in live else None}
+                      for p in state.paths]}
 
 
 def start_cmd(
@@ -77,6 +118,23 @@ def start_cmd(
                              "certificate generated into <dir>/conf/tls; mqadmin commands to this cluster trust it."),
     metrics: bool = typer.Option(False, "--metrics",
                                  help="Serve /metrics on every process (each its own port) and write a prometheus.yml."),
+    namesrv_impl: str = typer.Option("toolkit", "--namesrv-impl", metavar="IMPL[,IMPL...]",
+                                     help="toolkit (ours) or java:VERSION (Apache's, e.g. java:5.5.0): one for "
+                                          "every NameServer, or one each in order (toolkit,java:5.5.0)."),
+    broker_impl: str = typer.Option("stub", "--broker-impl", metavar="IMPL[,IMPL...]",
+                                    help="stub (ours) or java:VERSION (Apache's, e.g. java:5.3.3): one for every "
+                                         "broker group, or one each in order; slaves run their master's."),
+    java_opts: list[str] | None = typer.Option(None, "--java-opt", metavar="OPT",
+                                               help="Another JVM option for every Java process (repeatable; "
+                                                    "e.g. --java-opt=-Xmx512m overrides the runner's heap)."),
+    broker_props: list[str] | None = typer.Option(None, "--broker-prop", metavar="KEY=VALUE",
+                                                  help="Another broker.properties key for every broker (repeatable; "
+                                                       "e.g. mappedFileSizeCommitLog=1073741824)."),
+    fault_proxy: bool = typer.Option(True, "--fault-proxy/--no-fault-proxy",
+                                     help="Route every broker->NameServer connection through a fault proxy (for "
+                                          "networkFault and brokerFault --partition); off: brokers dial NameServers."),
+    client_proxy: bool = typer.Option(False, "--client-proxy", help="Brokers register the proxy's address "
+                                      "(127.0.0.2:PORT), so clients reach them through it too (networkFault --clients)."),
     directory: Path | None = DirOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -84,17 +142,52 @@ def start_cmd(
     opts = processes.StartOptions(
         namesrvs=namesrvs, brokers=brokers, slaves=slaves, cluster=cluster_name, register_period_ms=register_period,
         broker_expired_ms=broker_timeout, scan_interval_ms=scan_interval, topics=topic_list, topic_queues=topic_queues,
-        auth=auth, tls=tls, metrics=metrics,
+        auth=auth, tls=tls, metrics=metrics, namesrv_impl=namesrv_impl, broker_impl=broker_impl,
+        broker_props=_key_values("--broker-prop", broker_props or []),
+        java_sizing=Sizing(java_opts=tuple(java_opts or ())), fault_proxy=fault_proxy, client_proxy=client_proxy,
     )
     try:
         processes.validate_options(opts)
     except ClusterError as exc:
         raise typer.BadParameter(str(exc)) from None  # the message names the option
-    state = processes.start(state_dir_option(directory), opts)
+    where = state_dir_option(directory)
+    try:
+        with _progress(bool(opts.java_versions())) as (say, detail):
+            java.resolve(opts.java_versions(), say, detail)  # first use: Maven, with progress; then the cache
+            state = processes.start(where, opts, say)
+    except ArtifactError as exc:
+        print(f"mqadmin: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
     if as_json:
         print_json(state_json(state))
         return
     out.print(summary(state, directory))
+
+
+def _key_values(option: str, items: list[str]) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip() or not key.strip().replace("_", "a").replace(".", "a").isalnum() or "\n" in value:
+            raise bad_option(option, f"{item!r} is not KEY=VALUE (a properties key and a one-line value)")
+        pairs.append((key.strip(), value.strip()))
+    return tuple(pairs)
+
+
+@contextmanager
+def _progress(java_roles: bool) -> Iterator[tuple[java.Progress, java.Progress | None]]:
+    """(a line to say on stderr, a passing detail): with Java roles on a terminal, a status line shows
+    each jar Maven downloads on first use and then that the JVMs are starting."""
+    console = make_console(stderr=True)
+
+    def say(line: str) -> None:
+        console.print(line, highlight=False)
+
+    if not (java_roles and console.is_terminal):
+        yield say, None
+        return
+    with console.status("starting the Java processes ...") as status:
+        yield say, lambda line: status.update(line)
 
 
 def summary(state: ClusterState, directory: Path | None) -> Group:
@@ -143,6 +236,8 @@ def status_cmd(directory: Path | None = DirOpt, as_json: bool = JsonOpt) -> None
         print_json(state_json(state))
     else:
         out.print(status_table(state))
+        if state.paths:
+            out.print(paths_table(state, _live_paths(state)))
         out.print(f"export NAMESRV_ADDR='{state.namesrv_addr}'")
 
 
@@ -173,7 +268,8 @@ def _signal(value: str) -> signal.Signals:
 
 
 def _sent(p: Proc, signum: signal.Signals) -> None:
-    out.print(f"sent SIG{signum.name.removeprefix('SIG')} to {p.name} (pid {p.pid}, {p.addr}): {proc_state(p)}")
+    out.print(f"sent SIG{signum.name.removeprefix('SIG')} to {p.name} ({p.label}, pid {p.pid}, {p.addr}): "
+              f"{proc_state(p)}")
 
 
 def kill_broker(
@@ -196,9 +292,9 @@ def restart_broker(
 ) -> None:
     state = ClusterState.load(_dir(directory))
     for p in state.find_broker(broker, broker_id):
-        processes.restart(p)
+        processes.restart(p, state)
         state.save()
-        out.print(f"restarted {p.name} (pid {p.pid}, {p.addr})")
+        out.print(f"restarted {p.name} ({p.label}, pid {p.pid}, {p.addr})")
 
 
 def _namesrv(state: ClusterState, index: int) -> Proc:
@@ -225,9 +321,11 @@ def restart_namesrv(
 ) -> None:
     state = ClusterState.load(_dir(directory))
     p = _namesrv(state, index)
-    processes.restart(p)
+    processes.restart(p, state)
     state.save()
-    out.print(f"restarted {p.name} (pid {p.pid}, {p.addr}): {_restored_note(p.addr)}")
+    note = ("a Java NameServer starts with no routes: each broker is routed again when it next registers"
+            if p.java else _restored_note(p.addr))
+    out.print(f"restarted {p.name} ({p.label}, pid {p.pid}, {p.addr}): {note}")
 
 
 def _restored_note(addr: str) -> str:
@@ -254,11 +352,14 @@ def logs_cmd(
         known = ", ".join(p.name for p in state.procs)
         raise AdminError(f"no process named {name} (processes: {known})")
     tails = {p.name: (p.log, processes.log_tail(Path(p.log), lines)) for p in procs}
+    java_logs = {p.name: str(java.java_log_dir(p)) for p in procs if p.java}
     if as_json:
-        print_json({"logs": {n: {"path": path, "lines": text} for n, (path, text) in tails.items()}})
+        print_json({"logs": {n: {"path": path, "lines": text, "javaLogs": java_logs.get(n)}
+                             for n, (path, text) in tails.items()}})
         return
     for n, (path, text) in tails.items():
-        out.print(f"==> {n} ({path}) <==", style="bold")
+        more = f"; Java's own logs in {java_logs[n]}" if n in java_logs else ""
+        out.print(f"==> {n} ({path}{more}) <==", style="bold")
         for line in text:
             out.print(line)
 

@@ -4,7 +4,8 @@ Exit codes of ``run`` are mqadmin's (see :mod:`mqadmin.commands.results`): 0 eve
 expectation holds, 1 an expectation or an action failed, or the run itself
 failed (cluster did not start, timeout: the line says which), 2 the scenario
 file or an option is invalid (an output file that cannot be written is
-refused before the run), 130 interrupted. Every process a run starts is
+refused before the run) or a Java version it names cannot be had (no
+``java`` or ``mvn``, not published), 130 interrupted. Every process a run starts is
 stopped before it exits, whichever way it exits.
 """
 
@@ -22,6 +23,7 @@ from mqadmin.commands.options import CONTEXT_SETTINGS, check_output
 from mqadmin.commands.results import write_output
 from mqadmin.output.console import make_console, out, print_json
 from mqadmin.output.plotmarks import PLOT_INSTALL, PLOT_SUFFIXES
+from mqadmin.rocketmq.artifacts import ArtifactError
 from mqadmin.scenario import schema
 from mqadmin.scenario.shipped import resolve, shipped_dir
 from remoting.climain import first_of
@@ -165,6 +167,8 @@ def _run(run: Callable[[], RunResult], label: str, report: Path | None) -> RunRe
         raise _fail(2, f"the scenario's clients: {exc}") from None
     except runner.ScenarioRunError as exc:
         raise _fail(1, f"the run{label} failed: {exc}") from None
+    except ArtifactError as exc:  # a Java version that cannot be had: what is missing is the user's to fix
+        raise _fail(2, str(exc)) from None
     except BaseException as exc:
         interrupt = first_of(exc, KeyboardInterrupt)
         if interrupt is None:

@@ -20,6 +20,7 @@ from mqadmin.client import AdminClient, run
 from mqadmin.client.snapshot import MAX_TOPICS, SUSPECT_AFTER, snapshot
 from mqadmin.commands.options import JsonOpt, NamesrvOpt, client_for
 from mqadmin.commands.results import error_line, fail, interruptible
+from mqadmin.localcluster.state import local_impls
 from mqadmin.output.console import current_console, out, print_json
 from mqadmin.output.tables import Col, fit_table
 
@@ -41,7 +42,7 @@ def watch_cmd(
 ) -> None:
     client = client_for(namesrv, timeout)
     if once or as_json:
-        snap = run(snapshot, client, topics, MAX_TOPICS, suspect_after)
+        snap = with_impls(run(snapshot, client, topics, MAX_TOPICS, suspect_after))
         if as_json:
             print_json(snap)
         else:
@@ -53,6 +54,15 @@ def watch_cmd(
     with interruptible():
         trio.run(lambda: live(client, topics, current_console(), interval=interval, count=count,
                               suspect_after=suspect_after))
+
+
+def with_impls(snap: dict[str, Any]) -> dict[str, Any]:
+    """The snapshot with ``impls``: what runs at each address that is the local cluster's (``toolkit``,
+    ``stub``, ``java 5.5.0``), for the NameServers and brokers it shows."""
+    known = local_impls()
+    addrs = [*snap["namesrvs"], *(row["addr"] for row in snap["brokers"])]
+    snap["impls"] = {addr: known[addr] for addr in addrs if addr in known}
+    return snap
 
 
 def _agree(ok: bool, values: Any) -> Text:
@@ -78,8 +88,10 @@ def _broker_cell(seen: bool | None, age: float | None, suspect: bool) -> Text:
 def view(snap: dict[str, Any], console: Console, note: str = "") -> Group:
     """Brokers and routes, one column per NameServer; rows where they differ say NO under #Agree."""
     addrs = snap["namesrvs"]
+    impls = snap.get("impls", {})
     stamp = time.strftime("%H:%M:%S")
-    cols = [Col("#Broker"), Col("#ID"), Col("#Addr"), Col("#Agree"), *[Col(f"@{a}") for a in addrs]]
+    cols = [Col("#Broker"), Col("#ID"), Col("#Addr"), *([Col("#Impl", 1)] if impls else []), Col("#Agree"),
+            *[Col(f"@{a}") for a in addrs]]
     rows = []
     for row in snap["brokers"]:
         ages = row.get("lastHeard", {})
@@ -87,8 +99,13 @@ def view(snap: dict[str, Any], console: Console, note: str = "") -> Group:
         for cell, addr in zip(cells, row["seenBy"]):
             if addr in row.get("provisionalBy", ()):
                 cell.append(" restored", style="yellow")
-        rows.append([row["broker"], str(row["id"]), row["addr"], _agree(row["agree"], row["seenBy"].values()), *cells])
-    brokers = fit_table(cols, rows, title=f"brokers as each NameServer sees them  {stamp}{note}", console=console)
+        impl = [impls.get(row["addr"], "")] if impls else []
+        rows.append([row["broker"], str(row["id"]), row["addr"], *impl, _agree(row["agree"], row["seenBy"].values()),
+                     *cells])
+    title = f"brokers as each NameServer sees them  {stamp}{note}"
+    if any(a in impls for a in addrs):
+        title += "\nNameServers: " + ", ".join(f"@{a} {impls[a]}" for a in addrs if a in impls)
+    brokers = fit_table(cols, rows, title=title, console=console)
     tcols = [Col("#Topic"), Col("#Agree"), *[Col(f"@{a}", wrap=True) for a in addrs]]
     trows = []
     for row in snap["topics"]:
@@ -117,7 +134,7 @@ async def live(
         try:
             while count is None or frames < count:
                 began = time.monotonic()
-                snap = await snapshot(client, topics, suspect_after=suspect_after)
+                snap = with_impls(await snapshot(client, topics, suspect_after=suspect_after))
                 frames += 1
                 note = f"  refresh {frames}, {int((time.monotonic() - began) * 1000)} ms"
                 if display is not None:

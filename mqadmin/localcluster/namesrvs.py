@@ -41,7 +41,7 @@ def namesrv_addrs(given: str | None, state_dir: Path | None = None, option: str 
     if state is None or not state.namesrvs:
         raise AdminError(f"no NameServer address: give {option} host:port, set NAMESRV_ADDR or run mqadmin start")
     where = "" if state_dir is None else f" --dir {state.dir}"
-    if not any(p.alive() for p in state.procs):
+    if not any(p.alive() for p in [*state.namesrvs, *state.brokers]):  # a fault proxy alone runs nothing
         raise AdminError(f"the local cluster in {state.dir} is not running (every process is stopped): "
                          f"start it again with mqadmin start{where}")
     if not any(p.alive() for p in state.namesrvs):

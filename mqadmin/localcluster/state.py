@@ -33,7 +33,7 @@ def default_dir() -> Path:
 class Proc:
     """One process of the cluster, as recorded in cluster.json."""
 
-    kind: str  # "namesrv" or "broker"
+    kind: str  # "namesrv", "broker" or "faultproxy"
     name: str  # "namesrv-0", "broker-a-0" (broker name + id)
     config: str
     log: str
@@ -43,15 +43,41 @@ class Proc:
     broker_id: int | None = None
     started: int = 0  # the process's start time (/proc ticks): a reused pid is not ours
     metrics_port: int = 0  # its /metrics port (mqadmin start --metrics), 0: none
+    impl: str = ""  # "toolkit" (our NameServer), "stub" (our broker) or "java"; "": ours (an older cluster.json)
+    version: str | None = None  # a Java process's RocketMQ version
+    command: list[str] = field(default_factory=list)  # a Java process's command line, reused by a restart
+    env: dict[str, str] = field(default_factory=dict)  # ... and what its environment adds (ROCKETMQ_HOME, ...)
 
     @property
     def addr(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def java(self) -> bool:
+        return self.impl == "java"
+
+    @property
+    def label(self) -> str:
+        """What runs as this process: ``toolkit``, ``stub`` or ``java 5.5.0``."""
+        if self.java:
+            return f"java {self.version}"
+        return self.impl or ("stub" if self.kind == "broker" else "toolkit")  # the fault proxy is ours too
+
     def alive(self) -> bool:
         if not pid_alive(self.pid):
             return False
         return not self.started or start_ticks(self.pid) in (None, self.started)
+
+
+@dataclass
+class ProxyPath:
+    """One path of the cluster's fault proxy (:mod:`mqadmin.localcluster.faultpaths`), as in cluster.json."""
+
+    name: str  # "broker-a-0.namesrv-1" (a broker to a NameServer) or "clients.broker-a-0" (clients to a broker)
+    broker: str  # the broker process's name
+    namesrv: str | None  # the NameServer process's name; None: the clients' path to the broker
+    listen: str  # where the proxy listens (what the broker's namesrvAddr, or its registered address, names)
+    upstream: str  # where it forwards to
 
 
 @dataclass
@@ -62,6 +88,7 @@ class ClusterState:
     topics: list[str] = field(default_factory=list)
     auth: bool = False  # started with --auth: accounts in <dir>/conf (mqadmin.localcluster.accounts)
     tls: bool = False  # started with --tls: enforcing, its certificate in <dir>/conf/tls (mqadmin.localcluster.certs)
+    paths: list[ProxyPath] = field(default_factory=list)  # the fault proxy's paths (none without the proxy)
 
     @property
     def namesrvs(self) -> list[Proc]:
@@ -70,6 +97,11 @@ class ClusterState:
     @property
     def brokers(self) -> list[Proc]:
         return [p for p in self.procs if p.kind == "broker"]
+
+    @property
+    def fault_proxy(self) -> Proc | None:
+        """The fault proxy's process (its port is the control endpoint's), or None without one."""
+        return next((p for p in self.procs if p.kind == "faultproxy"), None)
 
     @property
     def namesrv_addr(self) -> str:
@@ -103,7 +135,7 @@ class ClusterState:
             procs = [Proc(**p) for p in data["procs"]]
             return cls(dir=data["dir"], cluster=data.get("cluster", "DefaultCluster"), procs=procs,
                        topics=list(data.get("topics", [])), auth=bool(data.get("auth", False)),
-                       tls=bool(data.get("tls", False)))
+                       tls=bool(data.get("tls", False)), paths=[ProxyPath(**p) for p in data.get("paths", [])])
         except (KeyError, TypeError) as exc:
             raise ClusterError(f"cannot read {path}: unexpected content ({exc})") from None
 
@@ -113,6 +145,22 @@ class ClusterState:
             known = ", ".join(sorted({p.broker_name or "" for p in self.brokers})) or "none"
             raise ClusterError(f"no broker {name}{'' if broker_id is None else f' id {broker_id}'} in the cluster (brokers: {known})")
         return found
+
+
+def local_impls(directory: Path | None = None) -> dict[str, str]:
+    """``addr -> implementation`` (``toolkit``, ``stub``, ``java 5.3.3``) of every process of the local
+    cluster in ``directory`` (default: the usual one); empty when there is none. Commands that talk to
+    any NameServer use it to name what runs at the addresses that are the local cluster's: a broker
+    behind the clients' fault proxy is named at the address it registers too."""
+    try:
+        state = ClusterState.load(directory or default_dir())
+    except ClusterError:
+        return {}
+    found = {p.addr: p.label for p in state.procs if p.port}
+    by_name = {p.name: p.label for p in state.brokers}
+    found.update({path.listen: by_name[path.broker] for path in state.paths
+                  if path.namesrv is None and path.broker in by_name})
+    return found
 
 
 def pid_alive(pid: int) -> bool:

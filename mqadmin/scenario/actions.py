@@ -2,8 +2,10 @@
 
 Process actions use :mod:`mqadmin.localcluster.processes` (signals, graceful stop,
 restart on the same port); the blocking ones run in a worker thread so the
-producers and the observer keep going meanwhile. Broker faults go to the
-broker stub's fault switchboard (request code 9000, see
+producers and the observer keep going meanwhile. Network faults (partition,
+heal, network_fault) go to the cluster's fault proxy
+(:mod:`mqadmin.localcluster.faultpaths`), whatever the broker is; the other
+broker faults to the broker stub's fault switchboard (request code 9000, see
 :mod:`broker_stub.faults`), permission changes to every NameServer, topic
 creation to the masters. Each action returns a one-line detail or raises
 :class:`ActionError`.
@@ -17,14 +19,17 @@ from typing import Any
 
 import trio
 
+from faultproxy.client import describe_faults
 from mqadmin.client import AdminClient
 from mqadmin.client.errors import AdminError
-from mqadmin.localcluster import processes
+from mqadmin.localcluster import faultpaths, processes
 from mqadmin.localcluster.accounts import admin_security
 from mqadmin.localcluster.state import ClusterError, ClusterState, Proc
 from mqadmin.scenario.consumer_schema import ACTION_KINDS as CONSUMER_ACTIONS
 from mqadmin.scenario.expectations import holds, holds_through, stable_hold
 from mqadmin.scenario.model import Action
+from mqadmin.scenario.network_schema import ACTION_KINDS as NETWORK_ACTIONS
+from mqadmin.scenario.network_schema import fault_of
 from mqadmin.scenario.observer import Observer
 from remoting.bodies import TopicConfig
 
@@ -67,7 +72,7 @@ class Executor:
     async def _signal(self, proc: Proc, sig: signal.Signals) -> str:
         await self._blocking(lambda: processes.signal_proc(proc, sig))
         if sig in (signal.SIGKILL, signal.SIGTERM) and proc.alive():
-            raise ActionError(f"{proc.name} (pid {proc.pid}) still runs {processes.SIGNAL_WAIT:g} s after {sig.name}")
+            raise ActionError(f"{proc.name} (pid {proc.pid}) still runs {processes.signal_wait(proc):g} s after {sig.name}")
         return f"{sig.name} to {proc.name} (pid {proc.pid})"
 
     async def _fault(self, proc: Proc, action: str, **params: object) -> str:
@@ -96,17 +101,14 @@ class Executor:
         if kind in ("restart_broker", "restart_namesrv"):
             proc = self._broker(action) if kind == "restart_broker" else self._namesrv(a["namesrv"])
             was = "running" if proc.alive() else "stopped"
-            await self._blocking(lambda: processes.restart(proc))
+            await self._blocking(lambda: processes.restart(proc, self.state))
             self.state.save()
             return f"{proc.name} restarted ({was} before) as pid {proc.pid} on {proc.addr}"
         if kind == "kill_namesrv":
             sig = signal.SIGKILL if a["signal"] == "kill" else signal.SIGTERM
             return await self._signal(self._namesrv(a["namesrv"]), sig)
-        if kind == "partition":
-            return await self._fault(self._broker(action), "partition", namesrv=self._namesrv(a["namesrv"]).addr)
-        if kind == "heal":
-            healed = {} if a.get("namesrv") is None else {"namesrv": self._namesrv(a["namesrv"]).addr}
-            return await self._fault(self._broker(action), "heal", **healed)
+        if kind in NETWORK_ACTIONS:
+            return await self._network(action)
         if kind == "fault":
             op, params = _fault_request(a)
             return await self._fault(self._broker(action), op, **params)
@@ -124,6 +126,31 @@ class Executor:
             except Exception as exc:  # noqa: BLE001 (ConsumerActionError and friends: one line, the run goes on)
                 raise ActionError(str(exc)) from None
         raise ActionError(f"unknown action {kind}")
+
+    async def _network(self, action: Action) -> str:
+        """A fault on the broker's paths through the fault proxy; what each path does now."""
+        a = action.args
+        broker = self._broker(action)
+        ns = None if a.get("namesrv") is None else self._namesrv(a["namesrv"])
+        if action.kind == "partition":
+            fault: dict[str, object] = {"fault": "partition"}
+        elif action.kind == "heal":
+            fault = {"fault": "heal"}
+        else:
+            fault = fault_of(a)
+
+        def put() -> list[dict[str, object]]:
+            if action.kind == "heal" and ns is None and not a.get("clients"):
+                paths = faultpaths.every_path_of(self.state, broker)
+            else:
+                paths = faultpaths.paths_of(self.state, broker, ns, clients=bool(a.get("clients")))
+            return faultpaths.apply(faultpaths.client(self.state), paths, **fault)  # type: ignore[arg-type]
+
+        try:
+            states = await trio.to_thread.run_sync(put)
+        except ClusterError as exc:
+            raise ActionError(str(exc)) from None
+        return "; ".join(f"{s['name']}: {describe_faults(s)}" for s in states)
 
     async def _perm(self, kind: str, broker: str) -> str:
         admin = self._admin()

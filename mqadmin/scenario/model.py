@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mqadmin.scenario import consumer_schema
+from mqadmin.scenario import consumer_schema, network_schema
 from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
 
 
@@ -34,11 +34,23 @@ class ClusterSpec:
     namesrv_config: tuple[tuple[str, str], ...] = ()  # more namesrv.properties keys, e.g. warmRestartEnable
     auth: bool = False  # accounts on every process, as mqadmin start --auth; the clients sign
     tls: bool = False  # every process enforcing TLS, as mqadmin start --tls; the clients connect with TLS
+    #: Which implementation runs each NameServer / broker group: one for all, or one each (mqadmin start's
+    #: --namesrv-impl and --broker-impl): "toolkit" / "stub" (ours) or "java:VERSION".
+    namesrv_impl: tuple[str, ...] = ("toolkit",)
+    broker_impl: tuple[str, ...] = ("stub",)
+    java_opts: tuple[str, ...] = ()  # more JVM options for every Java process (mqadmin start --java-opt)
+    fault_proxy: bool | None = False  # a fault proxy on every broker->NameServer path (None only while parsing)
+    client_proxy: bool = False  # brokers register the proxy's address: clients reach them through it too
 
     @property
     def broker_names(self) -> list[str]:
         letters = "abcdefghijklmnopqrstuvwxyz"
         return [f"broker-{letters[i]}" for i in range(self.brokers)]
+
+    def broker_impl_of(self, name: str) -> str:
+        """The implementation of broker group ``name`` (``stub``, ``java:5.3.3``)."""
+        impls = self.broker_impl if len(self.broker_impl) > 1 else self.broker_impl * self.brokers
+        return dict(zip(self.broker_names, impls))[name]
 
 
 @dataclass(frozen=True)
@@ -112,10 +124,8 @@ class Action:
             return f"fault {_broker_text(a)} {what}"
         if self.kind in ("kill_namesrv", "restart_namesrv"):
             return f"{self.kind} namesrv-{a['namesrv']}"
-        if self.kind == "partition":
-            return f"partition {_broker_text(a)} from namesrv-{a['namesrv']}"
-        if self.kind == "heal":
-            return f"heal {_broker_text(a)}" + ("" if a.get("namesrv") is None else f" with namesrv-{a['namesrv']}")
+        if self.kind in network_schema.ACTION_KINDS:
+            return network_schema.describe_action(self.kind, a)
         if self.kind == "create_topic":
             return f"create_topic {a['topic']} ({a['queues']} queues)"
         if "broker" in a:

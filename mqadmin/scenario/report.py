@@ -86,6 +86,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
         "cluster": {
             "namesrvs": result.namesrvs,
             "brokers": result.brokers,
+            "impls": result.impls,
             "registerPeriodMs": scn.cluster.register_period_ms,
             "brokerExpiredMs": scn.cluster.broker_expired_ms,
             "scanIntervalMs": scn.cluster.scan_interval_ms,
@@ -124,13 +125,21 @@ def _bar_line(values: list[int], top: int) -> str:
     return "".join(BARS[0] if v == 0 else BARS[max(1, min(8, math.ceil(v / top * 8)))] for v in values)
 
 
+def _impls(specs: tuple[str, ...]) -> str:
+    """`` (java 5.5.0)`` or `` (toolkit, java 5.5.0)``: what runs them, when it is not only ours."""
+    if all(not s.startswith("java:") for s in specs):
+        return ""
+    return f" ({', '.join(s.replace(':', ' ') for s in specs)})"
+
+
 def render(result: RunResult, console: Console) -> None:
     scn = result.scenario
     c = scn.cluster
     console.print(Text(f"Scenario {scn.name}", style="bold") + Text(f"  ({scn.path})"))
     console.print(scn.description)
     console.print(
-        f"cluster: {c.namesrvs} NameServer(s), {c.brokers} broker group(s) x {c.slaves + 1} "
+        f"cluster: {c.namesrvs} NameServer(s){_impls(c.namesrv_impl)}, {c.brokers} broker group(s)"
+        f"{_impls(c.broker_impl)} x {c.slaves + 1} "
         f"(registerNameServerPeriod {c.register_period_ms} ms, brokerChannelExpiredTime {c.broker_expired_ms} ms, "
         f"scan every {c.scan_interval_ms} ms); topics {', '.join(c.topics)}"
         + "".join(f"; {k}={v}" for k, v in c.namesrv_config)

@@ -26,6 +26,7 @@ import trio
 from mqadmin.localcluster import processes, prometheus_sd
 from mqadmin.localcluster.accounts import admin_security, app_credentials
 from mqadmin.localcluster.state import ClusterError, ClusterState, Proc
+from mqadmin.rocketmq.servers import Sizing
 from mqadmin.scenario.actions import ActionError, Executor
 from mqadmin.scenario.client_schema import is_real
 from mqadmin.scenario.consumers import ConsumerFleet, ConsumerRun
@@ -105,6 +106,7 @@ class RunResult:
     scenario: Scenario
     namesrvs: list[str] = field(default_factory=list)
     brokers: dict[str, str] = field(default_factory=dict)  # proc name -> address
+    impls: dict[str, str] = field(default_factory=dict)  # proc name -> what runs it ("toolkit", "java 5.3.3")
     actions: list[ActionResult] = field(default_factory=list)
     observer: Observer | None = None
     records: list[SendRecord] = field(default_factory=list)
@@ -147,6 +149,11 @@ def start_options(scn: Scenario, metrics: bool = False) -> processes.StartOption
         tls=c.tls,
         broker_props=(*c.broker_config, *((("persistMessages", "false"),) if c.message_store == "memory" else ())),
         metrics=metrics,
+        namesrv_impl=c.namesrv_impl,
+        broker_impl=c.broker_impl,
+        java_sizing=Sizing(java_opts=c.java_opts),
+        fault_proxy=bool(c.fault_proxy),
+        client_proxy=c.client_proxy,
     )
 
 
@@ -211,12 +218,13 @@ def run(
             begin = time.monotonic()
             progress(f"starting {scn.cluster.namesrvs} NameServer(s) and {scn.cluster.brokers} broker group(s) in {workdir}")
             try:
-                state = processes.start(workdir, start_options(scn, metrics))
+                state = processes.start(workdir, start_options(scn, metrics), progress)
             except ClusterError as exc:
                 raise ScenarioRunError(f"cluster did not start: {exc}") from None
             result.setup_seconds = time.monotonic() - begin
             result.namesrvs = [p.addr for p in state.namesrvs]
             result.brokers = {p.name: p.addr for p in state.brokers}
+            result.impls = {p.name: p.label for p in [*state.namesrvs, *state.brokers]}
             if programs is not None:
                 result.clients = RealClients(scn, programs, result.namesrvs, workdir, credentials=app_credentials(state),
                                              tls=state.tls, progress=progress)

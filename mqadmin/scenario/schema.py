@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mqadmin.scenario import client_schema, consumer_schema
+from mqadmin.scenario import client_schema, cluster_impls, consumer_schema, network_schema
 from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
 from mqadmin.scenario.overrides import Override, apply as apply_overrides
 from mqadmin.scenario.yamlnodes import LMap, LSeq, YamlError, line_of
@@ -64,8 +64,7 @@ ACTION_KINDS = (
     *BROKER_ACTIONS,
     "kill_namesrv",
     "restart_namesrv",
-    "partition",
-    "heal",
+    *network_schema.ACTION_KINDS,
     "wipe_write_perm",
     "add_write_perm",
     "create_topic",
@@ -85,8 +84,7 @@ MAIN_PARAM = {
     **dict.fromkeys(BROKER_ACTIONS, "broker"),
     "kill_namesrv": "namesrv",
     "restart_namesrv": "namesrv",
-    "partition": "broker",
-    "heal": "broker",
+    **network_schema.MAIN_PARAM,
     "wipe_write_perm": "broker",
     "add_write_perm": "broker",
     "create_topic": "topic",
@@ -153,6 +151,7 @@ class _Parser:
         self.labels: dict[str, int] = {}
         self.groups: dict[str, ProducerGroup] = {}
         self.consumer_groups: tuple[ConsumerGroupSpec, ...] = ()
+        self.fault_proxy_line = 0
 
     # --- shared parameter readers -------------------------------------
 
@@ -218,8 +217,15 @@ class _Parser:
             namesrv_config=sec.get("namesrv_config", namesrv_config, ()),
             auth=sec.get("auth", boolean, False),
             tls=sec.get("tls", boolean, False),
+            **cluster_impls.read(sec, namesrvs, brokers),
+            fault_proxy=sec.get("fault_proxy", boolean, None),  # None until the timeline is read: see parse()
+            client_proxy=sec.get("client_proxy", boolean, False),
         )
+        if spec.client_proxy and spec.fault_proxy is False:
+            raise sec.fail("client_proxy", "needs the fault proxy (fault_proxy: true, or leave it out)")
+        self.fault_proxy_line = sec.line("fault_proxy")
         sec.finish()
+        cluster_impls.check_cluster(sec, spec)
         return spec
 
     def parse_group(self, sec: _Section, name: str, duration: float, first_id: int) -> ProducerGroup:
@@ -283,6 +289,8 @@ class _Parser:
         item.finish()
         args: dict[str, Any] = {}
         condition = None
+        if kind in cluster_impls.STUB_ONLY_ACTIONS:
+            cluster_impls.check_broker_action(sec, self.cluster, kind, self.broker(sec))
         if kind in BROKER_ACTIONS:
             args["broker"] = self.broker(sec)
             args["broker_id"] = self.broker_id(sec)
@@ -290,10 +298,8 @@ class _Parser:
             args["namesrv"] = self.namesrv(sec)
             if kind == "kill_namesrv":
                 args["signal"] = sec.get("signal", choice("kill", "term"), "kill")
-        elif kind in ("partition", "heal"):
-            args["broker"] = self.broker(sec)
-            args["broker_id"] = self.broker_id(sec)
-            args["namesrv"] = self.namesrv(sec, default=REQUIRED if kind == "partition" else None)
+        elif kind in network_schema.ACTION_KINDS:
+            args.update(network_schema.parse_action(self, kind, sec))
         elif kind in ("wipe_write_perm", "add_write_perm"):
             args["broker"] = self.broker(sec)
         elif kind == "create_topic":
@@ -462,6 +468,7 @@ def parse(text_: str, path: str = "<scenario>", overrides: list[Override] | None
             known = ", ".join(p.labels) or "none"
             raise ctx.error(line, where, f"no timeline action has label {value!r} (labels: {known})")
 
+    p.cluster = network_schema.resolve_fault_proxy(ctx, p.cluster, actions, p.fault_proxy_line)
     waits = sum(a.args["timeout"] for a in actions if a.kind == "wait_until")
     if timeout is None:
         timeout = duration + waits + 60.0

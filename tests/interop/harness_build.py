@@ -22,14 +22,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from mqadmin.rocketmq import harness
+from mqadmin.rocketmq import artifacts, harness, loopback
 
 REPO = Path(__file__).resolve().parents[2]
 INTEROP = REPO / "interop"
 JAVA_DIR = INTEROP / "java"
 BUILD_DIR = INTEROP / "build"
 SHIM = BUILD_DIR / "libloopback_bind.so"
-SHIM_SOURCE = INTEROP / "loopback" / "loopback_bind.c"
 # Touched after a successful Maven build: Maven leaves an unchanged classpath.txt untouched, so its
 # own mtime cannot tell a stale build from a fresh one.
 JAVA_STAMP = BUILD_DIR / "java.stamp"
@@ -37,6 +36,9 @@ JAVA_STAMP = BUILD_DIR / "java.stamp"
 # RocketMQ version -> Maven module directory.
 JAVA_MODULES = {"4.9.7": "v4", "5.3.3": "v5"}
 JAVA_VERSIONS = tuple(JAVA_MODULES)
+#: The versions the local-cluster tests run as NameServers and brokers (`mqadmin start --broker-impl java:V`),
+#: resolved into mqadmin's cache here so that no test waits on Maven.
+SERVER_VERSIONS = ("4.9.7", "5.3.3", "5.5.0")
 
 
 class HarnessBuildError(RuntimeError):
@@ -124,12 +126,23 @@ def build_scenario_clients() -> None:
 
 
 def build_shim() -> Path:
-    """Compile the LD_PRELOAD shim that keeps the Java servers' listening sockets on loopback."""
-    cc = _tool("cc", "the interop suite compiles interop/loopback/loopback_bind.c (Debian's gcc)")
-    if not _up_to_date([SHIM], [SHIM_SOURCE]):
-        BUILD_DIR.mkdir(exist_ok=True)
-        _run([cc, "-shared", "-fPIC", "-O2", "-o", str(SHIM), str(SHIM_SOURCE), "-ldl"], INTEROP, "cc shim", 120)
-    return SHIM
+    """Compile the LD_PRELOAD shim that keeps the Java servers' listening sockets on loopback
+    (the product's, mqadmin/rocketmq/loopback_bind.c)."""
+    cc = _tool("cc", "the interop suite compiles mqadmin/rocketmq/loopback_bind.c (Debian's gcc)")
+    try:
+        return loopback.build(SHIM, cc)
+    except loopback.LoopbackError as exc:
+        raise HarnessBuildError(str(exc)) from None
+
+
+def resolve_servers() -> list[str]:
+    """Resolve the local-cluster tests' Java versions with mqadmin's own resolver (Maven, then its cache)."""
+    for version in SERVER_VERSIONS:
+        try:
+            artifacts.resolve(version, "server")
+        except artifacts.ArtifactError as exc:
+            raise HarnessBuildError(str(exc)) from None
+    return list(SERVER_VERSIONS)
 
 
 def main() -> int:
@@ -138,11 +151,12 @@ def main() -> int:
         go = build_go()
         builds = build_java()
         build_scenario_clients()
+        resolve_servers()
     except HarnessBuildError as exc:
         print(f"interop harness: {exc}", file=sys.stderr)
         return 1
     print(f"interop harness ready: Java {', '.join(builds)} (and mqadmin's scenario clients), {go}, "
-          f"{SHIM.relative_to(REPO)}")
+          f"{SHIM.relative_to(REPO)}; servers {', '.join(SERVER_VERSIONS)} in {artifacts.cache_root()}")
     return 0
 
 

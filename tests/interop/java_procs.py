@@ -1,13 +1,12 @@
 """Real Java RocketMQ processes for the interop tests: NameServer, brokers, clients, mqadmin.
 
 Everything runs from the published artifacts' main classes (NamesrvStartup, BrokerStartup,
-MQAdminStartup through our AdminRunner) with config files written here into the test's temp dir:
-small heaps, small mapped files (a default commit log file is 1 GB), logs under the process's own
-``user.home``, and the LD_PRELOAD shim that turns Java's wildcard binds into 127.0.0.1 binds.
-
-Java's servers take fixed port numbers from their config (a broker also opens port-2 for its
-"fast" channel and port+1 for HA), so :func:`free_port_block` picks ports that are free right now
-and a start that loses the race is retried with new ones.
+MQAdminStartup through our AdminRunner) with config files written here into the test's temp dir.
+The servers are configured and started as the local cluster starts them
+(:mod:`mqadmin.rocketmq.servers`: small mapped files, logs under the process's own ``user.home``,
+the LD_PRELOAD shim that turns Java's wildcard binds into 127.0.0.1 binds, ports picked free by
+:func:`free_port_block` and a start that loses the race retried with new ones), held here as
+child processes of the test.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import os
 import re
 import selectors
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -26,41 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mqadmin.rocketmq import servers
 from mqadmin.rocketmq.jvm import java_command, java_env, rocketmq_home
+from mqadmin.rocketmq.servers import free_port_block
 from tests.interop.harness_build import JavaBuild
 
 STARTUP_TIMEOUT = 180.0
 LOGBACK_STATUS = re.compile(r"^\d\d:\d\d:\d\d,\d{3} \|-")
-
-
-def free_port_block(offsets: tuple[int, ...] = (0,)) -> int:
-    """A port P such that P+offset is free on 127.0.0.1 for every offset (now; a start may still race)."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
-        if not all(1024 < base + off < 65536 for off in offsets):
-            continue
-        held: list[socket.socket] = []
-        try:
-            for off in offsets:
-                sock = socket.socket()
-                held.append(sock)
-                sock.bind(("127.0.0.1", base + off))
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in held:
-                sock.close()
-    raise RuntimeError(f"no free port block {offsets} on 127.0.0.1")
-
-
-def _properties(path: Path, settings: dict[str, object]) -> None:
-    def text(value: object) -> str:
-        return ("true" if value else "false") if isinstance(value, bool) else str(value)
-
-    path.write_text("".join(f"{key}={text(value)}\n" for key, value in settings.items()))
 
 
 @dataclass
@@ -70,8 +40,7 @@ class JavaServer:
     build: JavaBuild
     workdir: Path
     loopback_shim: Path
-    main: str
-    boot: re.Pattern[str]
+    role: str
     heap: str = "256m"
     proc: subprocess.Popen[bytes] | None = None
     port: int = 0
@@ -92,8 +61,9 @@ class JavaServer:
     def out_path(self) -> Path:
         return self.workdir / "stdout.log"
 
-    def port_offsets(self) -> tuple[int, ...]:
-        return (0,)
+    @property
+    def boot(self) -> re.Pattern[str]:
+        return servers.NAMESRV_BOOT if self.role == "namesrv" else servers.BROKER_BOOT
 
     def settings(self) -> dict[str, object]:
         raise NotImplementedError
@@ -103,14 +73,15 @@ class JavaServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         home = rocketmq_home(self.workdir / "home")
         if not self.port or self.attempts:
-            self.port = free_port_block(self.port_offsets())
+            self.port = free_port_block(servers.PORT_OFFSETS[self.role])
         self.attempts += 1
         config = self.workdir / "server.properties"
-        _properties(config, {**self.settings(), "rocketmqHome": home, **self.extra_props})
+        config.write_text(servers.properties_text({**self.settings(), "rocketmqHome": home, **self.extra_props}))
+        sizing = servers.Sizing(namesrv_heap=self.heap, broker_heap=self.heap, initial_heap=self.heap,
+                                direct_memory="128m")
         with open(self.out_path, "wb") as out:
             self.proc = subprocess.Popen(
-                java_command(self.build, self.main, ["-c", str(config)], home, heap=self.heap,
-                             props=self.system_props),
+                servers.server_command(self.build, self.role, config, home, sizing, system_props=self.system_props),
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir,
                 env=java_env(home, loopback_shim=self.loopback_shim))
         return self
@@ -125,10 +96,10 @@ class JavaServer:
                 return self
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.kill()
-                if "Address already in use" in text + self.log() and self.attempts < 4:
+                if servers.lost_port_race(text + self.log()) and self.attempts < 4:
                     self.start()
                     continue
-                raise RuntimeError(f"{self.main} {self.version} did not boot (exit {self.proc.returncode}):\n"
+                raise RuntimeError(f"Java {self.role} {self.version} did not boot (exit {self.proc.returncode}):\n"
                                    f"{text[-3000:]}\n--- log ---\n{self.log()[-3000:]}")
             time.sleep(0.2)
 
@@ -159,40 +130,26 @@ class JavaServer:
 
 @dataclass
 class JavaNamesrv(JavaServer):
-    main: str = "org.apache.rocketmq.namesrv.NamesrvStartup"
-    boot: re.Pattern[str] = re.compile(r"The Name Server boot success")
+    role: str = "namesrv"
 
     def settings(self) -> dict[str, object]:
-        return {"listenPort": self.port, "bindAddress": "127.0.0.1",
-                "kvConfigPath": self.workdir / "kvConfig.json", "configStorePath": self.workdir / "namesrv.properties"}
+        return servers.namesrv_properties(port=self.port, workdir=self.workdir)
 
 
 @dataclass
 class JavaBroker(JavaServer):
-    main: str = "org.apache.rocketmq.broker.BrokerStartup"
-    boot: re.Pattern[str] = re.compile(r"The broker\[[^\]]*\] boot success")
+    role: str = "broker"
     cluster: str = "DefaultCluster"
     broker_name: str = "broker-a"
     broker_id: int = 0
     namesrv_addrs: tuple[str, ...] = ()
 
-    def port_offsets(self) -> tuple[int, ...]:
-        return (-2, 0, 1)
-
     def settings(self) -> dict[str, object]:
-        store = self.workdir / "store"
-        return {
-            "brokerClusterName": self.cluster, "brokerName": self.broker_name, "brokerId": self.broker_id,
-            "brokerRole": "ASYNC_MASTER" if self.broker_id == 0 else "SLAVE",
-            "namesrvAddr": ";".join(self.namesrv_addrs), "listenPort": self.port, "haListenPort": self.port + 1,
-            "bindAddress": "127.0.0.1", "brokerIP1": "127.0.0.1", "brokerIP2": "127.0.0.1",
-            "storePathRootDir": store, "storePathCommitLog": store / "commitlog",
-            # Small mapped files: the defaults are a 1 GB commit log file and 6 MB consume queues.
-            "mappedFileSizeCommitLog": 16 * 1024 * 1024, "mappedFileSizeConsumeQueue": 6000 * 20,
-            "maxIndexNum": 20000, "maxHashSlotNum": 5000, "timerWheelEnable": False,
-            "flushDiskType": "ASYNC_FLUSH", "autoCreateTopicEnable": True, "autoCreateSubscriptionGroup": True,
-            "registerNameServerPeriod": 10000, "diskMaxUsedSpaceRatio": 95,
-        }
+        # registers every 10 s, the fastest a Java broker registers
+        return servers.broker_properties(
+            cluster=self.cluster, broker_name=self.broker_name, broker_id=self.broker_id, port=self.port,
+            namesrv_addrs=list(self.namesrv_addrs), store=self.workdir / "store",
+            register_period_ms=servers.REGISTER_PERIOD_RANGE_MS[0])
 
 
 @contextmanager

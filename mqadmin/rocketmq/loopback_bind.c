@@ -1,8 +1,9 @@
 /*
- * LD_PRELOAD shim for the interop suite: a bind() to the wildcard address becomes a bind to
- * loopback. Java RocketMQ 4.9.7 binds its NameServer, broker and HA ports to every interface and
- * has no key to change that (5.3.3 has bindAddress for the main port only, not for HA); the suite
- * must only listen on 127.0.0.1. Loaded into the Java server processes the tests start, nothing else.
+ * LD_PRELOAD shim: a bind() to the wildcard address becomes a bind to loopback.
+ * Java RocketMQ 4.9.7 binds its NameServer, broker and HA ports to every interface and has no key to
+ * change that (5.x has bindAddress for the main port only, not for a broker's HA and fast ports). The
+ * local cluster and the tests run Java servers on 127.0.0.1 only: mqadmin/rocketmq/loopback.py compiles
+ * this file on first use and loads it into the Java server processes, nothing else.
  * Build: cc -shared -fPIC -O2 -o libloopback_bind.so loopback_bind.c -ldl
  */
 #define _GNU_SOURCE
