@@ -17,8 +17,9 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	touch $@
 
 # The main job: a local cluster (2 NameServers, 2 broker groups) that keeps running after make returns.
+# Run again while it runs, it says so and succeeds (--reuse).
 run: $(VENV)/.installed
-	$(VENV)/bin/mqadmin start
+	@$(VENV)/bin/mqadmin start --reuse
 	@echo "The cluster keeps running in the background. Inspect it: $(VENV)/bin/mqadmin clusterList"
 	@echo "Stop it:                                                   make stop   (or $(VENV)/bin/mqadmin stop)"
 

@@ -34,7 +34,7 @@ from broker_stub.query_index import KeyIndex
 from broker_stub.stats import GROUP_GET_NUMS, TOPIC_PUT_NUMS, BrokerStats
 from broker_stub.store import MessageStore
 from broker_stub.subgroups import SubscriptionGroups
-from broker_stub.topics import TopicTable
+from broker_stub.topics import SYSTEM_TOPIC_SET, TopicTable
 from remoting.admin_bodies import (
     Connection,
     ConsumerConnection,
@@ -44,6 +44,7 @@ from remoting.admin_bodies import (
     TopicStatsTable,
     encode_producer_connection,
 )
+from remoting.bodies import encode_topic_list
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.javahash import java_string_hash
@@ -56,6 +57,17 @@ STORE_TIMESTAMP_AT = 56  # byte offset of storeTimestamp in a stored record (Mes
 MAX_TOPIC_LIST = 1000  # topics one GET_CONSUME_STATS may name in ``topicList``
 
 Handler = Callable[[RemotingCommand, Hashable], RemotingCommand | None]
+
+
+def phys_offset_of(msg_id: str) -> int | None:
+    """The commit-log offset an offset message id names (its last 8 bytes; MessageDecoder.decodeMessageId
+    reads IPv4 ids of 16 bytes and IPv6 ids of 28), or None if it is none."""
+    if len(msg_id) not in (32, 56):
+        return None
+    try:
+        return int(msg_id[-16:], 16)
+    except ValueError:
+        return None
 
 
 def subscription_data(sub: Subscription) -> dict[str, object]:
@@ -100,7 +112,8 @@ class BrokerAdmin:
             config, topics, store, consuming, subgroups, self.stats,
             broker_addr=lambda: f"{config.brokerIP1}:{config.listenPort}", store_timestamp=self.store_timestamp,
             write_to=write_to, now=self._now)
-        self.relay = ConsumerRelay(consuming.clients, write_to=write_to, peer_of=peer_of, clock=clock)
+        self.relay = ConsumerRelay(consuming.clients, write_to=write_to, peer_of=peer_of, clock=clock,
+                                   prepare_direct=self._direct_request)
         consuming.on_pulled = self._pulled
         consuming.on_sent_back = self.stats.sent_back
 
@@ -116,6 +129,7 @@ class BrokerAdmin:
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
             RequestCode.GET_ALL_PRODUCER_INFO: self.all_producers,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.system_topics,
             **self.groups.handlers(),
             **self.queries.handlers(),
             **self.broker_consume_stats.handlers(),
@@ -170,6 +184,27 @@ class BrokerAdmin:
             stamp = self.store_timestamp(topic, queue_id, hi - 1) if hi > 0 else 0
             table.offset_table[MessageQueue(topic, name, queue_id)] = TopicOffset(max(lo, 0), max(hi, 0), stamp)
         return response_to(req, ResponseCode.SUCCESS, body=table.encode())
+
+    def system_topics(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        """GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305): TopicValidator's system topic set, as Java answers it
+        (a fixed list, whether this broker has each topic or not; the dashboard's topic types read it)."""
+        return response_to(req, ResponseCode.SUCCESS, body=encode_topic_list(SYSTEM_TOPIC_SET))
+
+    def _direct_request(self, req: RemotingCommand) -> tuple[dict[str, str], bytes]:
+        """What CONSUME_MESSAGE_DIRECTLY (309) carries to the consumer (broker_stub.consumer_relay)."""
+        fields = {"brokerName": self.config.brokerName}
+        tc = self.topics.get(req.ext("topic") or "")
+        if tc is not None:
+            fields["topicSysFlag"] = str(tc.topic_sys_flag)
+        group = self.groups.subgroups.get(req.ext("consumerGroup") or "")
+        if group is not None:
+            fields["groupSysFlag"] = str(group.get("groupSysFlag") or 0)
+        msg_id = req.ext("msgId") or ""
+        phys = phys_offset_of(msg_id)
+        record = self.store.find_by_phys(phys) if phys is not None else None
+        if record is None:
+            raise Reject(ResponseCode.SYSTEM_ERROR, f"no message with the offset message id {msg_id[:64]} in this broker")
+        return fields, record
 
     def topic_config(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         """GET_TOPIC_CONFIG: a TopicConfigAndQueueMapping (no static-topic mapping here, so just the config)."""

@@ -27,7 +27,7 @@ from broker_stub.config import BrokerConfig
 from broker_stub.consuming import Consuming
 from broker_stub.stats import BrokerStats
 from broker_stub.store import MessageStore
-from broker_stub.subgroups import SubscriptionGroupError, SubscriptionGroups
+from broker_stub.subgroups import SubscriptionGroupError, SubscriptionGroups, group_body
 from broker_stub.topics import TopicTable
 from remoting.admin_bodies import encode_reset_offsets, subscription_group_config
 from remoting.codec import encode
@@ -66,6 +66,7 @@ class GroupAdmin:
         return {
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_group,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_groups,
+            RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: self.get_group,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_group,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.HEART_BEAT: self.heart_beat,
@@ -100,6 +101,16 @@ class GroupAdmin:
             raise Reject(ResponseCode.SYSTEM_ERROR, str(exc)) from None
         log.info("subscription group %s created/updated", cfg["groupName"])
         return response_to(req, ResponseCode.SUCCESS)
+
+    def get_group(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
+        """GET_SUBSCRIPTIONGROUP_CONFIG (352, the Proxy asks it before each POP): the group's config, created
+        on first sight as Java's findSubscriptionGroupConfig does; SUBSCRIPTION_GROUP_NOT_EXIST for an illegal
+        name or a full table."""
+        group = req.ext("group") or ""
+        cfg = self.subgroups.find(group)
+        if cfg is None:
+            raise Reject(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
+        return response_to(req, ResponseCode.SUCCESS, body=group_body(cfg))
 
     def all_groups(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         return response_to(req, ResponseCode.SUCCESS, body=self.subgroups.encode())

@@ -11,6 +11,7 @@ import typer
 
 from broker_stub.broker_config_admin import render_config
 from broker_stub.config import BrokerConfig, ConfigError, load_file
+from broker_stub.pop_state import PopStateError
 from broker_stub.server import BrokerServer
 from broker_stub.subgroups import SubscriptionGroupError
 from broker_stub.topic_store import TopicStoreError
@@ -78,6 +79,8 @@ async def _serve(server: BrokerServer) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             addr = await nursery.start(server.serve)
+            if server.vip_addr:
+                print(f"The broker[{config.brokerName}] VIP channel at {server.vip_addr}", flush=True)
             if server.metrics is not None:
                 print(f"The broker[{config.brokerName}] metrics at {server.metrics.url}", flush=True)
             line = f"The broker[{config.brokerName}, {addr}] boot success. serializeType=JSON"
@@ -97,7 +100,8 @@ def run(argv: list[str] | None = None) -> int:
         app,
         "mqbroker-stub",
         argv,
-        (ConfigError, StartupError, TopicStoreError, SubscriptionGroupError, AccountsError, TlsConfigError),
+        (ConfigError, StartupError, TopicStoreError, SubscriptionGroupError, AccountsError, TlsConfigError,
+         PopStateError),
     )
 
 

@@ -73,6 +73,8 @@ class BrokerConfig:
     listenPort: int = 10911
     brokerIP1: str = "127.0.0.1"
     haListenPort: int = 0  # 0: listenPort + 1, as Java derives it
+    # extension: also listen on listenPort - 2, the VIP ("fast") port a Java broker always opens
+    vipChannelEnabled: bool = True
     brokerPermission: int = 6
     defaultTopicQueueNums: int = 8
     autoCreateTopicEnable: bool = True
@@ -109,6 +111,8 @@ class BrokerConfig:
     writeBufferHighWaterMark: int = 0  # Java's keys; 0 = Netty's default (64 KiB / 32 KiB)
     writeBufferLowWaterMark: int = 0
     maxHeldPulls: int = 10000  # long-polling pulls held at once; beyond, answered at once
+    maxHeldPops: int = 10000  # long-polling POP requests held at once; beyond, POLLING_FULL at once
+    maxPopInFlight: int = 50000  # popped messages not yet acked or revived; beyond, a POP hands out no more
     persistMessages: bool = True  # with storePathRootDir: messages also go to per-queue files, read back on start
     maxKeyIndexEntries: int = 1_000_000  # keys QUERY_MESSAGE finds (UNIQ_KEY and KEYS words), newest; 24 bytes each
     # logging: see remoting/logfile.py
@@ -210,6 +214,8 @@ class BrokerConfig:
             "serverMaxConnections",
             "shortPollingTimeMills",
             "maxHeldPulls",
+            "maxHeldPops",
+            "maxPopInFlight",
             "flushConsumerOffsetInterval",
             "maxKeyIndexEntries",
         ):

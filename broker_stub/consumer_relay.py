@@ -1,6 +1,16 @@
-"""GET_CONSUMER_RUNNING_INFO (307): ``consumerStatus`` asks a broker, the broker asks the consumer.
+"""Requests a broker relays to one consumer: GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309).
 
-As AdminBrokerProcessor.callConsumer does: find the connection the client's
+``consumerStatus`` (307) and the dashboard's "consume message directly"
+(309) ask a broker; the broker asks the consumer that owns the client id.
+For 309 the broker first adds what AdminBrokerProcessor.consumeMessageDirectly
+adds: header fields ``brokerName``, ``topicSysFlag`` (the topic's) and
+``groupSysFlag`` (the subscription group's, when known), and as the body the
+stored message that ``msgId`` (an offset message id) names; a ``msgId`` this
+broker holds no message for is SYSTEM_ERROR ``no message ... in this
+broker`` (Java's lookup fails there too). The consumer answers with a
+ConsumeMessageDirectlyResult, relayed as it is.
+
+Then, as AdminBrokerProcessor.callConsumer does: find the connection the client's
 heartbeats of that group came over (else SYSTEM_ERROR ``The Consumer <G>
 <C> not online``; a client older than V3_1_8_SNAPSHOT is refused too), send
 it a request with the same code, header fields and body, and answer the
@@ -35,6 +45,8 @@ TIMEOUT_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingTimeoutExcep
 SEND_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingSendRequestException"
 
 Handler = Callable[[RemotingCommand, Hashable], RemotingCommand | None]
+#: What 309 adds to the request before relaying it: (header fields, body), or Reject.
+DirectPreparer = Callable[[RemotingCommand], tuple[dict[str, str], bytes]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +68,10 @@ class ConsumerRelay:
         write_to: Callable[[Hashable, bytes], bool],
         peer_of: Callable[[Hashable], str | None],
         clock: Callable[[], float],
+        prepare_direct: DirectPreparer | None = None,
     ) -> None:
         self.clients = clients
+        self.prepare_direct = prepare_direct
         self.write_to = write_to
         self.peer_of = peer_of
         self.clock = clock
@@ -65,9 +79,17 @@ class ConsumerRelay:
         self._opaques = itertools.count(1)
 
     def handlers(self) -> dict[int, Handler]:
-        return {RequestCode.GET_CONSUMER_RUNNING_INFO: self.request}
+        return {RequestCode.GET_CONSUMER_RUNNING_INFO: self.request,
+                RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_directly}
 
-    def request(self, req: RemotingCommand, conn: Hashable) -> None:
+    def consume_directly(self, req: RemotingCommand, conn: Hashable) -> None:
+        """309: the stored message and the broker's fields added, then relayed as 307 is."""
+        fields, body = self.prepare_direct(req) if self.prepare_direct is not None else ({}, req.body)
+        self.request(req, conn, fields, body)
+
+    def request(self, req: RemotingCommand, conn: Hashable, fields: dict[str, str] | None = None,
+                body: bytes | None = None) -> None:
+        """Relay ``req`` to the consumer its header names (``fields`` added, ``body`` instead of its own)."""
         group, client_id = req.ext("consumerGroup") or "", req.ext("clientId") or ""
         info = self.clients.group(group)
         consumer_conn = info.clients.get(client_id) if info is not None else None
@@ -80,7 +102,7 @@ class ConsumerRelay:
                                                     "too low to finish, please upgrade it to V3_1_8_SNAPSHOT")
         if len(self.waiting) >= MAX_PENDING:
             raise Reject(ResponseCode.SYSTEM_BUSY, f"{MAX_PENDING} requests already wait for consumers' answers")
-        forward = request(req.code, dict(req.ext_fields or {}), req.body)
+        forward = request(req.code, dict(req.ext_fields or {}) | (fields or {}), req.body if body is None else body)
         forward.opaque = next(self._opaques) & 0x7FFFFFFF
         peer = self.peer_of(consumer_conn) or ""
         if not self.write_to(consumer_conn, encode(forward)):

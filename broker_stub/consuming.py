@@ -101,6 +101,14 @@ class Consuming:
         self.on_sent_back: Callable[[str, str], None] = lambda group, topic: None
         #: With messages on disk: answer a send-back to the DLQ once it is written (broker_stub.persistence).
         self.hold_answer: Callable[[Hashable, bytes, int, Any], None] | None = None
+        #: POP consumption (broker_stub.pop): its held requests, and what wakes them (set by the processor).
+        self.pops_held: Callable[[], int] = lambda: 0
+        self.on_arrival: Callable[[str], None] | None = None
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a pull or a POP is held: only then must a stored message wake anyone."""
+        return bool(self.hold.count or self.pops_held())
 
     def handlers(self) -> dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | None]]:
         return {
@@ -199,6 +207,8 @@ class Consuming:
         ready = self.hold.arrived(topic, queue_id, self.store.max_offset(topic, queue_id))
         for entry in ready:
             self._answer_held(entry, expired=False)
+        if self.on_arrival is not None:
+            self.on_arrival(topic)
 
     def expire_held(self) -> int:
         """Answer the held pulls whose suspend time is over; returns how many."""
@@ -325,6 +335,10 @@ class Consuming:
                 raise Reject(ResponseCode.SYSTEM_ERROR, str(exc)) from None
             log.info("created topic %s", name)
         return tc
+
+    def ensure_topic(self, name: str) -> TopicConfig:
+        """The topic, auto-created (1 queue, RW, bounded) if it is new: retry and DLQ topics."""
+        return self._ensure_topic(name)
 
     def unregister_client(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         self._notify(self.clients.unregister(req.ext("clientID") or "", req.ext("producerGroup"), req.ext("consumerGroup")))

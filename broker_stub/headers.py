@@ -49,6 +49,10 @@ NUMERIC_FIELDS: dict[int, tuple[Field, ...]] = {
     RequestCode.CONSUMER_SEND_MSG_BACK: (("offset", LONG), ("delayLevel", INT), ("maxReconsumeTimes", INT)),
     # ResetOffsetRequestHeader; the other admin codes (200-208, 315, 351) have no numeric field
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: (("queueId", INT), ("offset", LONG), ("timestamp", LONG)),
+    RequestCode.POP_MESSAGE: (("queueId", INT), ("maxMsgNums", INT), ("invisibleTime", LONG), ("pollTime", LONG),
+                              ("bornTime", LONG), ("initMode", INT)),
+    RequestCode.ACK_MESSAGE: (("queueId", INT), ("offset", LONG)),
+    RequestCode.CHANGE_MESSAGE_INVISIBLETIME: (("queueId", INT), ("offset", LONG), ("invisibleTime", LONG)),
     # GET_ALL_CONSUMER_OFFSET (43) and our replication request (9010, broker_stub.replication) have no
     # numeric header field: 9010's queue ids and offsets are in its body, range-checked where it is read.
 }

@@ -99,6 +99,9 @@ class Persistence:
         self._probing = False
         self._probe_key: tuple[str, int] | None = None
         self.write_failures = 0
+        #: A topic whose records just became readable (the key index reads them then: touched at the put,
+        #: they were not readable yet).
+        self.on_readable: Callable[[str], None] = lambda topic: None
 
     @classmethod
     def open(
@@ -193,8 +196,10 @@ class Persistence:
             self._failed(report)
         if report.probe is not None:
             self._probed(report.probe)
+        for topic in {topic for topic, _ in woken}:
+            self.on_readable(topic)
         consuming = self.consuming
-        if consuming.hold.count:
+        if consuming.waiting:
             for topic, queue_id in woken:  # now readable: answer the pulls waiting for them
                 consuming.arrived(topic, queue_id)
 

@@ -30,6 +30,7 @@ from broker_stub.broker_config_admin import BrokerConfigAdmin
 from broker_stub.config import BrokerConfig
 from broker_stub.consuming import Consuming
 from broker_stub.faults import FAULT_CODE, FaultError, Faults
+from broker_stub.pop import PopService
 from broker_stub.headers import NUMERIC_FIELDS, check_fields
 from broker_stub.request_classes import REQUEST_CLASSES
 from broker_stub.runtime import DayTotals, Rates, runtime_table
@@ -105,7 +106,11 @@ class BrokerProcessor:
             config, topics, store, broker_addr=broker_addr, put_message=self.put_message, write_to=write_to, clock=clock
         )
         self.sending.consuming = self.consuming
-        self.admin = BrokerAdmin(config, topics, store, self.consuming, subgroups or SubscriptionGroups(),
+        self.pop = PopService(config, topics, store, self.consuming, subgroups or SubscriptionGroups(),
+                              write_to=write_to, clock=clock)
+        self.consuming.pops_held = lambda: self.pop.hold.count
+        self.consuming.on_arrival = self.pop.arrived
+        self.admin = BrokerAdmin(config, topics, store, self.consuming, self.pop.subgroups,
                                  peer_of=peer_of, write_to=write_to, clock=clock)
         self.sending.on_put = self.admin.stored
         self.broker_config = BrokerConfigAdmin(config, topics, kick=kick)
@@ -114,6 +119,7 @@ class BrokerProcessor:
             RequestCode.SEND_MESSAGE_V2: self.send_message,
             RequestCode.SEND_BATCH_MESSAGE: self.send_message,
             **self.consuming.handlers(),
+            **self.pop.handlers(),
             **self.admin.handlers(),  # after consuming's: it wraps HEART_BEAT
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
@@ -183,6 +189,7 @@ class BrokerProcessor:
     def connection_closed(self, conn: Hashable) -> None:
         self.sending.connection_closed(conn)
         self.consuming.connection_closed(conn)
+        self.pop.connection_closed(conn)
 
     def tick(self) -> None:
         """Once a second: sample the totals for the runtime-info rates and day counters."""
@@ -198,6 +205,11 @@ class BrokerProcessor:
             return
         self.consuming.expire_held()
         self.consuming.delays.run_due()
+        self.pop.timers()
+        timers = self.sending.timers
+        due = timers.next_due()
+        if due is not None and due <= self.pop.now_ms():
+            timers.run_due(self.pop.now_ms())
 
     # ------------------------------------------------------------------
     # admin
@@ -241,6 +253,7 @@ class BrokerProcessor:
             for key in [k for k in offsets if k[1] == topic]:
                 del offsets[key]
             self.admin.topic_deleted(topic)
+            self.pop.topic_deleted(topic)
             log.info("topic %s deleted", topic)
         return response_to(req, ResponseCode.SUCCESS)
 
@@ -295,6 +308,7 @@ class BrokerProcessor:
             store_root=self.config.storePathRootDir or ".",
             minute_puts=self.admin.stats.minute_puts(int(self.clock() * 1000)),
             master_addr=self.registration_info().get("masterAddr"),
+            vip_channel=self.config.vipChannelEnabled,
         )
 
     def fault(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:

@@ -11,10 +11,12 @@ key it reads is present and well-formed. Values are live: rates from
 per-second samples, the day counters from local midnights, the disk of the
 store directory.
 
-Three keys are ours, beyond 5.3.3's: ``getTransferedTps`` (4.9.x's
+Four keys are ours, beyond 5.3.3's: ``getTransferedTps`` (4.9.x's
 spelling, which 4.9.x mqadmin clusterList reads), ``pullHoldRequestNum``
-(long-polling pulls held now) and, on a slave, ``masterAddr`` (the master
-its registration reported). Java's mqadmin ignores keys it does not know.
+(long-polling pulls held now), ``vipChannelEnabled`` (whether the VIP port,
+listenPort - 2, is open: a Java broker always opens it) and, on a slave,
+``masterAddr`` (the master its registration reported). Java's mqadmin
+ignores keys it does not know.
 """
 
 from __future__ import annotations
@@ -130,6 +132,7 @@ def runtime_table(
     store_root: str,
     minute_puts: int = 0,
     master_addr: str | None = None,
+    vip_channel: bool = True,
 ) -> dict[str, str]:
     """5.3.3's prepareRuntimeInfo keys (timer wheel on, no transient store pool), plus ours (module doc)."""
     uptime = max(0, now_ms - boot_ms) // 1000
@@ -190,6 +193,7 @@ def runtime_table(
         # ours (module doc)
         "getTransferedTps": get_tps,
         "pullHoldRequestNum": str(held_pulls),
+        "vipChannelEnabled": "true" if vip_channel else "false",
     }
     capacity = dir_capacity(os.path.dirname(commit_log))
     if capacity is not None:

@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING
 
 from broker_stub.common import FAQ_APPLY_TOPIC, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, Reject, UniqIds
 from broker_stub.config import BrokerConfig
+from broker_stub.delays import parse_levels
 from broker_stub.faults import Faults
 from broker_stub.headers import INT, LONG, number_error
 from broker_stub.properties_form import batch_properties, batch_tail, cluster_pair, single_properties, stored_tag
 from broker_stub.store import MessageStore, StoreFullError, StoreUnavailableError, ipv4_bytes
+from broker_stub.timers import Timers, transform
 from broker_stub.topics import OFFSET_MOVED_EVENT, SCHEDULE_TOPIC, SELF_TEST_TOPIC, TopicLimitError, TopicTable
 from remoting.bodies import TopicConfig
 from remoting.codes import CURRENT_VERSION, PERM_INHERIT, PERM_WRITE, RequestCode, ResponseCode, SerializeType
@@ -167,6 +169,8 @@ class Sender:
         self._region_plain = bool(JSON_PLAIN.match(config.regionId))  # regionId is fixed at start
         self._cluster_pair = cluster_pair(config.brokerClusterName)  # so is the cluster
         self.refusals = dict.fromkeys(SEND_REFUSALS, 0)  # sends refused, by reason (metrics)
+        self.delay_levels = parse_levels(config.messageDelayLevel)
+        self.timers = Timers(store, self.put_message, self.delay_levels)  # messages delivered later
 
     def refused(self, code: int) -> None:
         """Count a send refused with ``code`` (the processor calls this for every Reject of a send)."""
@@ -262,6 +266,10 @@ class Sender:
             props_text, transaction_id = single_properties(header_props, cluster, self._uniq.next)
             parts = [(flag, body, props_text)]
             size = len(body)
+            if "TIMER_" in props_text or "DELAY\x01" in props_text:
+                timer = transform(topic, queue_id, props_text, int(time.time() * 1000), self.delay_levels)
+                if timer is not None:  # stored on the timer topic, put on its queue when due (broker_stub.timers)
+                    return self._send_later(req, conn, timer, flag, body, sys_flag, born_ts, reconsume, queue_id)
         if size > config.maxMessageSize:
             raise Reject(ResponseCode.MESSAGE_ILLEGAL, f"the message body size over max value, MAX: {config.maxMessageSize}")
         unwritable = self.store.unwritable
@@ -308,6 +316,28 @@ class Sender:
             ext["transactionId"] = transaction_id
         return self._answer_stored(req, conn, response_to(req, ResponseCode.SUCCESS, ext_fields=ext))
 
+    def _send_later(self, req: RemotingCommand, conn: Hashable, timer: tuple[str, int, str, int], flag: int,
+                    body: bytes, sys_flag: int, born_ts: int, reconsume: int, queue_id: int) -> RemotingCommand | bytes | None:
+        """A timer or delay-level message: stored where :func:`broker_stub.timers.transform` says, answered
+        as Java answers it (the queue asked for, the timer queue's offset), delivered when due."""
+        topic, timer_queue, props_text, deliver_ms = timer
+        if len(body) > self.config.maxMessageSize:
+            raise Reject(ResponseCode.MESSAGE_ILLEGAL, f"the message body size over max value, MAX: {self.config.maxMessageSize}")
+        if self.store.unwritable is not None:
+            raise Reject(ResponseCode.SERVICE_NOT_AVAILABLE, self.store.unwritable)
+        born = self._born.get(conn) or self._born_host(conn)
+        try:
+            offset, phys = self.put_message(topic, timer_queue, body, flag, props_text, sys_flag,
+                                            born_ts or int(time.time() * 1000), born[0], born[1], reconsume)
+        except (StoreFullError, StoreUnavailableError) as exc:
+            raise Reject(ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)) from None
+        except ValueError as exc:
+            raise Reject(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
+        self.timers.schedule(deliver_ms, topic, timer_queue, offset)
+        ext = {"msgId": self.store.msg_id(phys), "queueId": queue_id, "queueOffset": offset,
+               "MSG_REGION": self.config.regionId, "TRACE_ON": "true" if self.config.traceOn else "false"}
+        return self._answer_stored(req, conn, response_to(req, ResponseCode.SUCCESS, ext_fields=ext))
+
     def _answer_stored(self, req: RemotingCommand, conn: Hashable, answer: RemotingCommand | bytes) -> RemotingCommand | bytes | None:
         """The answer now, or (messages on disk) None and the answer once the message is written."""
         hold = self.hold_answer
@@ -328,7 +358,7 @@ class Sender:
         if self.on_put is not None:
             self.on_put(topic, len(body))
         consuming = self.consuming
-        if consuming is not None and consuming.hold.count and self.store.journal is None:
+        if consuming is not None and consuming.waiting and self.store.journal is None:
             consuming.arrived(topic, queue_id)  # readable now (on disk: once written, broker_stub.persistence)
         return result
 

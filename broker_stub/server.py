@@ -11,16 +11,25 @@ Persistence (broker_stub.persistence) and the master/slave roles
 With ``listenPort=0`` the port the OS picked is written back into the
 config, as a Java broker does (BrokerController.startBasicService), so
 GET_BROKER_CONFIG and the registration show the real port.
+
+Like a Java broker's "fast" remoting server, the stub also listens on the
+VIP port, ``listenPort - 2``, where Java clients with ``vipChannelEnabled``
+(RocketMQ Dashboard's admin client, 4.x producers by default) send their
+broker requests. Both listeners feed the same reactor, so the VIP port has
+the same handlers, access classes, TLS, bounds and metrics as the main one.
+``vipChannelEnabled=false`` (ours) turns it off. With ``listenPort=0`` the
+pair is chosen together: a free port whose port - 2 is free too.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
 
 import trio
 
-from broker_stub import topic_store
+from broker_stub import pop_state, topic_store
 from broker_stub.config import BrokerConfig
 from broker_stub.faults import Faults
 from broker_stub.ha import HighAvailability
@@ -49,6 +58,8 @@ log.addFilter(CLIP_ARGS)  # no client value makes a long log line, whoever logs 
 SHUTDOWN_GRACE_SECONDS = 1.5
 FLUSH_GRACE_SECONDS = 3.0  # last topics-file write on an orderly stop
 BACKLOG = 1024
+VIP_PORT_OFFSET = 2  # Java's fast remoting server: listenPort - 2
+PAIR_ATTEMPTS = 50  # tries at a free port pair when listenPort=0
 TIMER_BUSY_SECONDS = 0.01  # how often held pulls and due retries are checked while there are any
 TIMER_IDLE_SECONDS = 0.1
 
@@ -61,6 +72,7 @@ class BrokerServer:
         self.registrar: Registrar | None = None
         self.processor: BrokerProcessor | None = None
         self.addr = ""
+        self.vip_addr = ""  # "" while the VIP port is off (vipChannelEnabled=false) or not yet bound
         self.topics = TopicTable(
             default_topics(
                 config.brokerClusterName, config.brokerName, config.defaultTopicQueueNums, config.autoCreateTopicEnable
@@ -77,6 +89,9 @@ class BrokerServer:
             self.topics.on_change = self._topics_changed
         self.subgroups = SubscriptionGroups(groups_path(config.storePathRootDir) if config.storePathRootDir else None)
         self.saved_offsets = load_offsets(config)  # consumerOffset.json, read before serving as well
+        self.pop_file = pop_state.state_path(config.storePathRootDir) if config.storePathRootDir else None
+        self.pop_saved = pop_state.read(self.pop_file) if self.pop_file else {}  # popInFlight.json, likewise
+        self.pop_state: pop_state.PopState | None = None
         self.persistence: Persistence | None = None
         # Certificates are read here too: a bad file stops the start with one line.
         tls = config.tls.resolved()
@@ -121,8 +136,10 @@ class BrokerServer:
             tls=self.tls,
         )
         self.reactor = reactor
-        _, port = reactor.listen(bind_host(config), config.listenPort, BACKLOG)
+        port, vip_port = _listen(reactor, bind_host(config), config.listenPort, vip=config.vipChannelEnabled)
         config.listenPort = port
+        if vip_port is not None:
+            self.vip_addr = f"{bind_host(config)}:{vip_port}"
         if config.haListenPort <= 0:
             # Java's BrokerStartup sets haListenPort = listenPort + 1 before binding (so a Java
             # broker given port 0 would try HA port 1); the stub has no HA listener and derives
@@ -159,11 +176,17 @@ class BrokerServer:
         # messages and offsets read back from storePathRootDir (None: memory only), then written as they come
         self.persistence = persistence = Persistence.open(config, store, self.processor.consuming, self.saved_offsets)
         if persistence is not None:
+            persistence.on_readable = self.processor.admin.keys.touch
             self.processor.sending.store_busy = lambda: persistence.busy
             if persistence.files is not None:
                 persistence.hold_answers(reactor.write_to)
                 self.processor.sending.hold_answer = persistence.hold_answer
                 self.processor.consuming.hold_answer = persistence.hold_answer
+        if self.pop_file is not None:  # after the offsets: its POP positions override consumerOffset.json's
+            self.pop_state = pop_state.PopState(self.pop_file, self.processor.pop, self.processor.consuming,
+                                                self.processor.sending.timers)
+            self.pop_state.restore(self.pop_saved)
+            self.processor.pop.hold_answer = self.pop_state.hold_answer
         registrar = self.registrar
         ha = HighAvailability(self.processor, store, topics, is_master=config.is_master,
                               master_addr=lambda: registrar.master_addr, ha_server_addr=lambda: registrar.ha_server_addr,
@@ -180,6 +203,8 @@ class BrokerServer:
                 nursery.start_soon(persistence.run)
             if self.saver is not None:
                 nursery.start_soon(self.saver.run)
+            if self.pop_state is not None:
+                nursery.start_soon(self.pop_state.run, reactor.write_to)
             registering = trio.CancelScope()
             nursery.start_soon(self._register, registering)
             task_status.started(self.addr)
@@ -193,6 +218,9 @@ class BrokerServer:
                     await trio.sleep(0.005)
             if persistence is not None:  # written and synced, held answers sent, before connections close
                 await persistence.close()
+            if self.pop_state is not None:
+                with trio.move_on_after(FLUSH_GRACE_SECONDS), trio.CancelScope(shield=True):
+                    await self.pop_state.flush()
             if self.saver is not None:
                 with trio.move_on_after(FLUSH_GRACE_SECONDS):
                     try:
@@ -241,8 +269,14 @@ class BrokerServer:
             except Exception as exc:  # this task ending would end the broker: log it, go on
                 self.processor.warn.warning("timers", "timers failed {count} more times in the last {seconds} s",
                                             "timers failed: %s: %s", type(exc).__name__, clip(exc))
-            busy = consuming.hold.count or len(consuming.delays)
+            busy = consuming.waiting or len(consuming.delays) or self.processor.pop.busy() or self._timer_soon()
             await trio.sleep(TIMER_BUSY_SECONDS if busy else TIMER_IDLE_SECONDS)
+
+    def _timer_soon(self) -> bool:
+        """Whether a timer message is due within a second (then the timers run every few ms)."""
+        assert self.processor is not None
+        due = self.processor.sending.timers.next_due()
+        return due is not None and due - self.processor.pop.now_ms() < 1000
 
     def _peer_of(self, conn_id: object) -> str | None:
         conn = self.reactor.connections.get(conn_id) if isinstance(conn_id, int) else None
@@ -269,3 +303,44 @@ def bind_host(config: BrokerConfig) -> str:
     """
     bind = config.java_settings.get("bindAddress", "").strip()
     return bind if bind and bind != "0.0.0.0" else config.brokerIP1
+
+
+def vip_port_of(port: int) -> int:
+    """The VIP port a Java broker derives from its listen port (BrokerController: never below 0)."""
+    return max(port - VIP_PORT_OFFSET, 0)
+
+
+def _listen(reactor: Reactor, host: str, port: int, *, vip: bool) -> tuple[int, int | None]:
+    """Bind the main port and (with ``vip``) the VIP port; returns both (None: no VIP port).
+
+    An explicit port whose VIP port is taken fails the start, as a Java broker's would. With port 0
+    a pair that is free right now is picked first; losing a race for it fails the start too.
+    """
+    if not vip:
+        return reactor.listen(host, port, BACKLOG)[1], None
+    if port == 0:
+        port = _free_pair(host)
+    _, bound = reactor.listen(host, port, BACKLOG)
+    try:
+        _, vip_bound = reactor.listen(host, vip_port_of(bound), BACKLOG)
+    except OSError as exc:
+        raise OSError(exc.errno, f"{exc.strerror or exc} (the VIP port {vip_port_of(bound)}, listenPort - 2; "
+                                 "vipChannelEnabled=false turns it off)") from None
+    return bound, vip_bound
+
+
+def _free_pair(host: str) -> int:
+    """A port P above 1024 such that P and P - 2 are both free on ``host`` now."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    for _ in range(PAIR_ATTEMPTS):
+        with socket.socket(family, socket.SOCK_STREAM) as main, socket.socket(family, socket.SOCK_STREAM) as fast:
+            main.bind((host, 0))
+            candidate = main.getsockname()[1]
+            if candidate - VIP_PORT_OFFSET <= 1024:
+                continue
+            try:
+                fast.bind((host, candidate - VIP_PORT_OFFSET))
+            except OSError:
+                continue
+            return candidate
+    raise OSError(f"no free port pair P, P-{VIP_PORT_OFFSET} on {host} after {PAIR_ATTEMPTS} tries")

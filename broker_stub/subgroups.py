@@ -112,6 +112,12 @@ class SubscriptionGroups:
     def get(self, name: str) -> dict[str, Any] | None:
         return self.table.get(name)
 
+    def find(self, name: str) -> dict[str, Any] | None:
+        """findSubscriptionGroupConfig: the group, auto-created on first sight (None: illegal name, or full)."""
+        if name not in self.table:
+            self.auto_create(name)
+        return self.table.get(name)
+
     def update(self, cfg: dict[str, Any]) -> None:
         """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP with a validated config (replaces an existing group)."""
         name = cfg["groupName"]
@@ -174,3 +180,8 @@ class SubscriptionGroups:
             "forbiddenTable": self.forbidden,
             "subscriptionGroupTable": table,
         })
+
+
+def group_body(cfg: dict[str, Any]) -> bytes:
+    """One SubscriptionGroupConfig as fastjson writes it (null fields left out): the 352 answer."""
+    return orjson.dumps({k: v for k, v in cfg.items() if v is not None})

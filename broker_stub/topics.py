@@ -23,6 +23,11 @@ SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 BENCHMARK_TOPIC = "BenchmarkTest"
+#: TopicValidator.getSystemTopicSet() of 5.3.3, in its order: what GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305)
+#: answers. The ``rmq_sys_`` topics are system topics by their prefix, not listed here (as in Java).
+SYSTEM_TOPIC_SET = (DEFAULT_TOPIC, SCHEDULE_TOPIC, BENCHMARK_TOPIC, "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
+                    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", SELF_TEST_TOPIC, OFFSET_MOVED_EVENT,
+                    "CHECKPOINT_TOPIC")
 MAX_TOPICS = 100_000  # a bound on memory, far beyond what tests create
 MAX_QUEUE_NUMS = 1024  # read/write queues of one topic (BenchmarkTest's 1024 is the largest Java creates)
 RW = PERM_READ | PERM_WRITE

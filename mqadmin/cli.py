@@ -47,7 +47,7 @@ from mqadmin.commands import (  # noqa: E402
     topic,
     watch,
 )
-from mqadmin.commands.options import CONTEXT_SETTINGS, add_signing  # noqa: E402
+from mqadmin.commands.options import CONTEXT_SETTINGS, OPTION_SPELLINGS, add_signing, spellings  # noqa: E402
 from mqadmin.commands.results import is_reader_gone, reader_gone  # noqa: E402
 from mqadmin.localcluster.state import ClusterError  # noqa: E402
 from remoting.climain import run_app  # noqa: E402
@@ -96,7 +96,9 @@ def main(argv: list[str]) -> int:
     """Run one mqadmin command line; returns the exit status (``--debug``: tracebacks are not hidden)."""
     debug = "--debug" in argv
     full_summaries(app)
-    argv = _bare_group_help([a for a in argv if a != "--debug"])
+    root: Any = typer.main.get_command(app)
+    argv = _bare_group_help(root, [a for a in argv if a != "--debug"])
+    OPTION_SPELLINGS.set(_option_spellings(root, argv))  # an error names an option as the user spelled it
     try:
         return run_app(app, "mqadmin", argv, (AdminError, ClusterError), debug=debug)
     except BaseException as exc:
@@ -105,9 +107,21 @@ def main(argv: list[str]) -> int:
         return reader_gone()  # `mqadmin ... | head -1`: the reader is done, so are we (exit 0, quietly)
 
 
-def _bare_group_help(argv: list[str]) -> list[str]:
+def _option_spellings(root: Any, argv: list[str]) -> dict[str, str]:
+    """Which spelling of each of its options the command named by ``argv`` was given."""
+    command = root
+    for word in argv:
+        sub = getattr(command, "commands", {}).get(word)
+        if sub is None:
+            break
+        command = sub
+    names = [[*p.opts, *p.secondary_opts] for p in getattr(command, "params", []) if getattr(p, "opts", None)]
+    return spellings(names, argv)
+
+
+def _bare_group_help(root: Any, argv: list[str]) -> list[str]:
     """``mqadmin`` or ``mqadmin scenario`` alone print their help (exit 0), as Apache's mqadmin lists its commands."""
-    group: Any = typer.main.get_command(app)
+    group = root
     for word in argv:
         group = getattr(group, "commands", {}).get(word)
         if group is None:

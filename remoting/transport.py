@@ -28,6 +28,8 @@ log = logging.getLogger("remoting")
 
 DEFAULT_TIMEOUT = 3.0
 MAX_IN_FLIGHT = 4096
+#: Bytes of a peer's first answer kept to say what it is when they are not a frame (one line of text).
+PEEK_BYTES = 80
 
 
 class RemotingError(Exception):
@@ -85,6 +87,9 @@ class RemotingClient:
         self._send_lock = trio.Lock()
         self._slots = trio.Semaphore(MAX_IN_FLIGHT)
         self._closed: str | None = None
+        #: The peer's first bytes, kept until a frame decodes: what a peer that is not RocketMQ said.
+        self._first = b""
+        self._framed = False
 
     def _next_opaque(self) -> int:
         return next(self._opaques) & 0x7FFFFFFF
@@ -96,7 +101,10 @@ class RemotingClient:
                 if not data:
                     self._fail("connection closed by peer")
                     return
+                if not self._framed and len(self._first) < PEEK_BYTES:
+                    self._first += data[:PEEK_BYTES - len(self._first)]
                 for cmd in self._decoder.feed(data):
+                    self._framed = True
                     if not cmd.is_response:
                         log.debug("ignoring request %s from %s", cmd.code, self.addr)
                         continue
@@ -107,9 +115,19 @@ class RemotingClient:
                     pending.response = cmd
                     pending.event.set()
         except ProtocolError as exc:
-            self._fail(f"malformed frame from server: {exc}")
+            self._fail(self._garbled(exc))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             self._fail(f"connection lost: {exc}")
+
+    def _garbled(self, exc: ProtocolError) -> str:
+        """Why the connection failed on bytes that are not a frame: from a peer that never sent one, it
+        is not a RocketMQ server at all (an HTTP server's answer, say), which is what to tell the user."""
+        if self._framed:
+            return f"malformed frame from server: {exc}"
+        head = self._first.replace(b"\r", b"\n").split(b"\n", 1)[0]
+        if head and all(32 <= b < 127 for b in head):
+            return f"not a RocketMQ server: it answered {head.decode('ascii')!r}"
+        return f"not a RocketMQ server: its answer is not a remoting frame ({exc})"
 
     def _fail(self, reason: str) -> None:
         self._closed = reason

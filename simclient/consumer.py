@@ -78,6 +78,7 @@ from simclient.pool import ClientPool, RemotingError
 from simclient.process_queue import ProcessQueue
 from simclient.producer import RouteUnavailable
 from simclient.rebalance import MessageQueue, allocate_averagely, sort_queues
+from simclient.direct_consume import direct_consume_response
 from simclient.running_info import running_info_response
 from simclient.ticker import sleep_until
 
@@ -114,10 +115,13 @@ class _Hub:
             for c in list(self.groups.get(cmd.ext("consumerGroup") or "", ())):
                 c.rebalance_now()
         elif cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
-            self._running_info(addr, cmd)
+            self._relayed(addr, cmd, running_info_response)
+        elif cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+            self._relayed(addr, cmd, direct_consume_response)
 
-    def _running_info(self, addr: str, cmd: RemotingCommand) -> None:
-        """A broker relays ``consumerStatus``: the named consumer answers with its ConsumerRunningInfo."""
+    def _relayed(self, addr: str, cmd: RemotingCommand,
+                 answer: Callable[[SimConsumer, RemotingCommand], RemotingCommand]) -> None:
+        """A broker relays ``consumerStatus`` (307) or a direct consumption (309): the named consumer answers."""
         group, client_id = cmd.ext("consumerGroup") or "", cmd.ext("clientId") or ""
         pool = self.pool()
         conn = pool.connection_of(addr) if pool is not None else None
@@ -125,7 +129,7 @@ class _Hub:
             return
         for c in list(self.groups.get(group, ())):
             if c.client_id == client_id:
-                conn.send_response(running_info_response(c, cmd))
+                conn.send_response(answer(c, cmd))
                 return
         # ClientRemotingProcessor's answer when the client has no consumer of that group
         conn.send_response(response_to(cmd, ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{group}> not exist in this consumer"))

@@ -18,6 +18,8 @@ import pytest
 BOOT_LINE = re.compile(rb"The broker\[([^,\]]+), ([\d.]+):(\d+)\] boot success\. serializeType=JSON")
 #: Printed before the boot line when metricsPort is set.
 METRICS_LINE = re.compile(rb"metrics at (http://\S+)")
+#: Printed before the boot line unless vipChannelEnabled=false.
+VIP_LINE = re.compile(rb"VIP channel at ([\d.]+:\d+)")
 
 
 def broker_command() -> list[str]:
@@ -44,6 +46,7 @@ class BrokerProcess:
         self.addr = ""
         self.name = ""
         self.metrics_url = ""  # with metricsPort set: where its /metrics is
+        self.vip_addr = ""  # its VIP port (listenPort - 2), unless vipChannelEnabled=false
 
     def start(self, timeout: float = 60.0) -> BrokerProcess:
         with open(self.log_path, "ab") as log:
@@ -71,6 +74,8 @@ class BrokerProcess:
                         self.addr = f"{match.group(2).decode()}:{match.group(3).decode()}"
                         metrics = METRICS_LINE.search(seen)
                         self.metrics_url = metrics.group(1).decode() if metrics else ""
+                        vip = VIP_LINE.search(seen)
+                        self.vip_addr = vip.group(1).decode() if vip else ""
                         return
         self.kill()
         raise RuntimeError(f"broker did not boot: stdout={seen!r} log={self.log()!r}")

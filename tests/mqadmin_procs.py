@@ -31,6 +31,8 @@ from mqadmin.localcluster import processes
 from mqadmin.localcluster.state import ClusterError, ClusterState
 
 CLI = [sys.executable, "-c", "from mqadmin.cli import entry; entry()"]
+#: The console script a user types (``.venv/bin/mqadmin``), beside the interpreter running the tests.
+SCRIPT = Path(sys.executable).parent / "mqadmin"
 
 
 def cli_env(state_home: Path | None = None, columns: int = 200, **extra: str) -> dict[str, str]:
@@ -106,6 +108,45 @@ def mqadmin_on_terminal(*args: str, env: dict[str, str] | None = None, columns: 
         os.close(master)
         if slave >= 0:
             os.close(slave)
+
+
+def mqadmin_script(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
+                   cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``.venv/bin/mqadmin args`` as a user runs it: the console script, a real process, stdout a pipe."""
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, check=False,
+                          env=env if env is not None else cli_env(), cwd=cwd)
+
+
+def plain_tables(text: str, header_starts: tuple[str, ...] = ("#",)) -> list[tuple[list[int], list[str]]]:
+    """The plain (piped) tables in ``text``: for each header line (starting with one of ``header_starts``),
+    where its headers start and the rows under it. A header starts at column 0 or after two spaces; a row
+    is a line with a space before every such column it reaches (a line of prose, or a blank one, ends it)."""
+    lines = text.splitlines()
+    tables = []
+    for i, line in enumerate(lines):
+        if not line.startswith(header_starts):
+            continue
+        starts = [0] + [j for j in range(2, len(line)) if line[j - 2:j] == "  " and line[j] != " "]
+        rows = []
+        for row in lines[i + 1:]:
+            if not row.strip() or row.startswith(header_starts) or any(
+                    p < len(row) and row[p - 1] != " " for p in starts[1:]):
+                break
+            rows.append(row)
+        tables.append((starts, rows))
+    return tables
+
+
+def assert_headers_start_at_values(text: str, header_starts: tuple[str, ...] = ("#",), min_rows: int = 1) -> None:
+    """Apache's layout off a terminal: every header starts at the column where each of its values starts."""
+    tables = plain_tables(text, header_starts)
+    assert tables, f"no table in:\n{text}"
+    for starts, rows in tables:
+        assert len(rows) >= min_rows, f"a table without rows in:\n{text}"
+        for row in rows:
+            for k, p in enumerate(starts):
+                cell = row[p:starts[k + 1] if k + 1 < len(starts) else None].rstrip()
+                assert not cell or row[p] != " ", f"a value not under its header (column {p}):\n{row}\nin:\n{text}"
 
 
 def mqadmin_json(*args: str, env: dict[str, str] | None = None) -> Any:

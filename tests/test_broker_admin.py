@@ -404,7 +404,7 @@ JAVA_RUNTIME_KEYS = {
     *(f"{pool}ThreadPoolQueue{what}" for pool in ("send", "pull", "litePull", "query", "ack")
       for what in ("Size", "Capacity", "HeadWaitTimeMills")),
 }
-OUR_RUNTIME_KEYS = {"getTransferedTps", "pullHoldRequestNum"}
+OUR_RUNTIME_KEYS = {"getTransferedTps", "pullHoldRequestNum", "vipChannelEnabled"}
 
 
 async def test_runtime_info_keys_and_system_topics_are_a_java_5_broker_s(start_broker, tmp_path: Path) -> None:

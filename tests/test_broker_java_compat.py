@@ -40,7 +40,9 @@ STUB_EXTENSIONS = {"maxMessagesPerQueue", "maxStoreBytes", "maxAutoCreatedTopics
                    "accessKey", "secretKey", "innerClientAuthenticationCredentials", "aclConfigPath",
                    "aclUnsignedClasses", "adminAddressesWithoutAuth", "allowRemoteAdminWithoutAuth",
                    # metrics (docs/metrics.md): Java 5's metricsPromExporterPort/Host stay Java keys, not acted on
-                   "metricsPort", "metricsBindAddress", "metricsTopTopics"}
+                   "metricsPort", "metricsBindAddress", "metricsTopTopics",
+                   # the VIP port switch and POP bounds (docs/broker-stub.md, docs/limits.md)
+                   "vipChannelEnabled", "maxHeldPops", "maxPopInFlight"}
 
 
 async def get_config(addr: str) -> tuple[dict[str, str], list[str], dict[str, object]]:

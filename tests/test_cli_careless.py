@@ -252,7 +252,7 @@ def test_scenario_files_description_optional_and_typos_list_every_key(tmp_path: 
     done = run_cli("scenario", "run", str(typo), env=cli_env())
     assert done.returncode == 2
     line = one_error_line(done.stderr)
-    assert line.startswith(f"mqadmin scenario: {typo}:6: timeline[1].lable: unknown field (did you mean label?")
+    assert line.startswith(f"mqadmin: {typo}:6: timeline[1].lable: unknown field (did you mean label?")
     expected = line.split("expected one of: ", 1)[1].rstrip(")").split(", ")
     assert {"at", "label", "kill_broker", "broker", "broker_id"} <= set(expected)
 

@@ -176,10 +176,11 @@ def test_fanout_plot_names_consumption_and_draws_partial_seconds_as_rates(tmp_pa
     assert snake_keys(doc) == [] and doc["consumers"]["latencyMs"] and doc["routes"]["latencyMs"]
     (fig,) = figures
     top = fig.axes[0]
-    assert "consumed" in top.get_ylabel() and "sends" in top.get_ylabel()
+    assert "deliveries" in top.get_ylabel() and "sends" in top.get_ylabel()
     title = fig._suptitle.get_text()
     assert "6 producers and 2 consumers in 1 group(s)" in title
-    assert f"{doc['consumers']['consumptions']:,} consumptions" in title
+    cons = doc["consumers"]  # messages, and the re-deliveries apart (issue 29)
+    assert f"{cons['distinct']:,} messages consumed ({cons['redeliveries']:,} re-deliveries)" in title
     load_span, run_span = spans(doc)
     assert load_span[1] - load_span[0] == pytest.approx(2.5)  # one partition: its 2.5 s of load
     expected = _rounded(rate_pieces(doc["timeline"]["ok"], *load_span))
@@ -187,6 +188,13 @@ def test_fanout_plot_names_consumption_and_draws_partial_seconds_as_rates(tmp_pa
     partial = [b for b in expected if 0 < b[1] - b[0] < 1 and b[2] > 0]
     assert partial, expected  # 2.5 s of load: at least one second only partly covered, drawn as a rate
     values, edges = stairs_of(rate_pieces(doc["consumers"]["perSecondSeries"], *run_span))
-    consumed = _stairs(top, "consumed")
+    consumed = _stairs(top, f"delivered ({cons['consumptions']:,}, {cons['redeliveries']:,} of them re-deliveries)")
     assert list(consumed.get_data().values) == pytest.approx(values)
     assert list(consumed.get_data().edges) == pytest.approx(edges)
+    firsts = [p for p in top.patches if type(p).__name__ == "StepPatch" and p.get_label().startswith("first deliveries")]
+    if cons["redeliveries"]:  # the distinct messages' line, each in the second it was first consumed
+        (first,) = firsts
+        values, _ = stairs_of(rate_pieces(cons["firstPerSecondSeries"], *run_span))
+        assert list(first.get_data().values) == pytest.approx(values)
+    else:
+        assert firsts == []  # the same line as the deliveries: not drawn twice

@@ -26,6 +26,7 @@ from mqadmin.fanout.report import to_json
 from mqadmin.fanout.runner import FanoutOptions, run
 from mqadmin.localcluster import processes
 from mqadmin.localcluster.state import STATE_FILE, ClusterState
+from tests.mqadmin_procs import assert_headers_start_at_values, stop_all
 
 MQADMIN = [sys.executable, "-c", "from mqadmin.cli import entry; entry()"]
 
@@ -170,6 +171,11 @@ def test_consumers_in_the_partitions_reconcile_with_the_brokers(spark_session: o
     # the brokers agree: each group committed its queues up to their max offsets
     assert all(r["brokerLag"] == 0 for r in result.consumer_rows)
     assert cons["consumptions"] == total["consumed"] + total["other"] + total["duplicates"]
+    # deliveries = distinct messages + re-deliveries, and the plot's first-delivery line adds up to the distinct
+    assert cons["distinct"] + cons["redeliveries"] == cons["consumptions"]
+    assert cons["distinct"] == total["consumed"] + total["other"] and cons["redeliveries"] == total["duplicates"]
+    assert sum(cons["firstPerSecondSeries"]) == cons["distinct"]
+    assert sum(cons["perSecondSeries"]) == cons["consumptions"]
     assert 0 < cons["latencyMs"]["p50"] < 1000
 
 
@@ -186,17 +192,25 @@ def test_multiprocessing_engine_runs_the_same_partitions(local_cluster: ClusterS
 
 def test_cli_start_run_writes_report_and_plot(tmp_path: Path) -> None:
     report, plot = tmp_path / "out.json", tmp_path / "out.png"
-    proc = subprocess.run(
-        [*MQADMIN, "fanout", "--start", "--dir", str(tmp_path / "c"), "--no-spark", "--producers", "60",
-         "--messages-per-producer", "2", "--rate", "5", "--start-delay", "0.5", "--report", str(report),
-         "--plot", str(plot), "-q"],
-        check=False, capture_output=True, text=True, timeout=120,
-    )
+    try:
+        proc = subprocess.run(
+            [*MQADMIN, "fanout", "--start", "--dir", str(tmp_path / "c"), "--no-spark", "--producers", "60",
+             "--messages-per-producer", "2", "--rate", "5", "--start-delay", "0.5", "--consumers", "12", "--drain",
+             "2", "--report", str(report), "--plot", str(plot), "-q"],
+            check=False, capture_output=True, text=True, timeout=120,  # consumers end 2 s after the last send
+        )
+    finally:
+        stop_all(tmp_path / "c")  # a run killed by the timeout cannot stop its cluster itself
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(report.read_text())
     assert doc["sends"]["outcomes"]["ok"] == 120 and doc["agreement"]["brokersCounted"] == 120
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "broker-a" in proc.stdout and "route queries" in proc.stdout
+    cons = doc["consumers"]  # deliveries told apart from distinct messages, on the screen and in the report
+    assert cons["total"]["consumed"] == 120 and cons["distinct"] + cons["redeliveries"] == cons["consumptions"]
+    assert f"{cons['consumptions']:,} deliveries ({cons['distinct']:,} distinct, " in proc.stdout
+    assert ("RocketMQ delivers at least once" in proc.stdout) == (cons["redeliveries"] > 0)
+    assert_headers_start_at_values(proc.stdout)  # the report's tables, piped
     state = ClusterState(dir=str(tmp_path / "c"))
     assert not (Path(state.dir) / STATE_FILE).exists()  # stopped at the end
 
@@ -212,7 +226,7 @@ def test_cli_bad_options_give_one_line(args: list[str], message: str) -> None:
     proc = subprocess.run([*MQADMIN, "fanout", "-n", dead_addr(), *args], check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2  # a bad option value (README: exit status)
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0] and lines[0].startswith("mqadmin fanout: ")
+    assert len(lines) == 1 and message in lines[0] and lines[0].startswith("mqadmin: ")
 
 
 def test_cli_unreachable_namesrv_is_one_line_before_spark_starts() -> None:
@@ -231,7 +245,7 @@ def test_cli_unreachable_spark_master_is_one_line(local_cluster: ClusterState) -
     )
     assert proc.returncode == 1
     (line,) = proc.stderr.strip().splitlines()
-    assert line.startswith("mqadmin fanout: ") and master in line and "Traceback" not in proc.stderr
+    assert line.startswith("mqadmin: ") and master in line and "Traceback" not in proc.stderr
 
 
 def test_consumer_groups_that_do_not_reconcile_fail_the_check_with_exit_1() -> None:
@@ -255,4 +269,4 @@ def test_cli_consumer_groups_without_consumers_is_a_usage_error() -> None:
                           check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
-    assert line == "mqadmin fanout: --consumer-groups needs --consumers"
+    assert line == "mqadmin: --consumer-groups needs --consumers"

@@ -79,3 +79,38 @@ def test_consumers_are_spread_over_partitions_groups_and_topics() -> None:
                      consumers=10, consumer_groups=2)
     assert [group_topics(two, g) for g in range(2)] == [("T0", "T2"), ("T1", "T3")]
     assert GROUP_PREFIX == "fanout_consumer_group_"
+
+
+def test_first_deliveries_per_second_are_exact_across_partitions() -> None:
+    """Issue 29, item 8: the plot's "first deliveries" line counts each message once, in the second it was
+    first consumed, whichever partition consumed it again later (a queue that moved in a rebalance)."""
+    rng = random.Random(29)
+    parts, first_at, deliveries = [], {}, 0
+    for p in range(3):
+        m = ConsumeMetrics(members={"g": 1}, topics={"g": ["T"]})
+        for sec in range(6):
+            start = rng.randrange(0, 300)  # each partition re-reads stretches others read before
+            for offset in range(start, start + rng.randrange(1, 60)):
+                m.consumed_one("g", Q, offset, sec)
+                deliveries += 1
+                first_at[offset] = min(first_at.get(offset, sec), sec)
+        parts.append(ConsumeMetrics.from_obj(m.to_obj()))  # as a partition's blob arrives
+    merged = ConsumeMetrics()
+    for m in parts:
+        merged.merge(m)
+    firsts = merged.first_per_second()
+    assert firsts is not None
+    assert firsts == {sec: sum(1 for s in first_at.values() if s == sec) for sec in set(first_at.values())}
+    assert sum(merged.per_second.values()) == deliveries
+    assert deliveries - sum(firsts.values()) == sum(merged.duplicates.values())  # re-deliveries, as counted
+
+
+def test_redelivery_note_says_when_and_why_and_that_it_does_not_fail() -> None:
+    from mqadmin.fanout.consume_report import redelivery_note
+
+    doc = {"redeliveries": 40, "perSecondSeries": [0, 50, 60, 20, 20], "firstPerSecondSeries": [0, 20, 50, 20, 20]}
+    note = redelivery_note(doc)
+    assert note.startswith("40 re-deliveries, 40 of them in the first 2 s of consumption: a rebalance moves a queue")
+    assert "at least once" in note and "do not fail the run" in note
+    assert redelivery_note({**doc, "firstPerSecondSeries": None}).startswith(
+        "40 re-deliveries (when they came was not kept: too many delivery runs): a rebalance")

@@ -55,6 +55,7 @@ def test_what_java_cannot_do_is_refused_with_whose_choice_it_is() -> None:
     check((impls.TOOLKIT,), (J533,), register_period_ms=10000)
     check((J550,), (J533, impls.STUB), broker_expired_ms=20000)  # brokers send it; 5.x Java reads it
     check((impls.TOOLKIT,), (J497,), broker_expired_ms=20000)  # ours reads brokerChannelExpiredTime
+    check((J497,), (J533, impls.STUB), proxy="5.3.3")  # Apache's Proxy receives with POP: 5.x brokers serve it
     refused = [
         ({"register_period_ms": 2000}, (impls.TOOLKIT,), (J533,), "broker", "registers every 10000-60000 ms"),
         ({"scan_interval_ms": 1000}, (J497,), (impls.STUB,), "namesrv", "scans every 10 s"),
@@ -62,6 +63,7 @@ def test_what_java_cannot_do_is_refused_with_whose_choice_it_is() -> None:
         ({"broker_expired_ms": 20000}, (J550,), (J497,), "broker", "the broker java 4.9.7 cannot send"),
         ({"auth": True}, (impls.TOOLKIT,), (J533,), "broker", "--auth is for our processes only"),
         ({"metrics": True}, (J550,), (impls.STUB,), "namesrv", "--metrics is for our processes only"),
+        ({"proxy": "5.3.3"}, (impls.TOOLKIT,), (impls.STUB, J497), "broker", "4.x brokers do not serve"),
     ]
     for changed, namesrvs, brokers, role, message in refused:
         with pytest.raises(impls.ImplError) as caught:
@@ -103,6 +105,7 @@ def cli_refusal(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -
     (["--broker-impl", "java:5.3.3", "--register-period", "2000"], "registers every 10000-60000 ms"),
     (["--broker-prop", "novalue"], "is not KEY=VALUE"),
     (["--broker-impl", "stub,java:4.9.7", "--client-proxy"], "--client-proxy is not supported for java 4.9.7 brokers"),
+    (["--broker-impl", "java:4.9.7", "--proxy", "5.3.3"], "--proxy 5.3.3 is not supported over java 4.9.7 brokers"),
 ])
 def test_start_refuses_in_one_line_with_exit_2(tmp_path: Path, args: list[str], expected: str) -> None:
     assert expected in cli_refusal(tmp_path, *args)

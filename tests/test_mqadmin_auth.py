@@ -31,7 +31,7 @@ from remoting.bodies import DataVersion, TopicConfig
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand, request
 from remoting.transport import connect
-from tests.mqadmin_procs import cli_env, mqadmin, running_cluster
+from tests.mqadmin_procs import cli_env, mqadmin, mqadmin_script, running_cluster
 from tests.test_broker_stub import create_topic, fault
 from tests.test_mqadmin_broker_admin import Client
 
@@ -232,6 +232,23 @@ def test_key_options_environment_and_tools_yml(auth: AuthCluster, tmp_path: Path
     assert bad.returncode == 1 and "tools.yml: an access key without a secret key" in bad.stderr, bad.stderr
     os.remove(home / "conf" / "tools.yml")
     assert mqadmin(*write, env=dict(elsewhere, ROCKETMQ_HOME=str(home))).returncode == 1  # no file: unsigned
+
+
+def test_unsigned_requests_to_the_auth_cluster_on_purpose(auth: AuthCluster) -> None:
+    """Issue 29, item 9: what a client without keys gets, without emptying XDG_STATE_HOME: --unsigned
+    (or $MQADMIN_UNSIGNED=1) drops the local cluster's keys; the console script as a user runs it."""
+    write = ("updateKvConfig", "-s", "authNs", "-k", "unsigned", "-v", "v")
+    refused = mqadmin_script(*write, "--unsigned", env=auth.env)
+    assert refused.returncode == 1, refused.stderr
+    assert "NO_PERMISSION" in refused.stdout and "admin-write" in refused.stdout, refused.stdout
+    assert refused.stderr == f"mqadmin: 1 of 1 NameServer failed: {auth.namesrv}\n"
+    by_env = mqadmin_script("getNamesrvConfig", env=dict(auth.env, MQADMIN_UNSIGNED="1"))
+    assert by_env.returncode == 1 and "NO_PERMISSION" in by_env.stdout and "admin-read" in by_env.stdout, by_env
+    route = mqadmin_script("topicRoute", "-t", TOPIC, "--unsigned", env=auth.env)  # route-read stays open
+    assert route.returncode == 0 and json.loads(route.stdout)["brokerDatas"], route.stderr
+    assert auth.run(*write).returncode == 0  # without the option: signed with the cluster's admin keys
+    both = auth.run(*write, "--unsigned", "--access-key", "localAdmin", "--secret-key", auth.admin.secret_key)
+    assert both.returncode == 2 and both.stderr.startswith("mqadmin: Invalid value for --unsigned: "), both.stderr
 
 
 AUTH_SCENARIO = """\

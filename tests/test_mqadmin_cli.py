@@ -50,13 +50,13 @@ async def test_cluster_list_shows_unreachable_broker(namesrv: NamesrvProcess) ->
     async with connect(namesrv.addr) as c:
         await fake_broker(c, "broker-a", "127.0.0.1:1")  # nothing listens there
         rc, stdout, stderr = await mqadmin("clusterList", "--json", "--timeout", "5", "-n", namesrv.addr)
-        assert rc == 0, stderr
+        assert rc == 1 and stderr == "mqadmin: 1 of 1 broker failed: 127.0.0.1:1\n", stderr  # a health check
         (row,) = json.loads(stdout)["brokers"]
         assert row["cluster"] == "DefaultCluster" and row["brokerName"] == "broker-a" and row["brokerId"] == 0
         assert row["reachable"] is False and row["error"] == "Connection refused"
         assert row["version"] is None and row["inTps"] is None and row["activated"] is None
         rc, stdout, stderr = await mqadmin("clusterList", "-n", namesrv.addr, "--timeout", "5")
-        assert rc == 0 and stderr == ""  # a silent broker is a row, not a stack trace
+        assert rc == 1 and stderr == "mqadmin: 1 of 1 broker failed: 127.0.0.1:1\n"  # a row, not a stack trace
         line = next(line for line in stdout.splitlines() if "broker-a" in line)
         assert "127.0.0.1:1" in line and line.rstrip().endswith("no answer: Connection refused")
 

@@ -32,7 +32,8 @@ def test_start_with_slaves_and_topics_then_stop_leaves_no_process(state_dir: Pat
     assert out.returncode == 0, out.stderr
     started = json.loads(out.stdout)
     assert set(started) == {"dir", "cluster", "namesrvAddr", "topics", "auth", "tls", "procs", "prometheusConfig",
-                            "faultProxy"}
+                            "faultProxy", "grpcEndpoint"}
+    assert started["grpcEndpoint"] is None  # no --proxy
     assert started["auth"] is False and started["tls"] is False
     assert started["prometheusConfig"] is None  # no --metrics
     assert started["topics"] == ["orders", "audit"] and started["cluster"] == "DefaultCluster"
@@ -47,12 +48,15 @@ def test_start_with_slaves_and_topics_then_stop_leaves_no_process(state_dir: Pat
     assert sorted(p["name"] for p in proxy["paths"]) == sorted(
         f"{b}.{ns}" for b in ("broker-a-0", "broker-a-1", "broker-b-0", "broker-b-1") for ns in ("namesrv-0", "namesrv-1"))
     assert all(p["enabled"] and p["toxics"] == [] for p in proxy["paths"])
-    assert set(procs[0]) == {"name", "kind", "role", "impl", "version", "brokerName", "brokerId", "addr", "pid",
-                             "state", "log", "config", "metricsUrl"}
+    assert set(procs[0]) == {"name", "kind", "role", "impl", "version", "brokerName", "brokerId", "addr", "vipAddr",
+                             "pid", "state", "log", "config", "metricsUrl"}
     assert [(p["impl"], p["version"]) for p in procs] == [("toolkit", None)] * 3 + [("stub", None)] * 4
     assert all(p["metricsUrl"] is None for p in procs)  # no --metrics: no process serves /metrics
     assert all(p["state"] == "running" and pid_alive(p["pid"]) for p in procs)
     addr = {p["name"]: p["addr"] for p in procs}
+    for p in procs:  # each broker also listens on its VIP port, listenPort - 2, as a Java broker does
+        host, port = p["addr"].rsplit(":", 1)
+        assert p["vipAddr"] == (f"{host}:{int(port) - 2}" if p["kind"] == "broker" else None)
 
     # start returned only once everything is routable, on every NameServer: slaves included.
     for ns in (addr["namesrv-0"], addr["namesrv-1"]):
@@ -91,8 +95,10 @@ def test_summary_and_namesrv_kill_restart_on_its_port(state_dir: Path) -> None:
     before = state.namesrvs[1]
     out = mqadmin("killNamesrv", "-i", "1", "--dir", str(state_dir))
     assert out.returncode == 0 and "SIGKILL" in out.stdout and out.stdout.rstrip().endswith("stopped")
-    status = mqadmin_json("status", "--dir", str(state_dir))
-    assert [p["state"] for p in status["procs"]] == ["running", "stopped"]
+    done = mqadmin("status", "--dir", str(state_dir), "--json")  # a process is down: a failed health check
+    assert done.returncode == 1 and done.stderr == ("mqadmin: 1 of 2 processes of the local cluster are not running: "
+                                                    "namesrv-1 (stopped)\n"), done.stderr
+    assert [p["state"] for p in json.loads(done.stdout)["procs"]] == ["running", "stopped"]
     assert mqadmin("restartNamesrv", "-i", "1", "--dir", str(state_dir)).returncode == 0
     after = ClusterState.load(state_dir).namesrvs[1]
     assert after.port == before.port and after.pid != before.pid and after.alive()
@@ -109,8 +115,9 @@ def test_summary_and_namesrv_kill_restart_on_its_port(state_dir: Path) -> None:
 def test_paused_namesrv_is_still_stopped_cleanly(state_dir: Path) -> None:
     with running_cluster(state_dir, "--brokers", "0", "--namesrvs", "1") as started:
         assert mqadmin("killNamesrv", "--signal", "STOP", "--dir", str(state_dir)).returncode == 0
-        status = mqadmin_json("status", "--dir", str(state_dir))
-        assert status["procs"][0]["state"] == "paused (SIGSTOP)"
+        done = mqadmin("status", "--dir", str(state_dir), "--json")
+        assert done.returncode == 1 and "namesrv-0 (paused (SIGSTOP))" in done.stderr, done.stderr
+        assert json.loads(done.stdout)["procs"][0]["state"] == "paused (SIGSTOP)"
         out = mqadmin("stop", "--dir", str(state_dir))
         assert out.returncode == 0
         assert not pid_alive(started["procs"][0]["pid"])
@@ -130,7 +137,8 @@ def test_runner_errors_are_one_line(state_dir: Path) -> None:
     assert not (state_dir / STATE_FILE).exists()  # nothing was started
     with running_cluster(state_dir, "--brokers", "0", "--namesrvs", "1"):
         out = mqadmin("killBroker", "-b", "broker-z", "--dir", str(state_dir))
-        assert out.returncode == 1 and out.stderr == "mqadmin: no broker broker-z in the cluster (brokers: none)\n"
+        assert out.returncode == 1 and out.stderr == (
+            f"mqadmin: no broker broker-z in the local cluster in {state_dir} (brokers: none)\n")
         out = mqadmin("killNamesrv", "-i", "5", "--dir", str(state_dir))
         assert out.returncode == 1 and "no NameServer 5" in out.stderr
         out = mqadmin("killNamesrv", "--signal", "HUP", "--dir", str(state_dir))

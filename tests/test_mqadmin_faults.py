@@ -7,6 +7,7 @@ Every test leaves both brokers running and routable.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -87,8 +88,10 @@ def test_hung_broker_expires_only_after_the_heartbeat_timeout_then_cont_brings_i
         # Hung, not dead: its connection stays open, so it stays routed...
         time.sleep(1.0)
         assert faulty.masters_everywhere() == [BOTH, BOTH]
-        # ...and clusterList says it does not answer instead of failing.
-        rows = mqadmin_json("clusterList", "--timeout", "0.5", "-n", faulty.namesrvs[0])["brokers"]
+        # ...and clusterList says it does not answer: its row, and a health check's exit status 1.
+        done = mqadmin("clusterList", "--timeout", "0.5", "-n", faulty.namesrvs[0], "--json")
+        assert done.returncode == 1 and done.stderr.startswith("mqadmin: 1 of 2 brokers failed: "), done.stderr
+        rows = json.loads(done.stdout)["brokers"]
         row_a = next(r for r in rows if r["brokerName"] == "broker-a")
         assert row_a["reachable"] is False and "no response" in row_a["error"]
         assert next(r for r in rows if r["brokerName"] == "broker-b")["reachable"] is True
@@ -107,7 +110,8 @@ def test_terminated_broker_unregisters_and_restarts(faulty: Faulty) -> None:
     faulty.wait(lambda seen: seen == [BOTH, BOTH], timeout=10.0)
     faulty.run("killBroker", "-b", "broker-a", "--signal", "TERM")
     faulty.wait(lambda seen: seen == [{"broker-b"}, {"broker-b"}], timeout=5.0)
-    status = mqadmin_json("status", "--dir", str(faulty.dir))
-    assert {p["name"]: p["state"] for p in status["procs"]}["broker-a-0"] == "stopped"
+    done = mqadmin("status", "--dir", str(faulty.dir), "--json")  # a process is down: exit 1
+    assert done.returncode == 1 and "broker-a-0 (stopped)" in done.stderr, done.stderr
+    assert {p["name"]: p["state"] for p in json.loads(done.stdout)["procs"]}["broker-a-0"] == "stopped"
     faulty.run("restartBroker", "-b", "broker-a")
     faulty.wait(lambda seen: seen == [BOTH, BOTH], timeout=10.0)

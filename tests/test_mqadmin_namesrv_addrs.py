@@ -81,6 +81,6 @@ def test_an_empty_namesrv_option_is_a_usage_error(cluster: tuple[dict[str, str],
         assert done.returncode == 2 and done.stdout == "", done.stderr
         assert done.stderr.count("\n") == 1 and "-n" in done.stderr and "no NameServer address given" in done.stderr
     done = mqadmin("fanout", "-n", "", "--engine", "multiprocessing", env=env, in_process=False)
-    assert done.returncode == 2 and done.stderr == "mqadmin fanout: --namesrv: no NameServer address given\n"
+    assert done.returncode == 2 and done.stderr == "mqadmin: --namesrv: no NameServer address given\n"
     # the KV write above was refused before anything was sent: no NameServer has the key
     assert mqadmin("getKvConfig", "-s", "N", "-k", "k", env=env).returncode == 1

@@ -109,7 +109,7 @@ def test_cluster_list_row_from_runtime_info() -> None:
     assert (r["inTotalYest"], r["outTotalYest"], r["inTotalToday"], r["outTotalToday"]) == (20, 1, 5, 1)
     assert (r["ackQueue"], r["ackWaitMs"]) == (None, None)  # a 4.9.x broker has no ack pool
     cells = [c.plain if isinstance(c, Text) else c for c in base_cells(r)]
-    assert cells == ["C", "b", "0", "h:1", "V5_3_3", "12.50(4,7ms)", "3.25(0,0ms|N,Nms)", "5-6(2.5w, 1.5, 2.0)", "3",
+    assert cells == ["C", "b", "0", "h:1", "h:0", "V5_3_3", "12.50(4,7ms)", "3.25(0,0ms|N,Nms)", "5-6(2.5w, 1.5, 2.0)", "3",
                      "2.00", "0.2500", "true", "OK"]
     # Nothing stored (0, or -1 from a 4.9.7 or 5.3.3 broker): Java prints (now - earliest) hours all the same.
     now = 1_795_700_000_000
@@ -118,6 +118,10 @@ def test_cluster_list_row_from_runtime_info() -> None:
         assert empty["hours"] == hours and empty["version"] is None
     missing = clusterlist.row("C", "b", 0, "h:1", PerServer("h:1", {}), now)
     assert missing["hours"] == 0.0  # no earliestMessageTimeStamp at all: Java prints 0.00 too
+    # the VIP port: a Java broker always opens listenPort - 2; a stub says whether it does
+    assert missing["vipAddr"] == "h:0"
+    off = clusterlist.row("C", "b", 0, "h:10911", PerServer("h:10911", {"vipChannelEnabled": "false"}), now)
+    assert off["vipAddr"] is None and base_cells(off)[4] == "-"
 
 
 def test_cluster_list_row_of_a_silent_broker() -> None:
@@ -125,7 +129,7 @@ def test_cluster_list_row_of_a_silent_broker() -> None:
     assert r["reachable"] is False and r["error"] == "no response to request code 28 within 1 s"
     assert r["version"] is None and r["inTps"] is None
     cells = base_cells(r)
-    assert cells[4:12] == ["-"] * 8 and str(cells[-1]) == "no answer: no response to request code 28 within 1 s"
+    assert cells[4:13] == ["-"] * 9 and str(cells[-1]) == "no answer: no response to request code 28 within 1 s"
 
 
 def test_fit_table_drops_low_value_columns_first_and_never_cuts() -> None:
@@ -145,11 +149,17 @@ def test_fit_table_drops_low_value_columns_first_and_never_cuts() -> None:
 
     wide = render(200)
     assert "#Minor" in wide and "#Detail" in wide
-    mid = render(60)
-    assert "#Minor" not in mid and "#Detail" in mid and "DefaultCluster" in mid
+    assert "not shown" not in wide
+    mid = render(60)  # a dropped column is named under the table, never dropped silently
+    table, caption = mid.split("not shown, ", 1)
+    assert "#Minor" not in table and "#Detail" in table and "DefaultCluster" in table
+    assert " ".join(caption.split()).startswith("60 columns too narrow: #Minor (--json or a pipe shows all)")
     narrow = render(45)
-    assert "#Minor" not in narrow and "#Detail" not in narrow
-    assert "DefaultCluster" in narrow and "127.0.0.1:10911" in narrow and "…" not in narrow
+    table, caption = narrow.split("not shown, ", 1)
+    assert "#Minor" not in table and "#Detail" not in table
+    assert "DefaultCluster" in table and "127.0.0.1:10911" in table and "…" not in table
+    assert "#Minor, #Detail" in " ".join(caption.split())
     tiny = render(20)  # nothing left to drop: values fold onto more lines, none is cut
     assert "…" not in tiny and all(len(line) <= 20 for line in tiny.splitlines())
-    assert "".join(line.split()[0] for line in tiny.splitlines()[3:]) == "DefaultCluster"
+    table = tiny.split("not shown", 1)[0]
+    assert "".join(line.split()[0] for line in table.splitlines()[3:]) == "DefaultCluster"

@@ -153,9 +153,9 @@ def test_compare_runs_twice_and_shows_both_side_by_side(base: Path) -> None:  # 
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--compare", "broker_expired_ms"], "mqadmin scenario: --compare 'broker_expired_ms': expected KEY=VALUE"),
-    (["--compare", "broker_expired_ms=5"], "mqadmin scenario: --compare broker_expired_ms=5: "),
-    (["--compare", "namesrvs=1", "--plot", "x.png"], "mqadmin scenario: --plot and --records show one run"),
+    (["--compare", "broker_expired_ms"], "mqadmin: --compare 'broker_expired_ms': expected KEY=VALUE"),
+    (["--compare", "broker_expired_ms=5"], "mqadmin: --compare broker_expired_ms=5: "),
+    (["--compare", "namesrvs=1", "--plot", "x.png"], "mqadmin: --plot and --records show one run"),
 ])
 def test_compare_usage_errors_exit_2_before_any_run(base: Path, args: list[str], message: str) -> None:  # noqa: F811
     path = base / "hang.yaml"

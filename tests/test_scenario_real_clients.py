@@ -316,6 +316,6 @@ def test_a_missing_go_is_one_line_and_exit_2(base: Path) -> None:  # noqa: F811
                      env={"PATH": str(empty), "MQADMIN_CACHE_DIR": str(base / "cache")})
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2, err
-    assert err.strip() == ("mqadmin scenario: the scenario's clients: go not found on PATH: the Go scenario client "
+    assert err.strip() == ("mqadmin: the scenario's clients: go not found on PATH: the Go scenario client "
                            "is built at first use (Debian's golang-go)")
     assert cluster_procs(base) == []

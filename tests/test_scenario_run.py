@@ -22,6 +22,7 @@ import pytest
 
 from mqadmin.scenario import report, runner, schema
 from mqadmin.scenario.observer import diff_text
+from tests.mqadmin_procs import assert_headers_start_at_values
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -283,6 +284,10 @@ def test_failing_expectation_and_action_exit_1_with_measured_value(base: Path) -
     kill1, kill2 = doc["actions"]
     assert kill1["ok"] and not kill2["ok"] and "is not running" in kill2["detail"]
     assert "FAIL: 1 of 2 expectations failed; 1 action(s) failed" in out
+    # stderr says why the status is 1, in mqadmin's one prefix
+    assert err.strip().splitlines()[-1] == ("mqadmin: scenario small-fails failed: 1 of 2 expectations did not hold, "
+                                            "1 of 2 actions failed")
+    assert_headers_start_at_values(out, header_starts=("t (s)", "#  "))  # the report's tables, piped
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -331,7 +336,7 @@ def test_interrupt_while_running_stops_everything(base: Path, sig: signal.Signal
     assert rc == 130, err
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == (
-        f"mqadmin scenario: {'interrupted' if sig == signal.SIGINT else 'received SIGTERM'}; "
+        f"mqadmin: {'interrupted' if sig == signal.SIGINT else 'received SIGTERM'}; "
         "every process the run started was stopped")
     assert cluster_procs(base) == []
 
@@ -365,5 +370,6 @@ def test_shipped_scenario_passes(base: Path, name: str) -> None:
         assert route_drops and all(0 <= e["measured"] < 1.0 for e in route_drops)
     assert doc["sends"]["total"] > 100
     if name.startswith("consumer-"):
+        assert_headers_start_at_values(out, header_starts=("t (s)", "#  ", "group  "))
         groups = {g["name"]: g for g in doc["consumers"]["groups"]}
         assert groups["running"]["consumed"] >= groups["running"]["acknowledged"] > 100

@@ -151,7 +151,7 @@ def test_cli_invalid_file_exits_2_with_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.strip().splitlines() == [
-        f"mqadmin scenario: {bad}:13: timeline[1].broker: no broker group 'broker-q' in the cluster (groups: broker-a, broker-b)"
+        f"mqadmin: {bad}:13: timeline[1].broker: no broker group 'broker-q' in the cluster (groups: broker-a, broker-b)"
     ]
     missing = _cli("scenario", "run", str(tmp_path / "nope.yaml"))
     assert missing.returncode == 2 and "no such scenario file" in missing.stderr

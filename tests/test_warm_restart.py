@@ -185,12 +185,13 @@ async def test_watch_and_cluster_list_mark_provisional_brokers(start_namesrv: St
         assert rows["broker-b"]["provisionalBy"] == [ns.addr]
         rc, stdout, _ = await mqadmin("watch", "--once", "-n", both)
         assert rc == 0 and "restored" in stdout, stdout
+        # nothing listens at the fake brokers' addresses: rows that say so, and a failed health check
         rc, stdout, stderr = await mqadmin("clusterList", "--json", "--timeout", "5", "-n", ns.addr)
-        assert rc == 0, stderr
+        assert rc == 1 and stderr == f"mqadmin: 2 of 2 brokers failed: {A}, {B}\n", stderr
         flags = {r["brokerName"]: (r["provisional"], r["provisionalOn"]) for r in json.loads(stdout)["brokers"]}
         assert flags == {"broker-a": (True, [ns.addr]), "broker-b": (True, [ns.addr])}
         rc, stdout, _ = await mqadmin("clusterList", "--timeout", "5", "-n", ns.addr)
-        assert rc == 0 and f"restored on {ns.addr}, not registered since" in stdout
+        assert rc == 1 and f"restored on {ns.addr}, not registered since" in stdout
         async with connect(ns.addr) as again:
             await register(again, "broker-a", A)
             rc, stdout, _ = await mqadmin("clusterList", "--json", "--timeout", "5", "-n", ns.addr)

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from broker_stub.faults import FAULT_CODE, RESPONSE_CODE_MAX, RESPONSE_CODE_MIN
-from mqadmin.client.errors import AdminError, PerServer, check_answer, parse_answer
+from mqadmin.client.errors import AdminError, PerServer, asked, check_answer, parse_answer
 from mqadmin.client.namesrv import NamesrvClient
 from mqadmin.client.topic_text import attributes_text
 from remoting import fastjson
-from remoting.bodies import TopicConfig, parse_kv_table
+from remoting.bodies import ClusterInfo, TopicConfig, parse_kv_table
 from remoting.codes import DEFAULT_TOPIC, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, request
 
@@ -47,17 +47,27 @@ class BrokerClient(NamesrvClient):
         return state
 
     async def broker_addr_of(self, broker_name: str, broker_id: int = 0) -> str:
-        """The address the NameServer holds for broker ``broker_name`` / ``broker_id``."""
-        info = await self.cluster_info()
-        data = info.broker_addr_table.get(broker_name)
-        if data is None:
-            known = ", ".join(sorted(info.broker_addr_table)) or "none"
-            raise AdminError(f"broker {broker_name} is not known to the NameServer (brokers: {known})")
-        addr = dict(data.broker_addrs).get(broker_id)
-        if addr is None:
-            raise AdminError(f"broker {broker_name} has no brokerId {broker_id} registered "
-                             f"(ids: {', '.join(map(str, sorted(dict(data.broker_addrs))))})")
-        return addr
+        """The address a NameServer holds for broker ``broker_name`` / ``broker_id``.
+
+        Every NameServer is asked: they do not share state, and a broker partitioned from one (or
+        dropped by it) is still known to the others. The error, when none knows it, names each one
+        asked and what it knew.
+        """
+        answers = await self.cluster_infos_everywhere()
+        for r in answers:
+            if r.ok:
+                addr = dict(getattr(r.value.broker_addr_table.get(broker_name), "broker_addrs", {})).get(broker_id)
+                if addr is not None:
+                    return addr
+
+        def knew(info: ClusterInfo) -> str:
+            data = info.broker_addr_table.get(broker_name)
+            if data is not None:
+                return f"{broker_name} has ids {', '.join(map(str, sorted(dict(data.broker_addrs))))}"
+            return f"brokers {', '.join(sorted(info.broker_addr_table)) or 'none'}"
+
+        what = broker_name if broker_id == 0 else f"{broker_name} id {broker_id}"
+        raise AdminError(f"broker {what} is not known to any NameServer (asked {asked(answers, knew)})")
 
     async def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
         resp = await self.broker_call(broker_addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), "GET_BROKER_RUNTIME_INFO")

@@ -86,9 +86,9 @@ async def _each(client: AdminClient, addrs: list[str], make: Callable[[], Remoti
     async def one(addr: str) -> PerServer:
         try:
             await _call(client, addr, make(), what)
-            return PerServer(addr)
+            return PerServer(addr, kind="broker")
         except AdminError as exc:
-            return PerServer(addr, error=str(exc))
+            return PerServer(addr, error=str(exc), kind="broker")
 
     return await gather(addrs, one)
 

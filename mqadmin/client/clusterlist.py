@@ -49,6 +49,15 @@ def broker_addrs(info: ClusterInfo, only: str | None) -> list[tuple[str, str, in
     return out
 
 
+def vip_addr(addr: str, kv: Mapping[str, str]) -> str | None:
+    """The broker's VIP address, ``listenPort - 2``: a Java broker always opens it; the stub says in its
+    runtime info (``vipChannelEnabled``) whether it does. None when it does not, or ``addr`` has no port."""
+    host, _, port = addr.rpartition(":")
+    if kv.get("vipChannelEnabled", "true").strip().lower() != "true" or not port.isdigit():
+        return None
+    return f"{host}:{max(int(port) - 2, 0)}"
+
+
 def _num(kv: Mapping[str, str], key: str, kind: type = int) -> Any:
     """A number from the KVTable (first of a space-separated list), or None."""
     text = (kv.get(key) or "").strip().split(" ")[0]
@@ -65,7 +74,7 @@ def row(cluster: str, name: str, bid: int, addr: str, answer: PerServer, now_ms:
     ``provisional_on``: the NameServers that restored this broker from their
     route snapshot and have not heard it register since (code 9002).
     """
-    base: dict[str, Any] = {"cluster": cluster, "brokerName": name, "brokerId": bid, "addr": addr,
+    base: dict[str, Any] = {"cluster": cluster, "brokerName": name, "brokerId": bid, "addr": addr, "vipAddr": None,
                             "reachable": answer.ok, "error": None, "provisional": bool(provisional_on),
                             "provisionalOn": list(provisional_on or [])}
     keys = ["version", "inTps", "outTps", "sendQueue", "sendWaitMs", "pullQueue", "pullWaitMs", "ackQueue",
@@ -84,6 +93,7 @@ def row(cluster: str, name: str, bid: int, addr: str, answer: PerServer, now_ms:
         return a - b if a is not None and b is not None else None
 
     return base | {
+        "vipAddr": vip_addr(addr, kv),
         "version": kv.get("brokerVersionDesc"),
         "inTps": _num(kv, "putTps", float),
         "outTps": _num(kv, "getTransferredTps", float) if "getTransferredTps" in kv else _num(kv, "getTransferedTps", float),

@@ -147,9 +147,11 @@ class ClientCore:
         req_factory: Callable[[], RemotingCommand],
         what: str,
         parse: Callable[[RemotingCommand], Any] = lambda r: None,
+        kind: str = "broker",
     ) -> list[PerServer]:
-        """The same request to every address in parallel, one result each (in ``addrs`` order)."""
-        results = [PerServer(addr) for addr in addrs]
+        """The same request to every address in parallel, one result each (in ``addrs`` order); ``kind``
+        says what the addresses are (brokers unless told)."""
+        results = [PerServer(addr, kind=kind) for addr in addrs]
 
         async def one(result: PerServer) -> None:
             try:
@@ -169,7 +171,7 @@ class ClientCore:
         self, req_factory: Callable[[], RemotingCommand], what: str, parse: Callable[[RemotingCommand], Any] = lambda r: None
     ) -> list[PerServer]:
         self._need_namesrv()
-        return await self._each(self.namesrv_addrs, req_factory, what, parse)
+        return await self._each(self.namesrv_addrs, req_factory, what, parse, kind="NameServer")
 
     def _need_namesrv(self) -> None:
         if not self.namesrv_addrs:

@@ -9,7 +9,7 @@ callers treat "no such topic" as an answer, not as a fault.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from mqadmin.client import messages
@@ -35,6 +35,8 @@ class PerServer:
     addr: str
     value: Any = None
     error: str | None = None
+    #: What the server is ("NameServer", "broker"), for the summary of a command that asked several.
+    kind: str = field(default="server", compare=False)
 
     @property
     def ok(self) -> bool:
@@ -42,6 +44,29 @@ class PerServer:
 
     def to_json(self) -> dict[str, Any]:
         return {"addr": self.addr, "ok": self.ok, "error": self.error, "value": self.value}
+
+
+def asked(results: list[PerServer], describe: Callable[[Any], str]) -> str:
+    """What each server asked answered, for an error that gives up after asking them all:
+    ``ADDR: what it knew; ADDR: why it did not answer``."""
+    parts = []
+    for r in results:
+        if r.ok:
+            parts.append(f"{r.addr}: {describe(r.value)}")
+        else:
+            parts.append(error_about(r.addr, r.error or "no answer"))
+    return "; ".join(parts)
+
+
+def error_about(addr: str, error: str) -> str:
+    """``ADDR: what went wrong``, the address once and first: client errors usually begin with it
+    already (``ADDR: no response ...``); a refused connection names it inside instead."""
+    if error.startswith(f"{addr}: "):
+        return error
+    connect = f"cannot connect to {addr}: "
+    if error.startswith(connect):
+        return f"{addr}: cannot connect: {error.removeprefix(connect)}"
+    return f"{addr}: {error}"
 
 
 def code_name(code: int) -> str:

@@ -180,6 +180,8 @@ class MessagingClient(BrokerClient):
         ``queue_id`` too the message goes to exactly that queue, no retry.
         """
         route, default_nums = await self._publish_route(topic, route)
+        if broker_name is not None and all(b.broker_name != broker_name for b in route.broker_datas):
+            route = await self.route_with_broker(topic, broker_name)  # the NameServer asked first may not know it
         targets = _writable_queues(route, default_nums)
         if broker_name is not None:
             targets = [t for t in targets if t[0] == broker_name]
@@ -291,6 +293,8 @@ class MessagingClient(BrokerClient):
         if queue_id is not None and broker_name is None:
             raise AdminError("a queue id needs a broker name (-b) as well")
         route = await self.topic_route(topic)
+        if broker_name is not None and all(b.broker_name != broker_name for b in route.broker_datas):
+            route = await self.route_with_broker(topic, broker_name)  # the NameServer asked first may not know it
         addrs = {b.broker_name: _read_addr(b.broker_addrs) for b in route.broker_datas}
         queues = sorted((q.broker_name, i) for q in route.queue_datas if q.perm & PERM_READ for i in range(q.read_queue_nums))
         if broker_name is not None:

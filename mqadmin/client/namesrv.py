@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from mqadmin.client.core import ClientCore
-from mqadmin.client.errors import AdminError, NotFound, PerServer, parse_answer
+from mqadmin.client.errors import AdminError, NotFound, PerServer, asked, parse_answer
 from namesrv.liveinfo import LIVE_TABLE_CODE
 from namesrv.provisional import RESTORED_BROKERS_CODE
 from remoting import fastjson, properties
@@ -42,6 +42,20 @@ class NamesrvClient(ClientCore):
     async def topic_routes_everywhere(self, topic: str) -> list[PerServer]:
         """The route as each NameServer sees it (they need not agree)."""
         return await self._all(lambda: rq.get_route(topic), f"route of topic {topic}", lambda r: TopicRouteData.decode(r.body))
+
+    async def route_with_broker(self, topic: str, broker_name: str) -> TopicRouteData:
+        """The topic's route from a NameServer that routes it to ``broker_name``: every NameServer is
+        asked, as a broker partitioned from one is still routed by the others; an error names each one
+        asked and the brokers its route held."""
+        answers = await self.topic_routes_everywhere(topic)
+        for r in answers:
+            if r.ok and any(b.broker_name == broker_name for b in r.value.broker_datas):
+                return r.value  # type: ignore[no-any-return]
+
+        def held(route: TopicRouteData) -> str:
+            return f"brokers {', '.join(sorted(b.broker_name for b in route.broker_datas)) or 'none'}"
+
+        raise AdminError(f"no NameServer routes topic {topic} to broker {broker_name} (asked {asked(answers, held)})")
 
     async def cluster_infos_everywhere(self) -> list[PerServer]:
         """Each NameServer's own ClusterInfo (they need not agree)."""

@@ -22,10 +22,12 @@ from mqadmin.commands.options import (
     bad_option,
     broker_addr_option,
     client_for,
+    given_spelling,
     one_target,
 )
 from mqadmin.commands.results import exit_if_any_failed, only, per_server, print_failure
-from mqadmin.localcluster.faultpaths import broker_partition, local_broker_addr
+from mqadmin.localcluster.faultpaths import broker_partition
+from mqadmin.localcluster.namesrvs import local_cluster_of
 from mqadmin.localcluster.state import ClusterError, local_impls
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
@@ -93,9 +95,9 @@ def get_broker_config(
     async def fetch() -> list[PerServer]:
         async def one(target: tuple[str, str, str | None]) -> PerServer:
             try:
-                return PerServer(target[1], await ba.broker_config(client, target[1]))
+                return PerServer(target[1], await ba.broker_config(client, target[1]), kind="broker")
             except AdminError as exc:
-                return PerServer(target[1], error=str(exc))
+                return PerServer(target[1], error=str(exc), kind="broker")
 
         return await ba.gather(targets, one)
 
@@ -187,17 +189,14 @@ def broker_fault(
     if clear:
         chosen.append(("clear", {}))
     if len(chosen) > 1:
-        raise bad_option("brokerFault", "give at most one of --latency, --reject, --hang, --resume, --partition, --heal, --clear")
+        given = "/".join(given_spelling(f"--{action}") for action, _ in chosen)
+        raise bad_option(given, "give at most one of --latency, --reject, --hang, --resume, --partition, --heal, --clear")
     action, params = chosen[0] if chosen else ("status", {})
     by_addr = ":" in broker or _is_ip(broker)
     fault_addr = addr_opt("-b", broker) if by_addr else None  # an address without its port is a usage error
 
     async def resolve() -> str:
-        if fault_addr is not None:
-            return fault_addr
-        client = client_for(namesrv, timeout)
-        local = local_broker_addr(broker, broker_id, client.namesrv_addrs)  # known even when partitioned
-        return local or await client.broker_addr_of(broker, broker_id)
+        return fault_addr or await _addr_of_name(namesrv, timeout, broker.strip(), broker_id)
 
     addr = run(resolve)
     routed = None
@@ -236,6 +235,24 @@ def broker_fault(
     ]
     title = f"broker {addr}: " + ("fault state" if action == "status" else f"{action} applied")
     out.print(fit_table([Col("#Fault"), Col("#State", wrap=True)], rows, title=title))
+
+
+async def _addr_of_name(namesrv: str | None, timeout: float, name: str, broker_id: int) -> str:
+    """A broker's address by its name: from the local cluster's own record when the command talks to
+    the local cluster (it knows a broker partitioned from the very NameServer a command would ask, or
+    from every one), else from any NameServer that knows it (each is asked); an unknown name names
+    every NameServer asked and what it knew, and the local cluster looked in."""
+    state = local_cluster_of(namesrv)
+    found = [p.addr for p in state.brokers if p.broker_name == name and p.broker_id == broker_id] if state else []
+    if found:
+        return found[0]
+    try:
+        return await client_for(namesrv, timeout).broker_addr_of(name, broker_id)
+    except AdminError as exc:
+        if state is None:
+            raise
+        known = ", ".join(sorted({p.broker_name or p.name for p in state.brokers})) or "none"
+        raise AdminError(f"{exc}; nor is it in the local cluster in {state.dir} (brokers: {known})") from None
 
 
 def _print_routed(addr: str, action: str, partitioned: list[str], paths: list[dict[str, Any]], as_json: bool) -> None:

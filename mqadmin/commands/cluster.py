@@ -17,16 +17,16 @@ from rich.text import Text
 
 from mqadmin.client import AdminClient, run
 from mqadmin.client.clusterlist import cluster_rows
-from mqadmin.client.errors import AdminError
+from mqadmin.client.errors import AdminError, PerServer
 from mqadmin.commands.options import JsonOpt, NamesrvOpt, TimeoutOpt, client_for
-from mqadmin.commands.results import interruptible
+from mqadmin.commands.results import exit_if_any_failed, interruptible
 from mqadmin.localcluster.state import local_impls
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table, fit_variants
 
 #: Apache 5.x's columns (ClusterListSubCommand.printClusterBaseInfo) plus #Status.
 BASE_COLUMNS = [
-    Col("#Cluster Name"), Col("#Broker Name"), Col("#BID"), Col("#Addr"), Col("#Version", 3),
+    Col("#Cluster Name"), Col("#Broker Name"), Col("#BID"), Col("#Addr"), Col("#VIP Addr", 8), Col("#Version", 3),
     Col("#InTPS(LOAD)", 1, "right"), Col("#OutTPS(LOAD)", 2, "right"), Col("#Timer(Progress)", 7),
     Col("#PCWait(ms)", 6, "right"), Col("#Hour", 4), Col("#SPACE", 5), Col("#ACTIVATED", 3), Col("#Status", wrap=True),
 ]
@@ -34,7 +34,7 @@ BASE_COLUMNS = [
 TIMER_RANK = 7
 #: The same figures without the thread-pool load, tried when the full table is too wide.
 COMPACT_COLUMNS = [
-    Col("#Cluster Name"), Col("#Broker Name"), Col("#BID"), Col("#Addr"), Col("#Version", 3),
+    Col("#Cluster Name"), Col("#Broker Name"), Col("#BID"), Col("#Addr"), Col("#VIP Addr", 8), Col("#Version", 3),
     Col("#InTPS", 1, "right"), Col("#OutTPS", 2, "right"), Col("#PCWait(ms)", 6, "right"), Col("#Hour", 4),
     Col("#SPACE", 5), Col("#ACTIVATED", 3), Col("#Status", wrap=True),
 ]
@@ -62,7 +62,7 @@ def status(r: dict[str, Any]) -> Text:
 
 def base_cells(r: dict[str, Any]) -> list[str | Text]:
     """Apache 5.x's cells (same formats, leading padding dropped) plus the status."""
-    ident: list[str | Text] = [r["cluster"], r["brokerName"], str(r["brokerId"]), r["addr"]]
+    ident: list[str | Text] = [r["cluster"], r["brokerName"], str(r["brokerId"]), r["addr"], r["vipAddr"] or "-"]
     if not r["reachable"]:
         return ident + ["-"] * 8 + [status(r)]
     congest = (r["timerCongestNum"] or 0) / 10000.0
@@ -83,8 +83,8 @@ def base_cells(r: dict[str, Any]) -> list[str | Text]:
 def compact_cells(r: dict[str, Any]) -> list[str | Text]:
     cells = base_cells(r)
     if not r["reachable"]:
-        return cells[:4] + ["-"] * 7 + [cells[-1]]
-    return cells[:5] + [_f(r["inTps"], ".2f"), _f(r["outTps"], ".2f")] + cells[8:]
+        return cells[:5] + ["-"] * 7 + [cells[-1]]
+    return cells[:6] + [_f(r["inTps"], ".2f"), _f(r["outTps"], ".2f")] + cells[9:]
 
 
 def more_cells(r: dict[str, Any]) -> list[str | Text]:
@@ -135,6 +135,9 @@ def cluster_list(
             time.sleep(interval)
     if not rows and cluster_name is None and not as_json:
         out.print("no broker is registered with the NameServer", style="yellow")
+    # A health check as well: a broker that did not answer fails the command (its row says why).
+    exit_if_any_failed([PerServer(r["addr"], error=r["error"] or "no answer", kind="broker") if not r["reachable"]
+                        else PerServer(r["addr"], kind="broker") for r in rows])
 
 
 def cluster_rt(

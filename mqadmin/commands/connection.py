@@ -6,14 +6,22 @@ import typer
 
 from mqadmin.client import AdminClient, run
 from mqadmin.client import broker_admin as ba
-from mqadmin.commands.options import JsonOpt, NamesrvOpt, TimeoutOpt, broker_addr_option, client_for
+from mqadmin.commands.options import (
+    JsonOpt,
+    NamesrvOpt,
+    TimeoutOpt,
+    broker_addr_option,
+    client_for,
+    group_option,
+    topic_option,
+)
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
 from remoting.codes import version_desc
 
 
 def consumer_connection(
-    group: str = typer.Option(..., "-g", "--consumerGroup", help="Consumer group."),
+    group: str = group_option("Consumer group.", "-g", "--consumerGroup"),
     broker_addr: str | None = broker_addr_option("Ask this broker (host:port)."),
     namesrv: str | None = NamesrvOpt,
     as_json: bool = JsonOpt,
@@ -43,8 +51,8 @@ def consumer_connection(
 
 
 def producer_connection(
-    group: str = typer.Option(..., "-g", "--producerGroup", help="Producer group."),
-    topic: str = typer.Option(..., "-t", "--topic", help="A topic the group sends to (its brokers are asked)."),
+    group: str = group_option("Producer group.", "-g", "--producerGroup"),
+    topic: str = topic_option("A topic the group sends to (its brokers are asked)."),
     namesrv: str | None = NamesrvOpt,
     as_json: bool = JsonOpt,
     timeout: float = TimeoutOpt,

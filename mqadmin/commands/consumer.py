@@ -22,7 +22,9 @@ from mqadmin.commands.options import (
     bool_opt,
     broker_addr_option,
     client_for,
+    group_option,
     one_target,
+    topic_option,
 )
 from mqadmin.commands.results import exit_if_any_failed, only, print_failure, print_results
 from mqadmin.output.console import out, print_json
@@ -44,8 +46,8 @@ def _date(ms: int) -> str:
 
 
 def consumer_progress(
-    group: str | None = typer.Option(None, "-g", "--groupName", help="Consumer group (default: every group)."),
-    topic: str | None = typer.Option(None, "-t", "--topicName", help="Only this topic."),
+    group: str | None = group_option("Consumer group (default: every group).", default=None),
+    topic: str | None = topic_option("Only this topic.", "-t", "--topicName", default=None),
     show_ip: str | None = typer.Option(None, "-s", "--showClientIP", metavar="true|false", help="Add a #Client IP column."),
     cluster: str | None = typer.Option(None, "-c", "--cluster", help="Cluster name (accepted for Apache's syntax)."),
     namesrv: str | None = NamesrvOpt,
@@ -168,7 +170,7 @@ def subscription_group_text(cfg: dict[str, Any]) -> str:
 
 
 def update_sub_group(
-    group: str = typer.Option(..., "-g", "--groupName", help="Consumer group name."),
+    group: str = group_option("Consumer group name."),
     broker_addr: str | None = broker_addr_option("On this broker (host:port)."),
     cluster: str | None = typer.Option(None, "-c", "--clusterName", help="On every master of this cluster."),
     consume_enable: str | None = typer.Option(None, "-s", "--consumeEnable", metavar="true|false", help="Consume enable."),
@@ -214,7 +216,9 @@ def update_sub_group(
     try:
         cfg = subscription_group_config(raw)
     except MqJsonError as exc:
-        option = next((o for field, o in FIELD_OPTIONS if field in str(exc)), "-p")
+        option = next((o for field, o in FIELD_OPTIONS if field in str(exc)), "-p" if retry_policy is not None else None)
+        if option is None:  # no option of the user's is to blame: name none rather than one not given
+            raise typer.BadParameter(str(exc)) from None
         raise bad_option(option, str(exc)) from None
     client = client_for(namesrv, timeout) if cluster is not None else AdminClient([], timeout=timeout)
     results = run(ba.update_sub_group, client, _targets(client, broker_addr, cluster), cfg)
@@ -229,7 +233,7 @@ def update_sub_group(
 
 
 def delete_sub_group(
-    group: str = typer.Option(..., "-g", "--groupName", help="Subscription group name."),
+    group: str = group_option("Subscription group name."),
     broker_addr: str | None = broker_addr_option("From this broker (host:port)."),
     cluster: str | None = typer.Option(None, "-c", "--clusterName", help="From every master of this cluster, "
                                        "and its %RETRY% and %DLQ% topics from the cluster."),

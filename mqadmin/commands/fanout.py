@@ -35,7 +35,7 @@ PlotOpt = typer.Option(None, "--plot", metavar="OUT.png", help="Draw sends, brok
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    print(f"mqadmin fanout: {message}", file=sys.stderr)
+    print(f"mqadmin: {message}", file=sys.stderr)  # every mqadmin error's prefix
     return typer.Exit(code)
 
 
@@ -138,8 +138,8 @@ def register(app: typer.Typer) -> None:
             from mqadmin.scenario import schema
             from mqadmin.scenario.shipped import resolve
 
-            scenario_path = resolve(scenario)
             try:
+                scenario_path = resolve(scenario)
                 schema.load(scenario_path)  # an invalid file is a usage error, as for `scenario run`
             except schema.ScenarioError as exc:
                 raise _fail(str(exc), 2) from None

@@ -4,7 +4,6 @@ killNamesrv, restartNamesrv, logs. The processes are run by :mod:`mqadmin.localc
 from __future__ import annotations
 
 import signal
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +17,7 @@ from faultproxy.client import FaultProxyError
 from mqadmin.client import AdminClient, run
 from mqadmin.client.errors import AdminError
 from mqadmin.commands.options import JsonOpt, bad_option, state_dir_option
-from mqadmin.commands.results import self_command
+from mqadmin.commands.results import fail, self_command
 from mqadmin.localcluster import faultpaths, java, processes, prometheus_sd
 from mqadmin.localcluster.certs import cert_path
 from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, default_dir, proc_state
@@ -37,7 +36,7 @@ def _dir(directory: Path | None) -> Path:
 
 def _role(p: Proc) -> str:
     if p.kind != "broker":
-        return "fault proxy" if p.kind == "faultproxy" else p.kind
+        return "fault proxy" if p.kind == "faultproxy" else p.kind  # namesrv, proxy
     return "master" if p.broker_id == 0 else f"slave {p.broker_id}"
 
 
@@ -46,8 +45,9 @@ def status_table(state: ClusterState) -> Any:
     for p in state.procs:
         st = proc_state(p)
         style = "green" if st == "running" else "yellow" if st.startswith("paused") else "red"
-        rows.append([p.name, _role(p), p.label, p.addr, str(p.pid), Text(st, style=style)])
-    cols = [Col("#Process"), Col("#Role"), Col("#Impl"), Col("#Addr"), Col("#PID", 1), Col("#State")]
+        rows.append([p.name, _role(p), p.label, p.addr, p.vip_addr or "", str(p.pid), Text(st, style=style)])
+    cols = [Col("#Process"), Col("#Role"), Col("#Impl"), Col("#Addr"), Col("#VIP Addr", 2), Col("#PID", 1),
+            Col("#State")]
     return fit_table(cols, rows, title=f"cluster {state.cluster} in {state.dir}")
 
 
@@ -81,11 +81,12 @@ def state_json(state: ClusterState) -> dict[str, Any]:
         "dir": state.dir, "cluster": state.cluster, "namesrvAddr": state.namesrv_addr, "topics": state.topics,
         "auth": state.auth, "tls": state.tls,
         "procs": [{"name": p.name, "kind": p.kind, "role": _role(p), "impl": p.label.split(" ")[0],
-                   "version": p.version, "brokerName": p.broker_name,
-                   "brokerId": p.broker_id, "addr": p.addr, "pid": p.pid, "state": proc_state(p),
+                   "version": p.version, "brokerName": p.broker_name, "brokerId": p.broker_id, "addr": p.addr,
+                   "vipAddr": p.vip_addr, "pid": p.pid, "state": proc_state(p),
                    "log": p.log, "config": p.config, "metricsUrl": _metrics_url(p)} for p in state.procs],
         "prometheusConfig": str(prometheus_sd.config_path(state.dir)) if state.metrics else None,
         "faultProxy": _proxy_json(state),
+        "grpcEndpoint": next((p.addr for p in state.procs if p.kind == "proxy"), None),
     }
 
 
@@ -130,14 +131,21 @@ def start_cmd(
     broker_props: list[str] | None = typer.Option(None, "--broker-prop", metavar="KEY=VALUE",
                                                   help="Another broker.properties key for every broker (repeatable; "
                                                        "e.g. mappedFileSizeCommitLog=1073741824)."),
+    reuse: bool = typer.Option(False, "--reuse", help="If the local cluster in --dir is already running, say so and "
+                               "exit 0 instead of failing (make run twice); nothing is started or changed."),
     fault_proxy: bool = typer.Option(True, "--fault-proxy/--no-fault-proxy",
                                      help="Route every broker->NameServer connection through a fault proxy (for "
                                           "networkFault and brokerFault --partition); off: brokers dial NameServers."),
     client_proxy: bool = typer.Option(False, "--client-proxy", help="Brokers register the proxy's address "
                                       "(127.0.0.2:PORT), so clients reach them through it too (networkFault --clients)."),
+    proxy: str | None = typer.Option(None, "--proxy", metavar="VERSION",
+                                     help="Also start Apache's RocketMQ Proxy of this version (e.g. 5.3.3, from Maven "
+                                     "Central, cached) in cluster mode: the gRPC endpoint of RocketMQ 5 clients."),
     directory: Path | None = DirOpt,
     as_json: bool = JsonOpt,
 ) -> None:
+    if reuse and _already_running(_dir(directory), as_json):
+        return
     topic_list = tuple(t.strip() for t in (topics or "").split(",") if t.strip())
     opts = processes.StartOptions(
         namesrvs=namesrvs, brokers=brokers, slaves=slaves, cluster=cluster_name, register_period_ms=register_period,
@@ -145,6 +153,7 @@ def start_cmd(
         auth=auth, tls=tls, metrics=metrics, namesrv_impl=namesrv_impl, broker_impl=broker_impl,
         broker_props=_key_values("--broker-prop", broker_props or []),
         java_sizing=Sizing(java_opts=tuple(java_opts or ())), fault_proxy=fault_proxy, client_proxy=client_proxy,
+        proxy=proxy,
     )
     try:
         processes.validate_options(opts)
@@ -156,8 +165,7 @@ def start_cmd(
             java.resolve(opts.java_versions(), say, detail)  # first use: Maven, with progress; then the cache
             state = processes.start(where, opts, say)
     except ArtifactError as exc:
-        print(f"mqadmin: {exc}", file=sys.stderr)
-        raise typer.Exit(2) from None
+        fail(str(exc), 2)
     if as_json:
         print_json(state_json(state))
         return
@@ -188,6 +196,28 @@ def _progress(java_roles: bool) -> Iterator[tuple[java.Progress, java.Progress |
         return
     with console.status("starting the Java processes ...") as status:
         yield say, lambda line: status.update(line)
+
+
+def _already_running(where: Path, as_json: bool) -> bool:
+    """``start --reuse``: whether a whole cluster runs in ``where`` already (said on stdout); a cluster only
+    partly running is an error naming what is down, since reusing it would hide that."""
+    if not (where / STATE_FILE).exists():
+        return False
+    state = ClusterState.load(where)
+    states = {p.name: proc_state(p) for p in state.procs}
+    if not any(p.alive() for p in state.procs):
+        return False  # stopped (or crashed) whole: start it again
+    down = [f"{name} ({st})" for name, st in states.items() if st != "running"]
+    if down:
+        raise ClusterError(f"the local cluster in {where} is only partly running ({', '.join(down)} not running): "
+                           f"{self_command()} stop, then start it again")
+    if as_json:
+        print_json(state_json(state))
+    else:
+        out.print(f"the local cluster in {where} is already running ({len(state.namesrvs)} NameServer(s), "
+                  f"{len(state.brokers)} broker(s)): nothing started; {self_command()} status shows it")
+        out.print(f"export NAMESRV_ADDR='{state.namesrv_addr}'")
+    return True
 
 
 def summary(state: ClusterState, directory: Path | None) -> Group:
@@ -223,6 +253,9 @@ def summary(state: ClusterState, directory: Path | None) -> Group:
                           f"{hint}"))
     else:  # no broker to route or kill
         lines.append(Text(f"try:  {me} clusterList,  {me} getNamesrvConfig{hint}"))
+    for p in state.procs:
+        if p.kind == "proxy":
+            lines.append(Text(f"RocketMQ 5 clients (gRPC, Apache's Proxy): endpoints {p.addr}"))
     lines.append(Text(f"stop: {me} stop{dir_opt}"))
     if state.metrics:
         lines.append(Text("metrics: " + "  ".join(f"{p.name} {_metrics_url(p)}" for p in state.procs if p.metrics_port)))
@@ -231,6 +264,8 @@ def summary(state: ClusterState, directory: Path | None) -> Group:
 
 
 def status_cmd(directory: Path | None = DirOpt, as_json: bool = JsonOpt) -> None:
+    """A health check too: exit 1, with one line on stderr naming them, when any process is not running
+    (stopped, or paused with SIGSTOP)."""
     state = ClusterState.load(_dir(directory))
     if as_json:
         print_json(state_json(state))
@@ -239,6 +274,11 @@ def status_cmd(directory: Path | None = DirOpt, as_json: bool = JsonOpt) -> None
         if state.paths:
             out.print(paths_table(state, _live_paths(state)))
         out.print(f"export NAMESRV_ADDR='{state.namesrv_addr}'")
+    down = [f"{p.name} ({st})" for p in state.procs if (st := proc_state(p)) != "running"]
+    if down:
+        again = f" ({self_command()} start starts it again)" if len(down) == len(state.procs) else ""
+        fail(f"{len(down)} of {len(state.procs)} processes of the local cluster are not running: "
+             f"{', '.join(down)}{again}")
 
 
 def stop_cmd(directory: Path | None = DirOpt) -> None:

@@ -11,13 +11,14 @@ from rich.text import Text
 from mqadmin.client import run
 from mqadmin.client.messages import message_ext_text, message_queue_text
 from mqadmin.client.messaging import TOOLS_CONSUMER_GROUP, QueueRead
-from mqadmin.commands.options import JsonOpt, NamesrvOpt, TimeoutOpt, bad_option, client_for, topic_opt
+from mqadmin.commands.options import JsonOpt, NamesrvOpt, TimeoutOpt, bad_option, client_for, group_option, topic_option
+from mqadmin.commands.results import fail
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
 
 
 def send_message(
-    topic: str = typer.Option(..., "-t", "--topic", help="Topic name."),
+    topic: str = topic_option("Topic name."),
     body: str = typer.Option(..., "-p", "--body", help="Message body (UTF-8)."),
     keys: str | None = typer.Option(None, "-k", "--key", help="Message keys."),
     tags: str | None = typer.Option(None, "-c", "--tags", help="Message tags."),
@@ -34,7 +35,7 @@ def send_message(
     client = client_for(namesrv, timeout)
 
     async def send() -> Any:
-        return await client.send_message(topic_opt(topic), body.encode("utf-8"), keys=keys, tags=tags,
+        return await client.send_message(topic, body.encode("utf-8"), keys=keys, tags=tags,
                                          broker_name=broker, queue_id=queue_id)
 
     result = run(send)
@@ -47,11 +48,11 @@ def send_message(
 
 
 def consume_message(
-    topic: str = typer.Option(..., "-t", "--topic", help="Topic name."),
+    topic: str = topic_option("Topic name."),
     broker: str | None = typer.Option(None, "-b", "--brokerName", help="Only this broker."),
     queue_id: int | None = typer.Option(None, "-i", "--queueId", min=0, help="Only this queue (needs -b)."),
     offset: int | None = typer.Option(None, "-o", "--offset", min=0, help="Start at this queue offset (needs -i)."),
-    group: str = typer.Option(TOOLS_CONSUMER_GROUP, "-g", "--consumerGroup", help="Consumer group name."),
+    group: str = group_option("Consumer group name.", "-g", "--consumerGroup", default=TOOLS_CONSUMER_GROUP),
     count: int = typer.Option(128, "-c", "--MessageNumber", min=1, max=100_000, help="At most this many messages."),
     begin: str | None = typer.Option(None, "-s", "--beginTimestamp", metavar="TIME",
                                      help="Only messages stored at or after TIME (currentTimeMillis or yyyy-MM-dd#HH:mm:ss:SSS)."),
@@ -81,8 +82,9 @@ def consume_message(
         print_json({"topic": topic, "messages": [m.to_json() for m in msgs], "queues": [r.to_json() for r in reads]})
     else:
         _print_as_apache(topic, reads, count, by_queue=queue_id is not None)
-    if any(r.error for r in reads):
-        raise typer.Exit(1)
+    failed = [f"{r.broker_name} queue {r.queue_id}" for r in reads if r.error]
+    if failed:  # each one's error is a result line above; stderr says why the status is 1
+        fail(f"{len(failed)} of {len(reads)} queues could not be read: {', '.join(failed)}")
 
 
 def _print_as_apache(topic: str, reads: list[QueueRead], count: int, by_queue: bool) -> None:

@@ -11,7 +11,7 @@ import typer
 from mqadmin.client import run
 from mqadmin.client.errors import PerServer
 from mqadmin.commands.options import JsonOpt, NamesrvOpt, TimeoutOpt, bad_option, client_for
-from mqadmin.commands.results import exit_if_any_failed, fail, per_server, print_failure, print_results
+from mqadmin.commands.results import exit_if_any_failed, per_server, print_failure, print_results
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
 from namesrv.config_policy import config_view, key_class
@@ -100,12 +100,14 @@ def _write_perm_results(results: list[PerServer], broker: str, verb: str, as_jso
     else:
         print_results(results, f"{verb} write perm of broker[{broker}] in name server[{{addr}}] OK, {{value}}")
     unknown = [r.addr for r in results if r.ok and r.value == 0]
-    if unknown:
-        everywhere = len(unknown) == len(results)
-        fail(f"no NameServer knows broker {broker}: no topic changed (clusterList shows the broker names)"
-             if everywhere else f"{len(unknown)} of {len(results)} NameServers ({', '.join(unknown)}) do not know "
-                                f"broker {broker}: no topic changed there")
-    exit_if_any_failed(results)
+    finding = None
+    if unknown and len(unknown) == len(results):
+        finding = (f"no NameServer knows broker {broker} (asked {', '.join(unknown)}): no topic changed "
+                   "(clusterList shows the broker names)")
+    elif unknown:
+        finding = (f"{len(unknown)} of {len(results)} NameServers ({', '.join(unknown)}) do not know broker {broker}: "
+                   "no topic changed there")
+    exit_if_any_failed(results, also=finding)
 
 
 def get_namesrv_config(

@@ -17,7 +17,7 @@ import typer
 from rich.text import Text
 
 from faultproxy.client import describe_faults
-from mqadmin.commands.options import JsonOpt, bad_option
+from mqadmin.commands.options import JsonOpt, bad_option, given_spelling
 from mqadmin.localcluster import faultpaths
 from mqadmin.localcluster.state import ClusterError, ClusterState, Proc, ProxyPath, default_dir
 from mqadmin.output.console import out, print_json
@@ -57,8 +57,9 @@ def network_fault(
                                     ("latency", latency is not None), ("bandwidth", bandwidth is not None),
                                     ("reset", reset), ("heal", heal)) if on]
     if len(chosen) > 1:
-        raise bad_option("networkFault", "give at most one of --partition, --refuse, --blackhole, --latency, "
-                                         "--bandwidth, --reset, --heal")
+        given = "/".join(given_spelling(f"--{fault}") for fault in chosen)  # the options named are the ones given
+        raise bad_option(given, "give at most one of --partition, --refuse, --blackhole, --latency, --bandwidth, "
+                                "--reset, --heal")
     if stream not in STREAMS:
         raise bad_option("--stream", f"{stream!r} is not upstream, downstream or both")
     if jitter and latency is None:

@@ -16,7 +16,9 @@ from mqadmin.commands.options import (
     bool_opt,
     broker_addr_option,
     client_for,
+    group_option,
     time_opt,
+    topic_option,
 )
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
@@ -25,8 +27,8 @@ from remoting.command import request
 
 
 def reset_offset_by_time(
-    group: str = typer.Option(..., "-g", "--group", help="Consumer group."),
-    topic: str = typer.Option(..., "-t", "--topic", help="Topic."),
+    group: str = group_option("Consumer group.", "-g", "--group"),
+    topic: str = topic_option("Topic."),
     timestamp: str = typer.Option(..., "-s", "--timestamp", metavar="TIME",
                                   help="now, milliseconds since the epoch, or yyyy-MM-dd#HH:mm:ss:SSS."),
     force: str | None = typer.Option(None, "-f", "--force", metavar="true|false",

@@ -8,6 +8,7 @@ a usage error.
 
 from __future__ import annotations
 
+import contextvars
 import datetime
 import functools
 import importlib.util
@@ -25,7 +26,7 @@ import typer
 from mqadmin.client import AdminClient
 from mqadmin.client.addresses import check_addr
 from mqadmin.client.errors import AdminError
-from mqadmin.client.security import TlsOptions, credentials_from, using_security
+from mqadmin.client.security import ClientSecurity, TlsOptions, credentials_from, using_security
 from mqadmin.localcluster.accounts import security_for
 from mqadmin.localcluster.namesrvs import namesrv_addrs
 from mqadmin.localcluster.processes import make_state_dir
@@ -40,12 +41,37 @@ TimeoutOpt = typer.Option(3.0, "--timeout", min=0.05, help="Seconds to wait for 
 #: the terminal's real width (Click's default caps it at 80 and cuts command summaries with "...").
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 250}
 
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+#: Apache's TopicValidator and Validators.checkGroup: the characters of a topic or group name, and their
+#: longest lengths. Checked before anything is sent, in every command that takes a name.
+NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_MAX_LENGTH, GROUP_MAX_LENGTH = 127, 255
+
+#: Each option name of the command being run -> the spelling of it the user typed (``-g`` ->
+#: ``--groupName``), set by :func:`mqadmin.cli.main`: an error names an option as it was given.
+OPTION_SPELLINGS: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("mqadmin_option_spellings",
+                                                                                   default={})
 
 
 def bad_option(option: str, message: str) -> typer.BadParameter:
-    """A usage error naming the option (one line, exit 2)."""
-    return typer.BadParameter(message, param_hint=option)
+    """A usage error naming the option (one line, exit 2), as the user spelled it (``--groupName`` or ``-g``)."""
+    return typer.BadParameter(message, param_hint=given_spelling(option))
+
+
+def given_spelling(option: str) -> str:
+    """The spelling of ``option`` (one of its names) the user typed, else ``option`` itself."""
+    return OPTION_SPELLINGS.get().get(option, option)
+
+
+def spellings(names_of_options: list[list[str]], words: list[str]) -> dict[str, str]:
+    """For each option (its list of names) given in ``words``, every one of its names -> the one typed
+    (the last, when given more than once: the value Click keeps)."""
+    found: dict[str, str] = {}
+    for names in names_of_options:
+        typed = [n for word in words for n in names
+                 if word == n or word.startswith(f"{n}=") or (len(n) == 2 and n != word and word.startswith(n))]
+        if typed:
+            found.update(dict.fromkeys(names, typed[-1]))
+    return found
 
 
 def client_for(namesrv: str | None, timeout: float) -> AdminClient:
@@ -110,12 +136,46 @@ def time_opt(option: str, text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def topic_opt(topic: str) -> str:
-    """A ``-t`` topic name as Apache's TopicValidator accepts it."""
-    topic = topic.strip()
-    if not topic or len(topic) > 127 or not TOPIC_PATTERN.match(topic):
-        raise bad_option("-t", f"topic {topic!r} must be 1-127 characters of ^[%|a-zA-Z0-9_-]+$")
-    return topic
+def topic_opt(topic: str, option: str = "-t") -> str:
+    """A topic name as Apache's TopicValidator accepts it."""
+    return _name("topic", option, topic, TOPIC_MAX_LENGTH)
+
+
+def group_opt(group: str, option: str = "-g") -> str:
+    """A consumer, producer or subscription group name as Apache's Validators.checkGroup accepts it."""
+    return _name("group", option, group, GROUP_MAX_LENGTH)
+
+
+def _name(what: str, option: str, value: str, longest: int) -> str:
+    value = value.strip()
+    if not value or len(value) > longest or not NAME_PATTERN.match(value):
+        raise bad_option(option, f"{what} {value!r} must be 1-{longest} characters of {NAME_PATTERN.pattern}")
+    return value
+
+
+def _checked_name(check: Callable[[str, str], str]) -> Callable[[typer.Context, Any, Any], Any]:
+    """A Typer callback running ``check`` on an option's value (or each of a repeated option's)."""
+    def callback(ctx: typer.Context, param: Any, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, (list, tuple)):
+            return [check(v, param.opts[0]) for v in value]
+        return check(value, param.opts[0])
+
+    return callback
+
+
+def topic_option(help_text: str, *names: str, default: Any = ..., **kwargs: Any) -> Any:
+    """A topic option (``-t`` unless named): its name is checked while the command line is parsed,
+    so a name no broker would accept (``a/b``) is a usage error before anything is sent."""
+    return typer.Option(default, *(names or ("-t", "--topic")), help=help_text, callback=_checked_name(topic_opt),
+                        **kwargs)
+
+
+def group_option(help_text: str, *names: str, default: Any = ..., **kwargs: Any) -> Any:
+    """A group option (``-g`` unless named), checked as :func:`topic_option` is."""
+    return typer.Option(default, *(names or ("-g", "--groupName")), help=help_text, callback=_checked_name(group_opt),
+                        **kwargs)
 
 
 def state_dir_option(directory: Path | None) -> Path:
@@ -173,6 +233,10 @@ AccessKeyOpt = typer.Option(
 SecretKeyOpt = typer.Option(
     None, "--secret-key", metavar="SK", envvar="ROCKETMQ_SECRET_KEY", show_envvar=False,
     help="The account's secret key (better in $ROCKETMQ_SECRET_KEY or tools.yml: other users can read a command line).")
+UnsignedOpt = typer.Option(
+    False, "--unsigned", envvar="MQADMIN_UNSIGNED", show_envvar=False,
+    help="Send every request unsigned, even to a local cluster started with --auth (also $MQADMIN_UNSIGNED=1): "
+         "what a client without keys gets.")
 TlsOpt = typer.Option(
     False, "--tls", help="Connect with TLS, as a Java client with -Dtls.enable=true: the server's certificate is not "
                          "checked unless --tls-trust-cert is given (default: on for a local cluster started with --tls).")
@@ -182,7 +246,7 @@ TlsTrustOpt = typer.Option(
 
 #: The options :func:`signing` adds: parameter name -> (typer option, annotation).
 SECURITY_OPTIONS: dict[str, tuple[Any, Any]] = {
-    "access_key": (AccessKeyOpt, str | None), "secret_key": (SecretKeyOpt, str | None),
+    "access_key": (AccessKeyOpt, str | None), "secret_key": (SecretKeyOpt, str | None), "unsigned": (UnsignedOpt, bool),
     "tls": (TlsOpt, bool), "tls_trust_cert": (TlsTrustOpt, Path | None),
 }
 
@@ -208,14 +272,19 @@ def signing(command: Callable[..., Any]) -> Callable[..., Any]:
     sig = inspect.signature(command, eval_str=True)
 
     @functools.wraps(command)
-    def signed(*args: Any, access_key: str | None = None, secret_key: str | None = None, tls: bool = False,
-               tls_trust_cert: Path | None = None, **kwargs: Any) -> Any:
+    def signed(*args: Any, access_key: str | None = None, secret_key: str | None = None, unsigned: bool = False,
+               tls: bool = False, tls_trust_cert: Path | None = None, **kwargs: Any) -> Any:
         try:
             given = credentials_from(access_key, secret_key)
         except ValueError as exc:
             raise bad_option("--access-key/--secret-key", str(exc)) from None
+        if unsigned and given is not None:
+            raise bad_option("--unsigned", "sends no signature: it cannot go with --access-key/--secret-key "
+                                           "(or $ROCKETMQ_ACCESS_KEY/$ROCKETMQ_SECRET_KEY)")
         security = security_for(kwargs.get("namesrv"), given, kwargs.get("directory"),
                                 tls=_tls_given(tls, tls_trust_cert))
+        if unsigned:  # no keys, whatever the local cluster or tools.yml would give; TLS as it would be
+            security = ClientSecurity(tls=security.tls)
         with using_security(security):
             return command(*args, **kwargs)
 

@@ -13,8 +13,9 @@ Two kinds of failure, two places:
 
 * a command that sends one request to several servers (every NameServer, every master of a cluster)
   prints one result line per server on stdout, Apache's words for a server that answered and
-  ``ADDR: what went wrong`` for one that did not (:func:`print_results`); the exit status is 1 if any
-  server failed;
+  ``ADDR: what went wrong`` for one that did not (:func:`print_results`); if any server failed, one
+  summary line on stderr names them (``mqadmin: 1 of 2 NameServers failed: ADDR``) and the exit
+  status is 1 (:func:`exit_if_any_failed`);
 * a command-level error (bad input the servers refused, the one server named by ``-b`` or every
   NameServer not answering, a run that failed) is one line on stderr starting ``mqadmin:``;
   ``--debug`` shows the traceback instead.
@@ -32,7 +33,7 @@ from typing import Any, NoReturn
 
 import typer
 
-from mqadmin.client.errors import AdminError, PerServer
+from mqadmin.client.errors import AdminError, PerServer, error_about
 from mqadmin.output.console import ReaderGone, out, print_json
 from remoting.climain import first_of
 
@@ -70,10 +71,34 @@ def print_failure(r: PerServer, doing: str = "") -> None:
     out.print(line, style="red")
 
 
-def exit_if_any_failed(results: list[PerServer]) -> None:
-    """Exit status 1 when any server failed (its line is printed already)."""
-    if not all(r.ok for r in results):
-        raise typer.Exit(EXIT_FAILED)
+def exit_if_any_failed(results: list[PerServer], also: str | None = None) -> None:
+    """Exit status 1 when any server failed (its line is printed already), after one summary line on
+    stderr naming the failed servers (``mqadmin: 1 of 2 NameServers failed: ADDR``); ``also``: a
+    further finding of the command, which fails it too and is told on the same line."""
+    summary = failure_summary(results)
+    parts = [p for p in (summary, also) if p]
+    if parts:
+        fail("; ".join(parts))
+
+
+#: How the summary names several servers of a kind.
+_PLURALS = {"NameServer": "NameServers", "broker": "brokers"}
+
+
+def failure_summary(results: list[PerServer]) -> str | None:
+    """``1 of 2 NameServers failed: ADDR`` (one clause per kind of server asked, ``; `` between), or
+    None when every server answered."""
+    asked: dict[str, dict[str, bool]] = {}  # kind -> address -> every request to it succeeded
+    for r in results:
+        of_kind = asked.setdefault(r.kind, {})
+        of_kind[r.addr] = of_kind.get(r.addr, True) and r.ok
+    clauses = []
+    for kind, addrs in asked.items():
+        failed = [addr for addr, ok in addrs.items() if not ok]
+        if failed:
+            name = _PLURALS.get(kind, f"{kind}s") if len(addrs) > 1 else kind
+            clauses.append(f"{len(failed)} of {len(addrs)} {name} failed: {', '.join(failed)}")
+    return "; ".join(clauses) or None
 
 
 def only(results: list[PerServer]) -> PerServer:
@@ -124,14 +149,8 @@ def interruptible() -> Iterator[None]:
 
 
 def error_line(addr: str, error: str) -> str:
-    """``ADDR: what went wrong``, the address once and first: client errors usually begin with it
-    already (``ADDR: no response ...``); a refused connection names it inside instead."""
-    if error.startswith(f"{addr}: "):
-        return error
-    connect = f"cannot connect to {addr}: "
-    if error.startswith(connect):
-        return f"{addr}: cannot connect: {error.removeprefix(connect)}"
-    return f"{addr}: {error}"
+    """``ADDR: what went wrong``, the address once and first (:func:`~mqadmin.client.errors.error_about`)."""
+    return error_about(addr, error)
 
 
 def write_output(path: Path, text: str) -> None:

@@ -26,6 +26,7 @@ from mqadmin.output.plotmarks import PLOT_INSTALL, PLOT_SUFFIXES
 from mqadmin.rocketmq.artifacts import ArtifactError
 from mqadmin.scenario import schema
 from mqadmin.scenario.shipped import resolve, shipped_dir
+from mqadmin.scenario.values import ScenarioError
 from remoting.climain import first_of
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ ListDirOpt = typer.Option(None, "--dir", help="Directory of scenario files (defa
 
 
 def _fail(code: int, message: str) -> typer.Exit:
-    print(f"mqadmin scenario: {message}", file=sys.stderr)
+    print(f"mqadmin: {message}", file=sys.stderr)  # every mqadmin error's prefix
     return typer.Exit(code)
 
 
@@ -72,7 +73,7 @@ def run_cmd(
 
     try:
         scn = schema.load(resolve(file))
-    except schema.ScenarioError as exc:
+    except ScenarioError as exc:
         raise _fail(2, str(exc)) from None
     if compare:
         _compare(file, compare, report=report, plot=plot, records=records, keep_dir=keep_dir, quiet=quiet,
@@ -118,8 +119,12 @@ def run_cmd(
             plotting.draw(result, plot)
         except OSError as exc:
             raise _fail(1, f"cannot write {plot}: {exc.strerror or exc}") from None
-    if not result.passed:
-        raise typer.Exit(1)
+    if not result.passed:  # the report says which; stderr says why the status is 1
+        failed = [v for v in result.verdicts if not v.passed]
+        broken = [a for a in result.actions if not a.ok]
+        why = [f"{len(failed)} of {len(result.verdicts)} expectations did not hold"] if failed else []
+        why += [f"{len(broken)} of {len(result.actions)} actions failed"] if broken else []
+        raise _fail(1, f"scenario {scn.name} failed: {', '.join(why) or 'no expectation was judged'}")
 
 
 def _compare(file: str, given: list[str], *, report: Path | None, plot: Path | None, records: Path | None,

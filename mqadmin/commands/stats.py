@@ -6,14 +6,14 @@ import typer
 
 from mqadmin.client import broker_admin as ba
 from mqadmin.client import run
-from mqadmin.commands.options import JsonOpt, NamesrvOpt, TimeoutOpt, client_for
+from mqadmin.commands.options import JsonOpt, NamesrvOpt, TimeoutOpt, client_for, topic_option
 from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
 
 
 def stats_all(
     active_only: bool = typer.Option(False, "-a", "--activeTopic", help="Only topics with traffic in the last 24 h."),
-    topic: str | None = typer.Option(None, "-t", "--topic", help="Only this topic."),
+    topic: str | None = topic_option("Only this topic.", default=None),
     namesrv: str | None = NamesrvOpt,
     as_json: bool = JsonOpt,
     timeout: float = TimeoutOpt,

@@ -15,7 +15,7 @@ import typer
 
 from mqadmin.client import AdminClient, run
 from mqadmin.client import broker_admin as ba
-from mqadmin.client.errors import AdminError, PerServer
+from mqadmin.client.errors import AdminError, PerServer, asked
 from mqadmin.client.topic_text import parse_attributes, topic_config_text
 from mqadmin.commands.options import (
     JsonOpt,
@@ -26,7 +26,7 @@ from mqadmin.commands.options import (
     broker_addr_option,
     client_for,
     one_target,
-    topic_opt,
+    topic_option,
 )
 from mqadmin.commands.results import exit_if_any_failed, only, print_failure, print_results
 from mqadmin.output.console import out, print_json
@@ -47,7 +47,7 @@ def route_json(route: TopicRouteData) -> dict[str, Any]:
 
 
 def topic_route(
-    topic: str = typer.Option(..., "-t", "--topic", help="Topic name."),
+    topic: str = topic_option("Topic name."),
     list_format: bool = typer.Option(False, "-l", "--list", help="One row per broker."),
     namesrv: str | None = NamesrvOpt,
     as_json: bool = JsonOpt,
@@ -128,7 +128,7 @@ def _cluster_of(info: ClusterInfo, broker_name: str) -> str | None:
 
 
 def update_topic(
-    topic: str = typer.Option(..., "-t", "--topic", help="Topic name."),
+    topic: str = topic_option("Topic name."),
     broker_addr: str | None = broker_addr_option("Create on this broker (host:port)."),
     cluster: str | None = typer.Option(None, "-c", "--clusterName", help="Create on every master of this cluster."),
     read_queues: int = typer.Option(8, "-r", "--readQueueNums", min=1, max=1024, help="Read queues."),
@@ -144,7 +144,7 @@ def update_topic(
 ) -> None:
     one_target(broker_addr, cluster)
     sys_flag = (FLAG_UNIT if bool_opt("-u", unit) else 0) | (FLAG_UNIT_SUB if bool_opt("-s", has_unit_sub) else 0)
-    tc = TopicConfig(topic_opt(topic), read_queues, write_queues, perm, topic_sys_flag=sys_flag,
+    tc = TopicConfig(topic, read_queues, write_queues, perm, topic_sys_flag=sys_flag,
                      order=bool(bool_opt("-o", order)), attributes=parse_attributes(attributes))
     client = client_for(namesrv, timeout)
     brokers, order_conf, order_results = run(_update_topic, client, tc, broker_addr, cluster)
@@ -170,10 +170,13 @@ async def _update_topic(
         brokers = await client.create_topic_on([addr], tc)
         if not tc.order or not brokers[0].ok:
             return brokers, None, []
-        info = await client.cluster_info()
-        name = next((n for n, bd in info.broker_addr_table.items() if addr in bd.broker_addrs.values()), None)
+        infos = await client.cluster_infos_everywhere()  # each NameServer: one may have dropped the broker
+        name = next((n for r in infos if r.ok for n, bd in r.value.broker_addr_table.items()
+                     if addr in bd.broker_addrs.values()), None)
         if name is None:
-            raise AdminError(f"broker {addr} is not registered with the NameServer, so its name for the order conf is unknown")
+            held = asked(infos, lambda info: f"brokers {', '.join(sorted(info.broker_addr_table)) or 'none'}")
+            raise AdminError(f"broker {addr} is not registered with any NameServer (asked {held}), so its name for "
+                             "the order conf is unknown")
         conf = f"{name}:{tc.write_queue_nums}"
         return brokers, conf, await client.put_order_conf(tc.topic_name, conf, whole_cluster=False)
     assert cluster is not None
@@ -190,7 +193,7 @@ async def _update_topic(
 
 
 def delete_topic(
-    topic: str = typer.Option(..., "-t", "--topic", help="Topic name."),
+    topic: str = topic_option("Topic name."),
     cluster: str = typer.Option(..., "-c", "--clusterName", help="Delete from the masters of this cluster."),
     namesrv: str | None = NamesrvOpt,
     as_json: bool = JsonOpt,
@@ -225,7 +228,7 @@ def human_millis(ms: int) -> str:
 
 
 def topic_status(
-    topic: str = typer.Option(..., "-t", "--topic", help="Topic name."),
+    topic: str = topic_option("Topic name."),
     cluster: str | None = typer.Option(None, "-c", "--cluster", help="Ask the brokers of this cluster (its route)."),
     namesrv: str | None = NamesrvOpt,
     as_json: bool = JsonOpt,
@@ -248,7 +251,7 @@ def topic_status(
 
 
 def topic_cluster_list(
-    topic: str = typer.Option(..., "-t", "--topic", help="Topic name."),
+    topic: str = topic_option("Topic name."),
     namesrv: str | None = NamesrvOpt,
     as_json: bool = JsonOpt,
     timeout: float = TimeoutOpt,
@@ -262,7 +265,7 @@ def topic_cluster_list(
 
 
 def update_topic_perm(
-    topic: str = typer.Option(..., "-t", "--topic", help="Topic name."),
+    topic: str = topic_option("Topic name."),
     perm: int = typer.Option(..., "-p", "--perm", help="New permission: 2 W, 4 R, 6 RW."),
     broker_addr: str | None = broker_addr_option("Only this master (host:port)."),
     cluster: str | None = typer.Option(None, "-c", "--clusterName", help="Every master of this cluster."),

@@ -18,13 +18,13 @@ from rich.text import Text
 
 from mqadmin.client import AdminClient, run
 from mqadmin.client.snapshot import MAX_TOPICS, SUSPECT_AFTER, snapshot
-from mqadmin.commands.options import JsonOpt, NamesrvOpt, client_for
+from mqadmin.commands.options import JsonOpt, NamesrvOpt, client_for, topic_option
 from mqadmin.commands.results import error_line, fail, interruptible
 from mqadmin.localcluster.state import local_impls
 from mqadmin.output.console import current_console, out, print_json
 from mqadmin.output.tables import Col, fit_table
 
-WatchTopicsOpt = typer.Option(None, "-t", "--topic", help="Topics to show (repeatable; default: the first 20).")
+WatchTopicsOpt = topic_option("Topics to show (repeatable; default: the first 20).", default=None)
 
 
 def watch_cmd(

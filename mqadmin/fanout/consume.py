@@ -78,8 +78,11 @@ async def run_consumers(
     offset: float,
     end_at: float,
     rng: random.Random,
+    load_done: trio.Event | None = None,
 ) -> None:
-    """Run partition ``index``'s consumers until ``end_at`` (trio time), then shut them down (bounded)."""
+    """Run partition ``index``'s consumers until ``plan.drain`` seconds after ``load_done`` (the partition's
+    producers finished: with --messages-per-producer, long before the time limit), at the latest until
+    ``end_at`` (trio time), then shut them down (bounded)."""
     first, count = consumer_share(plan, index)
     if count == 0:
         return
@@ -107,7 +110,11 @@ async def run_consumers(
     async with trio.open_nursery() as nursery:
         for c in consumers:
             nursery.start_soon(one, c, t0 + (rng.uniform(0, ramp) if ramp > 0 else 0.0))
-        await trio.sleep_until(end_at)
+        with trio.move_on_at(end_at):
+            if load_done is None:
+                await trio.sleep_forever()
+            await load_done.wait()
+            await trio.sleep(plan.drain)
         with trio.move_on_after(STOP_TIMEOUT):
             async with trio.open_nursery() as stoppers:
                 for c in consumers:
@@ -180,10 +187,14 @@ def consumers_doc(metrics: ConsumeMetrics, rows: list[dict[str, object]], window
     lat = st.latency
     total = {k: sum(int(r[k] or 0) for r in rows) for k in ("acknowledged", "consumed", "lag", "unexplained", "other",
                                                             "duplicates")}
+    seconds = range(max(metrics.per_second, default=-1) + 1)
+    firsts = metrics.first_per_second()
     return {
         "consumers": st.consumers,
         "groups": len(metrics.members),
-        "consumptions": st.consumed,
+        "consumptions": st.consumed,  # every delivery, re-deliveries included
+        "distinct": st.consumed - total["duplicates"],  # messages delivered (to each group: once per group)
+        "redeliveries": total["duplicates"],
         "perSecond": round(st.consumed / window, 1) if window > 0 else None,
         "latencyMs": {"count": lat.count, "p50": round(lat.percentile(50), 3), "p99": round(lat.percentile(99), 3),
                        "max": round(lat.max_ms, 3)},
@@ -192,7 +203,9 @@ def consumers_doc(metrics: ConsumeMetrics, rows: list[dict[str, object]], window
         "total": total,
         "reconciled": total["unexplained"] == 0 and all(r["offsetsRead"] for r in rows),
         "byGroup": rows,
-        "perSecondSeries": [metrics.per_second.get(s, 0) for s in range(max(metrics.per_second, default=-1) + 1)],
+        "perSecondSeries": [metrics.per_second.get(s, 0) for s in seconds],
+        # first deliveries per second (None when too many runs to keep): perSecondSeries minus these are re-deliveries
+        "firstPerSecondSeries": None if firsts is None else [firsts.get(s, 0) for s in seconds],
     }
 
 

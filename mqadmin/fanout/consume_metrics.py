@@ -11,6 +11,14 @@ duplicates across partitions (a queue that moved between consumers of
 different partitions). A few bytes per message, merged in any order to the
 same result.
 
+When each message was first delivered is kept as runs: per group and queue,
+``[second, first offset, last offset]`` for consecutive offsets consumed in
+one second (a handful per queue and second, merged by concatenation), so the
+driver can tell first deliveries per second from re-deliveries exactly
+(:meth:`ConsumeMetrics.first_per_second`): a consumer that takes over a queue
+in a rebalance reads it again from the committed offset, RocketMQ's
+at-least-once delivery.
+
 Reconciliation (:func:`reconcile`), per group, for every acknowledged
 message of the group's topics: **consumed**; or **lag**: not consumed and
 at or past the offset the group has committed for its queue on the broker
@@ -29,6 +37,10 @@ from simclient.consume_stats import ConsumeStats
 
 #: (topic, broker name, queue id)
 QueueKey = tuple[str, str, int]
+#: Most delivery runs a partition keeps (a run: one queue, one second, consecutive offsets; about 100
+#: bytes), and the driver once merged; past them the first-delivery series is not kept (the report says
+#: so) rather than grow without bound. A 4-group, 32-queue, 60 s run keeps about 15,000.
+MAX_RUNS, MAX_MERGED_RUNS = 100_000, 1_000_000
 
 
 class OffsetBits:
@@ -113,7 +125,10 @@ class ConsumeMetrics:
     duplicates: dict[str, int] = field(default_factory=dict)  # group -> consumptions of a consumed offset
     members: dict[str, int] = field(default_factory=dict)  # group -> consumers
     topics: dict[str, list[str]] = field(default_factory=dict)  # group -> subscribed topics
-    per_second: dict[int, int] = field(default_factory=dict)  # second since the start barrier -> consumed
+    per_second: dict[int, int] = field(default_factory=dict)  # second since the start barrier -> deliveries
+    #: (group, queue) -> runs [second, first offset, last offset] of deliveries; None past MAX_RUNS
+    runs: dict[tuple[str, QueueKey], list[list[int]]] | None = field(default_factory=dict)
+    run_count: int = 0
 
     def consumed_one(self, group: str, key: QueueKey, offset: int, sec: int) -> None:
         bits = self.consumed.get(group)
@@ -122,6 +137,36 @@ class ConsumeMetrics:
         if not bits.add(key, offset):
             self.duplicates[group] = self.duplicates.get(group, 0) + 1
         self.per_second[sec] = self.per_second.get(sec, 0) + 1
+        self._ran(group, key, offset, sec)
+
+    def _ran(self, group: str, key: QueueKey, offset: int, sec: int) -> None:
+        if self.runs is None:
+            return
+        runs = self.runs.setdefault((group, key), [])
+        if runs and runs[-1][0] == sec and runs[-1][2] + 1 == offset:
+            runs[-1][2] = offset
+        elif self.run_count < MAX_RUNS:
+            runs.append([sec, offset, offset])
+            self.run_count += 1
+        else:
+            self.runs = None
+
+    def first_per_second(self) -> dict[int, int] | None:
+        """Second -> messages delivered for the first time in it (per group: a message two groups read
+        counts in each), exact across partitions; None when the runs were not kept (past MAX_RUNS)."""
+        if self.runs is None:
+            return None
+        firsts: dict[int, int] = {}
+        for runs in self.runs.values():
+            base = min(lo for _, lo, _ in runs)
+            seen = 0
+            for sec, lo, hi in sorted(runs):
+                span = ((1 << (hi - lo + 1)) - 1) << (lo - base)
+                new = span & ~seen
+                if new:
+                    firsts[sec] = firsts.get(sec, 0) + new.bit_count()
+                    seen |= span
+        return firsts
 
     def merge(self, other: ConsumeMetrics) -> None:
         self.stats.merge(other.stats)
@@ -140,6 +185,12 @@ class ConsumeMetrics:
             self.topics[group] = sorted(set(self.topics.get(group, [])) | set(topics))
         for sec, n in other.per_second.items():
             self.per_second[sec] = self.per_second.get(sec, 0) + n
+        if self.runs is None or other.runs is None or self.run_count + other.run_count > MAX_MERGED_RUNS:
+            self.runs = None
+        else:
+            for key, runs in other.runs.items():
+                self.runs.setdefault(key, []).extend(runs)
+            self.run_count += other.run_count
 
     def to_obj(self) -> dict[str, Any]:
         return {
@@ -150,6 +201,7 @@ class ConsumeMetrics:
             "members": dict(self.members),
             "topics": dict(self.topics),
             "per_second": [[s, n] for s, n in sorted(self.per_second.items())],
+            "runs": None if self.runs is None else [[g, *key, runs] for (g, key), runs in self.runs.items()],
         }
 
     @classmethod
@@ -162,6 +214,10 @@ class ConsumeMetrics:
             members={str(g): int(n) for g, n in obj.get("members", {}).items()},
             topics={str(g): [str(t) for t in ts] for g, ts in obj.get("topics", {}).items()},
             per_second={int(s): int(n) for s, n in obj.get("per_second", [])},
+            runs=None if obj.get("runs", []) is None else {
+                (str(g), (str(t), str(b), int(q))): [[int(v) for v in run] for run in runs]
+                for g, t, b, q, runs in obj.get("runs", [])},
+            run_count=sum(len(runs) for *_, runs in obj.get("runs") or []),
         )
 
 

@@ -272,12 +272,13 @@ async def _run(index: int, plan: FanoutPlan, part: PartInfo) -> FanoutMetrics:
                             tls=plan.security.ssl_context()) as pool:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(sampler.run)
-            consumers_done = trio.Event()
+            consumers_done, load_done = trio.Event(), trio.Event()
             if consume is not None:
                 async def consumers() -> None:
                     try:
                         await run_consumers(plan, index, pool, consume, t0=t0, offset=offset,
-                                            end_at=t0 + end_of_consumers(plan), rng=random.Random())
+                                            end_at=t0 + end_of_consumers(plan), rng=random.Random(),
+                                            load_done=load_done)
                     finally:
                         consumers_done.set()
 
@@ -288,6 +289,7 @@ async def _run(index: int, plan: FanoutPlan, part: PartInfo) -> FanoutMetrics:
                 plan.producer_options(), plan.load_spec(count), sink, pool=pool, first_producer_id=first, t0=t0,
                 on_start=sampler.producers.extend,
             )
+            load_done.set()
             await consumers_done.wait()  # they drain what is left, then commit and unregister (bounded)
             nursery.cancel_scope.cancel()
         sampler.sample()

@@ -232,19 +232,19 @@ def render(doc: dict[str, Any], console: Console | None = None) -> RenderableTyp
             Col("#max ms", 1, "right")]
     rows = [
         ["sends", f"{sends['total']:,}", f"{sends['perSecond']:,.1f}", f"{sends['peakSecond']:,}", *_ms(sends["latencyMs"])],
-        ["  stored (ok)", f"{sends['outcomes'].get('ok', 0):,}", "", "", *_ms(sends["okLatencyMs"])],
+        ["sends stored (ok)", f"{sends['outcomes'].get('ok', 0):,}", "", "", *_ms(sends["okLatencyMs"])],
     ]
     for outcome, n in sends["outcomes"].items():
         if outcome != "ok" and n:
-            rows.append([Text(f"  {outcome}", style="red"), f"{n:,}", "", "", "", "", ""])
+            rows.append([Text(f"sends {outcome}", style="red"), f"{n:,}", "", "", "", "", ""])
     if sends["retried"]:
-        rows.append([Text("  retried (failover)", style="yellow"), f"{sends['retried']:,}", "", "", "", "", ""])
+        rows.append([Text("sends retried (failover)", style="yellow"), f"{sends['retried']:,}", "", "", "", "", ""])
     rows.append(["route queries", f"{routes['queries']:,}", f"{routes['perSecond']:,.1f}", f"{routes['peakSecond']:,}",
                  *_ms(routes["latencyMs"])])
     if routes["failures"]:
-        rows.append([Text("  unanswered", style="red"), f"{routes['failures']:,}", "", "", "", "", ""])
+        rows.append([Text("route queries unanswered", style="red"), f"{routes['failures']:,}", "", "", "", "", ""])
     if routes["changes"]:
-        rows.append(["  route changes seen", f"{routes['changes']:,}", "", "", "", "", ""])
+        rows.append(["route changes seen", f"{routes['changes']:,}", "", "", "", "", ""])
     parts: list[RenderableType] = [head, fit_table(cols, rows, title="client-observed", console=console)]
 
     agree = doc["agreement"]
@@ -330,13 +330,14 @@ def plot(doc: dict[str, Any], path: str | Path) -> None:
         bars(top, rate_pieces(tl["failed"], *load_span), tops, color="#d62728", label="sends failed",
              edgecolor="white", linewidth=0.3)
     consumers = doc.get("consumers")
-    top.set_ylabel("per second: sends begun (bars),\nconsumed (line)" if consumers else "sends begun / s")
+    top.set_ylabel("per second: sends begun (bars),\ndeliveries (lines)" if consumers else "sends begun / s")
     consume_report.plot_line(consumers, top, run_span)
     legend_outside(top)
     load = doc["load"]
     who = f"{load['producers']:,} producers" + (
         f" and {consumers['consumers']:,} consumers in {consumers['groups']:,} group(s)" if consumers else "")
-    done = f"{doc['sends']['total']:,} sends, " + (f"{consumers['consumptions']:,} consumptions, " if consumers else "")
+    done = f"{doc['sends']['total']:,} sends, " + (
+        f"{consumers['distinct']:,} messages consumed ({consumers['redeliveries']:,} re-deliveries), " if consumers else "")
     fig.suptitle(f"{who} on {doc['engine']['text']}: {done}{doc['routes']['queries']:,} route queries",
                  fontsize="medium", x=0.1, ha="left")
     for name, series in tl["brokers"].items():

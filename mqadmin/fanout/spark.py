@@ -240,7 +240,11 @@ def start_session(
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    settings.update(conf or {})
+    given = dict(conf or {})
+    extra = given.pop("spark.driver.extraJavaOptions", "").strip()
+    if extra:  # the user's JVM options too, not instead of the log configuration (whose output we read)
+        settings["spark.driver.extraJavaOptions"] += f" {extra}"
+    settings.update(given)
     builder = SparkSession.builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)

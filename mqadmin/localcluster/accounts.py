@@ -22,8 +22,6 @@ from pathlib import Path
 
 import yaml
 
-from mqadmin.client.addresses import namesrv_from_env, split_addrs
-from mqadmin.client.errors import AdminError
 from mqadmin.client.security import (
     UNSIGNED,
     ClientSecurity,
@@ -34,7 +32,8 @@ from mqadmin.client.security import (
     write_tools_yml,
 )
 from mqadmin.localcluster.certs import cluster_tls
-from mqadmin.localcluster.state import ClusterError, ClusterState, default_dir
+from mqadmin.localcluster.namesrvs import local_cluster_of
+from mqadmin.localcluster.state import ClusterError, ClusterState
 from remoting.acl import Credentials
 
 ADMIN_ACCESS_KEY = "localAdmin"
@@ -113,27 +112,13 @@ def app_credentials(state: ClusterState) -> Credentials | None:
     return None if accounts is None else accounts.user
 
 
-def _targets_local(state: ClusterState, namesrv: str | None) -> bool:
-    """Whether the NameServers a command talks to (``-n``, else $NAMESRV_ADDR, else the local
-    cluster's) are all the local cluster's: then its keys are the ones to use."""
-    mine = {p.addr for p in state.namesrvs}
-    try:
-        given = split_addrs(namesrv) if namesrv is not None else namesrv_from_env()
-    except AdminError:
-        return False  # a bad -n or NAMESRV_ADDR is reported where the addresses are read
-    return not given or set(given) <= mine
-
-
 def security_for(namesrv: str | None, given: Credentials | None, state_dir: Path | None = None, *,
                  tls: TlsOptions | None = None) -> ClientSecurity:
     """The keys a command signs with and how it connects (see the module): ``given`` keys and ``tls``
     options win; the local cluster's admin keys and certificate apply to the commands that talk to
     it. AdminError (one line) for a tools.yml that cannot be used."""
-    try:
-        state: ClusterState | None = ClusterState.load(state_dir or default_dir())
-    except ClusterError:
-        state = None
-    local = admin_security(state) if state is not None and _targets_local(state, namesrv) else None
+    state = local_cluster_of(namesrv, state_dir)
+    local = admin_security(state) if state is not None else None
     tls = tls if tls is not None else (local.tls if local is not None else None)
     if given is not None:
         return ClientSecurity(given, "--access-key", tls)

@@ -160,20 +160,6 @@ def path_rows(paths: Iterable[ProxyPath], live: dict[str, dict[str, Any]] | None
     return rows
 
 
-def local_broker_addr(name: str, broker_id: int, namesrvs: list[str], state_dir: Path | None = None) -> str | None:
-    """Where the local cluster's broker ``name``/``broker_id`` listens, when ``namesrvs`` are that cluster's
-    NameServers (None otherwise). Asking a NameServer fails for a broker partitioned from it: the one
-    NameServer a command asks may be the very one that dropped it, while the cluster knows where it is."""
-    try:
-        state = ClusterState.load(state_dir or default_dir())
-    except ClusterError:
-        return None
-    if sorted(namesrvs) != sorted(ns.addr for ns in state.namesrvs):
-        return None
-    found = [b for b in state.brokers if b.broker_name == name and b.broker_id == broker_id]
-    return found[0].addr if found else None
-
-
 def broker_partition(addr: str, action: str, namesrv: str | None,
                      state_dir: Path | None = None) -> tuple[list[str], list[dict[str, Any]]] | None:
     """``brokerFault --partition/--heal/--clear`` (or ``status``: no change) through the proxy, when the

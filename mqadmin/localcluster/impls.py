@@ -8,7 +8,7 @@ value applies to every NameServer (broker group); a comma-separated list gives o
 :func:`check` refuses, in one line, what an implementation cannot do, before anything starts: Java has
 no key for some of the cluster's timing knobs in some versions (see :mod:`mqadmin.rocketmq.servers`),
 the local cluster's accounts, TLS and metrics are set up for our processes only, and a 4.x broker
-cannot stand behind the clients' fault proxy.
+can stand neither behind the clients' fault proxy nor under Apache's RocketMQ Proxy (no POP).
 """
 
 from __future__ import annotations
@@ -105,7 +105,8 @@ def java_versions(*impls: Iterable[Impl]) -> list[str]:
 
 
 def check(namesrvs: Sequence[Impl], brokers: Sequence[Impl], *, register_period_ms: int, broker_expired_ms: int,
-          scan_interval_ms: int, auth: bool, tls: bool, metrics: bool, client_proxy: bool = False) -> None:
+          scan_interval_ms: int, auth: bool, tls: bool, metrics: bool, client_proxy: bool = False,
+          proxy: str | None = None) -> None:
     """A ClusterError (one line) for a request some chosen implementation cannot carry out."""
     java = [i for i in (*namesrvs, *brokers) if i.java]
     if not java:
@@ -114,6 +115,10 @@ def check(namesrvs: Sequence[Impl], brokers: Sequence[Impl], *, register_period_
     if client_proxy and old is not None:
         raise ImplError("broker", f"--client-proxy is not supported for {old.label} brokers: 4.x has no bindAddress "
                                   "to listen apart from the proxy's address (use java:5.x or stub brokers)")
+    no_pop = next((b for b in brokers if b.java and not servers.serves_pop(b.version or "")), None)
+    if proxy is not None and no_pop is not None:
+        raise ImplError("broker", f"--proxy {proxy} is not supported over {no_pop.label} brokers: the Proxy receives "
+                                  "with POP, which 4.x brokers do not serve (use java:5.x or stub brokers)")
     first = java[0].label
     for flag, on in (("--auth", auth), ("--tls", tls), ("--metrics", metrics)):
         if on:

@@ -50,3 +50,19 @@ def namesrv_addrs(given: str | None, state_dir: Path | None = None, option: str 
         raise AdminError(f"every NameServer of the local cluster in {state.dir} is stopped: {stopped}; "
                          f"start them again with mqadmin restartNamesrv {again}{where}")
     return [p.addr for p in state.namesrvs]
+
+
+def local_cluster_of(namesrv: str | None, state_dir: Path | None = None) -> ClusterState | None:
+    """The local cluster (in ``state_dir``, default the usual one) when the NameServers a command talks
+    to are its own: ``-n`` (``namesrv``), else $NAMESRV_ADDR, names none other. Then what it recorded
+    (its keys, its brokers' addresses) applies to the command; otherwise, or without a cluster, None."""
+    try:
+        state = ClusterState.load(state_dir or default_dir())
+    except ClusterError:
+        return None
+    mine = {p.addr for p in state.namesrvs}
+    try:
+        given = split_addrs(namesrv) if namesrv is not None else namesrv_from_env()
+    except AdminError:
+        return None  # a bad -n or NAMESRV_ADDR is reported where the addresses are read
+    return state if not given or set(given) <= mine else None

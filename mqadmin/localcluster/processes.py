@@ -32,10 +32,11 @@ from mqadmin.localcluster import faultpaths, impls, java
 from mqadmin.localcluster.accounts import LocalAccounts, admin_security, create_accounts
 from mqadmin.localcluster.certs import create_certificate, tls_props
 from mqadmin.localcluster.impls import Impl
+from mqadmin.localcluster.proxy import start_proxy
 from mqadmin.localcluster.ready import make_ready
 from mqadmin.localcluster.state import STATE_FILE, ClusterError, ClusterState, Proc, proc_state, start_ticks
 from mqadmin.rocketmq import servers
-from mqadmin.rocketmq.artifacts import Artifacts
+from mqadmin.rocketmq.artifacts import ArtifactError, Artifacts, check_version
 
 NAMESRV_BOOT = re.compile(r"The Name Server boot success\. serializeType=JSON, address ([\d.]+):(\d+)")
 BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), ([\d.]+):(\d+)\] boot success")
@@ -47,6 +48,7 @@ PROGRAMS = {
 }
 #: The line either server prints before its boot line when metricsPort is set.
 METRICS_LINE = re.compile(r"metrics at http://[^\s]+:(\d+)/metrics")
+VIP_LINE = re.compile(r"VIP channel at [\d.]+:(\d+)")
 BOOT_TIMEOUT = 20.0
 STOP_GRACE = 5.0
 SIGNAL_WAIT = 5.0
@@ -120,10 +122,15 @@ def _log_size(path: str) -> int:
 
 def _metrics_port(proc: Proc, offset: int) -> int:
     """The /metrics port a booted process printed (0 when it serves none)."""
+    return _printed_port(proc, offset, METRICS_LINE)
+
+
+def _printed_port(proc: Proc, offset: int, line: re.Pattern[str]) -> int:
+    """A port a booted process printed in its log after ``offset`` (0 when it printed none)."""
     try:
         with open(proc.log, "rb") as fh:
             fh.seek(offset)
-            match = METRICS_LINE.search(fh.read(LOG_TAIL_BYTES).decode("utf-8", "replace"))
+            match = line.search(fh.read(LOG_TAIL_BYTES).decode("utf-8", "replace"))
     except OSError:
         return 0
     return int(match.group(1)) if match else 0
@@ -156,6 +163,10 @@ def _booted(proc: Proc, offset: int, *, move_ports: bool = False) -> None:
     if not proc.java:
         proc.port = int(match.group(match.lastindex or 0))
     proc.metrics_port = _metrics_port(proc, offset)
+    if proc.java:  # a Java broker's fast (VIP) channel is always open at listenPort - 2; it prints no line
+        proc.vip_port = proc.port - 2 if proc.kind == "broker" else 0
+    else:
+        proc.vip_port = _printed_port(proc, offset, VIP_LINE)
 
 
 def start_proc(proc: Proc) -> None:
@@ -229,11 +240,15 @@ def stop_procs(procs: Iterable[Proc], grace: float = STOP_GRACE) -> list[str]:
 def stop_cluster(state: ClusterState, grace: float = STOP_GRACE) -> tuple[list[str], list[str]]:
     """Stop every process (brokers first, so they unregister), then forget the cluster unless one
     survived; returns (the names force-killed, the names still running)."""
-    forced = stop_procs(state.brokers, grace) + stop_procs([p for p in state.procs if p.kind != "broker"], grace)
+    # the RocketMQ Proxy first (it talks to the brokers), then brokers (so they unregister), then the rest
+    proxies = [p for p in state.procs if p.kind == "proxy"]
+    forced = stop_procs(proxies, grace) + stop_procs(state.brokers, grace)
+    forced += stop_procs([p for p in state.procs if p.kind not in ("broker", "proxy")], grace)
     left = [p.name for p in state.procs if p.alive()]
     if not left:
         (Path(state.dir) / STATE_FILE).unlink(missing_ok=True)
     return forced, left
+
 
 @dataclass
 class StartOptions:
@@ -259,6 +274,7 @@ class StartOptions:
     java_sizing: servers.Sizing = field(default_factory=servers.Sizing)
     fault_proxy: bool = True  # every broker->NameServer path through a fault proxy (mqadmin.localcluster.faultpaths)
     client_proxy: bool = False  # brokers register the proxy's address, so clients reach them through it too
+    proxy: str | None = None  # an Apache RocketMQ Proxy of this version over the cluster (mqadmin.localcluster.proxy)
 
     def impls(self) -> tuple[tuple[Impl, ...], tuple[Impl, ...]]:
         """(one Impl per NameServer, one per broker group); a ClusterError for a bad value."""
@@ -288,9 +304,19 @@ def validate_options(opts: StartOptions) -> None:
     namesrv_impls, broker_impls = opts.impls()
     impls.check(namesrv_impls, broker_impls, register_period_ms=opts.register_period_ms,
                 broker_expired_ms=opts.broker_expired_ms, scan_interval_ms=opts.scan_interval_ms,
-                auth=opts.auth, tls=opts.tls, metrics=opts.metrics, client_proxy=opts.client_proxy)
+                auth=opts.auth, tls=opts.tls, metrics=opts.metrics, client_proxy=opts.client_proxy,
+                proxy=opts.proxy)
     if opts.client_proxy and not opts.fault_proxy:
         raise ClusterError("--client-proxy needs the fault proxy (leave out --no-fault-proxy)")
+    if opts.proxy is not None:
+        if opts.brokers == 0:
+            raise ClusterError("--proxy needs at least one broker group (--brokers >= 1)")
+        if opts.auth or opts.tls:
+            raise ClusterError("--proxy cannot be combined with --auth or --tls yet")
+        try:
+            check_version(opts.proxy, "proxy")
+        except ArtifactError as exc:
+            raise ClusterError(f"--proxy: {exc}") from None
 
 
 def make_state_dir(directory: Path) -> None:
@@ -355,6 +381,9 @@ def start(directory: Path, opts: StartOptions, progress: java.Progress | None = 
             state.save()
         timeout = max(opts.ready_timeout, JAVA_ROUTABLE_TIMEOUT) if builds else opts.ready_timeout
         trio.run(make_ready, state, opts.topics, opts.topic_queues, timeout, admin_security(state))
+        if opts.proxy is not None:
+            state.procs.append(start_proxy(state, opts.proxy))
+            state.save()
     except BaseException:
         stop_procs(state.procs)
         state.save()

@@ -33,7 +33,7 @@ def default_dir() -> Path:
 class Proc:
     """One process of the cluster, as recorded in cluster.json."""
 
-    kind: str  # "namesrv", "broker" or "faultproxy"
+    kind: str  # "namesrv", "broker", "faultproxy" or "proxy" (Apache's RocketMQ Proxy)
     name: str  # "namesrv-0", "broker-a-0" (broker name + id)
     config: str
     log: str
@@ -44,9 +44,10 @@ class Proc:
     started: int = 0  # the process's start time (/proc ticks): a reused pid is not ours
     metrics_port: int = 0  # its /metrics port (mqadmin start --metrics), 0: none
     impl: str = ""  # "toolkit" (our NameServer), "stub" (our broker) or "java"; "": ours (an older cluster.json)
-    version: str | None = None  # a Java process's RocketMQ version
+    version: str | None = None  # a Java process's RocketMQ version (the RocketMQ Proxy's too)
     command: list[str] = field(default_factory=list)  # a Java process's command line, reused by a restart
     env: dict[str, str] = field(default_factory=dict)  # ... and what its environment adds (ROCKETMQ_HOME, ...)
+    vip_port: int = 0  # a broker's VIP port (listenPort - 2, as a Java broker's), 0: none
 
     @property
     def addr(self) -> str:
@@ -58,10 +59,14 @@ class Proc:
 
     @property
     def label(self) -> str:
-        """What runs as this process: ``toolkit``, ``stub`` or ``java 5.5.0``."""
-        if self.java:
-            return f"java {self.version}"
+        """What runs as this process: ``toolkit``, ``stub`` or ``java 5.5.0`` (Apache's RocketMQ Proxy too)."""
+        if self.java or self.kind == "proxy":
+            return f"java {self.version}" if self.version else "java"
         return self.impl or ("stub" if self.kind == "broker" else "toolkit")  # the fault proxy is ours too
+
+    @property
+    def vip_addr(self) -> str | None:
+        return f"127.0.0.1:{self.vip_port}" if self.vip_port else None
 
     def alive(self) -> bool:
         if not pid_alive(self.pid):
@@ -143,7 +148,8 @@ class ClusterState:
         found = [p for p in self.brokers if p.broker_name == name and (broker_id is None or p.broker_id == broker_id)]
         if not found:
             known = ", ".join(sorted({p.broker_name or "" for p in self.brokers})) or "none"
-            raise ClusterError(f"no broker {name}{'' if broker_id is None else f' id {broker_id}'} in the cluster (brokers: {known})")
+            raise ClusterError(f"no broker {name}{'' if broker_id is None else f' id {broker_id}'} in the local cluster in "
+                               f"{self.dir} (brokers: {known})")
         return found
 
 

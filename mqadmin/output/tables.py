@@ -10,6 +10,7 @@ no rule lines, every column, nothing wrapped, whatever $COLUMNS says.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -70,7 +71,7 @@ def fit_table(
     width = width or console.width
     table = _fit_dropping(console, columns, rows, footer_rows, title, width, floor=1, measure=_min_width)
     if table is not None:
-        return table
+        return say_hidden(table, columns, width)
     keep = [i for i, c in enumerate(columns) if c.drop == 0]
     cols = [columns[i] for i in keep]
     body = [[r[i] for i in keep] for r in rows]
@@ -78,12 +79,31 @@ def fit_table(
     # Nothing left to drop: free text wraps down to its longest word, then folds inside words, while
     # identities (topic, broker, address) stay whole; only if they alone are too wide does anything else fold.
     table = _build(cols, body, foot, title, "squeeze")
-    if _min_width(console, table) <= width:
-        return table
-    text_widths = _share_of_text(cols, body, width)
-    if text_widths is not None:
-        return _build(cols, body, foot, title, "fold-text", text_widths)
-    return _build(cols, body, foot, title, "fold")  # every value folds onto more lines, none is cut
+    if _min_width(console, table) > width:
+        text_widths = _share_of_text(cols, body, width)
+        if text_widths is not None:
+            table = _build(cols, body, foot, title, "fold-text", text_widths)
+        else:
+            table = _build(cols, body, foot, title, "fold")  # every value folds onto more lines, none is cut
+    return say_hidden(table, columns, width)
+
+
+def say_hidden(table: Table, columns: Sequence[Col], width: int) -> Table:
+    """A caption under ``table`` naming the ``columns`` it does not show, so a narrow terminal never
+    drops a column silently (a column shown under a shorter header, ``#InTPS`` for ``#InTPS(LOAD)``,
+    is named with it). Nothing when every column is shown."""
+    shown = [str(c.header) for c in table.columns]
+    hidden = []
+    for col in columns:
+        if col.header in shown:
+            continue
+        short = next((h for h in shown if col.header.startswith(h)), None)
+        hidden.append(col.header if short is None else f"{col.header} (as {short})")
+    if hidden:
+        note = f"not shown, {width} columns too narrow: {', '.join(hidden)} (--json or a pipe shows all)"
+        table.caption = "\n".join(textwrap.wrap(note, max(20, width)))  # wrapped here: the console does not wrap
+        table.caption_justify = "left"
+    return table
 
 
 #: Narrowest a free-text column is folded to while identities stay whole.
@@ -124,10 +144,12 @@ def _fit_dropping(
 
 def _plain(columns: Sequence[Col], rows: Sequence[Sequence[Cell]], footer: Sequence[Sequence[Cell]],
            title: str | None) -> Table:
-    """Apache's plain columns (off a terminal): no box, no rules, nothing wrapped or dropped."""
+    """Apache's plain columns (off a terminal): no box, no rules, nothing wrapped or dropped, and every
+    column left-aligned, so each header starts where its values start (``awk``, ``cut -c`` and an eye
+    reading down a column all find them there)."""
     table = Table(box=None, title=title, title_justify="left", pad_edge=False, show_edge=False, padding=(0, 2, 0, 0))
     for col in columns:
-        table.add_column(col.header, justify=col.justify, no_wrap=True)  # type: ignore[arg-type]
+        table.add_column(col.header, justify="left", no_wrap=True)
     for row in [*rows, *footer]:
         table.add_row(*row)
     return table
@@ -207,10 +229,10 @@ def fit_variants(
         if floor is None:
             table = _build(columns, rows, (), title, "normal")
             if _natural_width(console, table) <= width:
-                return table
+                return say_hidden(table, variants[0][0], width)
             continue
         fitted = _fit_dropping(console, columns, rows, (), title, width, floor=floor, measure=_natural_width)
         if fitted is not None:
-            return fitted
+            return say_hidden(fitted, variants[0][0], width)
     columns, rows = variants[-1][0], variants[-1][1]
-    return fit_table(columns, rows, width=width, title=title, console=console)
+    return say_hidden(fit_table(columns, rows, width=width, title=title, console=console), variants[0][0], width)

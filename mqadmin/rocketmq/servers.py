@@ -84,6 +84,12 @@ def reads_heartbeat_timeout(version: str) -> bool:
     return major(version) >= 5
 
 
+def serves_pop(version: str) -> bool:
+    """Whether this version's broker serves POP consumption (5.x), which Apache's RocketMQ Proxy receives
+    with for its gRPC clients (4.x brokers answer POP requests with "request code not supported")."""
+    return major(version) >= 5
+
+
 def has_bind_address(version: str) -> bool:
     """Whether this version's broker reads bindAddress (5.x), so that it can listen on 127.0.0.1 while it
     registers another address (4.x binds every interface and registers brokerIP1)."""

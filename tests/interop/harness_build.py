@@ -39,6 +39,13 @@ JAVA_VERSIONS = tuple(JAVA_MODULES)
 #: The versions the local-cluster tests run as NameServers and brokers (`mqadmin start --broker-impl java:V`),
 #: resolved into mqadmin's cache here so that no test waits on Maven.
 SERVER_VERSIONS = ("4.9.7", "5.3.3", "5.5.0")
+#: The other modules, built with the same `mvn compile`: our RocketMQ 5 gRPC client program
+#: (rocketmq-client-java) and our dashboard-calls program (rocketmq-tools 5.3.3).
+GRPC_CLIENT, DASHBOARD_ADMIN = "grpc-client", "admin-5.3.3"
+EXTRA_MODULES = {GRPC_CLIENT: "grpc", DASHBOARD_ADMIN: "admin5"}
+#: Modules that only bring artifacts into ~/.m2 before the tests: Apache's Proxy 5.3.3, which the tests run
+#: through `mqadmin start --proxy` (mqadmin.rocketmq resolves it from ~/.m2 then, offline and at once).
+WARM_MODULES = ("proxy",)
 
 
 class HarnessBuildError(RuntimeError):
@@ -90,8 +97,10 @@ def build_java() -> dict[str, JavaBuild]:
     """Compile the Java harness against 4.9.7 and 5.3.3 (downloading from Maven Central if needed)."""
     java = _tool("java", "the interop suite runs Java RocketMQ (install a JDK 17, e.g. Debian's openjdk-17-jdk)")
     mvn = _tool("mvn", "the interop suite builds its Java harness with Maven (Debian's maven)")
-    classpath_files = [JAVA_DIR / module / "target" / "classpath.txt" for module in JAVA_MODULES.values()]
-    inputs = [JAVA_DIR / "pom.xml", JAVA_DIR / "src"] + [JAVA_DIR / m / "pom.xml" for m in JAVA_MODULES.values()]
+    modules = [*JAVA_MODULES.values(), *EXTRA_MODULES.values(), *WARM_MODULES]
+    classpath_files = [JAVA_DIR / module / "target" / "classpath.txt" for module in modules]
+    inputs = [JAVA_DIR / "pom.xml", JAVA_DIR / "src"] + [JAVA_DIR / m / "pom.xml" for m in modules]
+    inputs += [JAVA_DIR / m / "src" for m in EXTRA_MODULES.values() if (JAVA_DIR / m / "src").exists()]
     if not all(path.exists() for path in classpath_files) or not _up_to_date([JAVA_STAMP], inputs):
         try:
             _run([mvn, "-B", "-q", "-o", "compile"], JAVA_DIR, "mvn -o compile", timeout=600)
@@ -102,10 +111,20 @@ def build_java() -> dict[str, JavaBuild]:
         JAVA_STAMP.touch()
     builds = {}
     for version, module in JAVA_MODULES.items():
-        target = JAVA_DIR / module / "target"
-        deps = (target / "classpath.txt").read_text().strip()
-        builds[version] = JavaBuild(version, f"{target / 'classes'}{os.pathsep}{deps}", java)
+        builds[version] = _module_build(version, module, java)
     return builds
+
+
+def _module_build(name: str, module: str, java: str) -> JavaBuild:
+    target = JAVA_DIR / module / "target"
+    deps = (target / "classpath.txt").read_text().strip()
+    return JavaBuild(name, f"{target / 'classes'}{os.pathsep}{deps}", java)
+
+
+def build_extra() -> dict[str, JavaBuild]:
+    """The Proxy's classpath and our 5.x-only programs (built by :func:`build_java`, which runs first)."""
+    java = build_java()["5.3.3"].java
+    return {name: _module_build(name, module, java) for name, module in EXTRA_MODULES.items()}
 
 
 def build_go() -> Path:
