@@ -40,14 +40,14 @@ async def make_ready(state: ClusterState, topics: tuple[str, ...], queues: int, 
 async def create_topic(client: AdminClient, masters: list[str], tc: TopicConfig, timeout: float) -> None:
     """Create ``tc`` on every master, asking again those that failed until ``timeout`` (creating is
     idempotent): a Java broker that has just booted on a busy machine can take seconds to answer."""
-    pending, error = masters, ""
+    pending, error = masters, "no answer"
     with trio.move_on_after(timeout):
         while pending:
             results = await client.create_topic_on(pending, tc)
             failed = [(addr, r.error) for addr, r in zip(pending, results) if not r.ok]
             pending = [addr for addr, _ in failed]
             if failed:
-                error = failed[0][1]
+                error = failed[0][1] or error
                 await trio.sleep(0.5)
         return
     raise ClusterError(f"cannot create topic {tc.topic_name}: {error}")
