@@ -32,7 +32,7 @@ from mqadmin.rocketmq.jvm import java_command, java_env
 from mqadmin.scenario import client_lines
 from mqadmin.scenario.client_procs import ClientProcess
 from mqadmin.scenario.client_schema import family, is_real, java_version
-from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
+from mqadmin.scenario.model import ConsumerGroupSpec
 from mqadmin.scenario.model import ProducerGroup, Scenario
 from remoting.acl import Credentials
 from simclient import ConsumeRecord, ConsumeStats, LoadSummary, OwnershipEvent, SendRecord
