@@ -119,6 +119,7 @@ def run_cmd(
 def _compare(file: str, given: list[str], *, report: Path | None, plot: Path | None, records: Path | None,
              keep_dir: bool, quiet: bool, as_json: bool, metrics: bool) -> None:
     """``run --compare``: both runs, one after the other, then the side-by-side report (exit 0 iff both pass)."""
+    from mqadmin.localcluster import java
     from mqadmin.scenario import compare, runner
     from mqadmin.scenario.overrides import parse_override
 
@@ -130,8 +131,13 @@ def _compare(file: str, given: list[str], *, report: Path | None, plot: Path | N
     except schema.ScenarioError as exc:
         raise _fail(2, f"{exc}" if str(exc).startswith("--compare") else f"--compare {' '.join(given)}: {exc}") from None
     check_output("--report", report)
-    cmp = compare.Comparison(overrides)
     err = make_console(stderr=True)
+    try:  # every Java version either run names, before the first run: an unpublished one costs no run
+        for scn in scenarios:
+            java.resolve(runner.start_options(scn).java_versions(), None if quiet or as_json else err.print)
+    except ArtifactError as exc:
+        raise _fail(2, str(exc)) from None
+    cmp = compare.Comparison(overrides)
     for label, scn in zip(cmp.labels, scenarios):
         progress = (lambda line: None) if (quiet or as_json) else (
             lambda line, label=label: err.print(f"[{scn.name}: {label}] {line}"))
