@@ -31,6 +31,7 @@ from mqadmin.rocketmq.artifacts import ArtifactError
 from mqadmin.rocketmq.servers import Sizing
 from mqadmin.scenario.actions import ActionError, Executor
 from mqadmin.scenario.client_schema import is_real
+from mqadmin.scenario.consumer_eval import still_to_consume
 from mqadmin.scenario.consumers import ConsumerFleet, ConsumerRun
 from mqadmin.scenario.expectations import evaluate_all
 from mqadmin.scenario.metrics_watch import MetricsWatch
@@ -55,6 +56,9 @@ from simclient import (
 EFFECT_AT_END = ("restart_broker", "restart_namesrv", "wait_until")
 #: How long after the last send the observer keeps watching (late route changes still count).
 SETTLE = 0.5
+#: The longest a run waits after its planned end for consumers to consume what was acknowledged: on a
+#: starved machine the last sends are answered late, and ending the run under them would call them lost.
+DRAIN_LIMIT = 3.0
 #: Actions after which a memory-only broker has lost what it held.
 LOSING_ACTIONS = ("kill_broker", "shutdown_broker", "restart_broker")
 
@@ -372,12 +376,21 @@ async def _main(
                 work.start_soon(_run_group, g, namesrvs, pool, t0, sink, result)
             await _run_timeline(scn, executor, result, t0, progress)
         await trio.sleep_until(max(trio.current_time(), t0 + scn.duration) + SETTLE)
+        if fleet is not None:
+            await _drain(result.records, fleet.run_data)
         result.end = obs.now()
         if fleet is not None:
             await fleet.close()
         if clients is not None:
             clients.kill_all()  # the consumers a start_consumer never asked for
         outer.cancel_scope.cancel()
+
+
+async def _drain(records: list[SendRecord], run: ConsumerRun) -> None:
+    """Wait, at most DRAIN_LIMIT, while live consumers still have acknowledged messages to consume."""
+    with trio.move_on_after(DRAIN_LIMIT):
+        while still_to_consume(records, run):
+            await trio.sleep(0.1)
 
 
 async def _run_group(
