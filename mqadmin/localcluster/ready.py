@@ -18,6 +18,13 @@ from mqadmin.localcluster.state import ClusterError, ClusterState
 from remoting.bodies import TopicConfig, TopicRouteData
 
 
+def normal_topic(name: str, queues: int) -> TopicConfig:
+    """A topic as a 5.x operator creates one (`updateTopic -a +message.type=NORMAL`, the Dashboard's "Add"):
+    without the type, RocketMQ Dashboard 2.x lists it as UNSPECIFIED, which its Topic page hides by
+    default, so a local cluster's topics looked missing. 4.x brokers ignore the header."""
+    return TopicConfig(name, queues, queues, attributes={"+message.type": "NORMAL"})
+
+
 async def make_ready(state: ClusterState, topics: tuple[str, ...], queues: int, timeout: float,
                      security: ClientSecurity) -> None:
     """Wait until routable, create ``topics`` on every master, wait until they are routed too."""
@@ -27,7 +34,7 @@ async def make_ready(state: ClusterState, topics: tuple[str, ...], queues: int, 
         if topics:
             masters = [p.addr for p in state.brokers if p.broker_id == 0]
             for topic in topics:
-                tc = TopicConfig(topic, queues, queues)
+                tc = normal_topic(topic, queues)
                 failed = [r.error for r in await client.create_topic_on(masters, tc) if not r.ok]
                 if failed:
                     raise ClusterError(f"cannot create topic {topic}: {failed[0]}")
