@@ -21,6 +21,13 @@ from remoting.bodies import TopicConfig, TopicRouteData
 CREATE_TIMEOUT = 5.0
 
 
+def normal_topic(name: str, queues: int) -> TopicConfig:
+    """A topic as a 5.x operator creates one (`updateTopic -a +message.type=NORMAL`, the Dashboard's "Add"):
+    without the type, RocketMQ Dashboard 2.x lists it as UNSPECIFIED, which its Topic page hides by
+    default, so a local cluster's topics looked missing. 4.x brokers ignore the header."""
+    return TopicConfig(name, queues, queues, attributes={"+message.type": "NORMAL"})
+
+
 async def make_ready(state: ClusterState, topics: tuple[str, ...], queues: int, timeout: float,
                      security: ClientSecurity) -> None:
     """Wait until routable, create ``topics`` on every master, wait until they are routed too."""
@@ -31,7 +38,7 @@ async def make_ready(state: ClusterState, topics: tuple[str, ...], queues: int, 
             masters = [p.addr for p in state.brokers if p.broker_id == 0]
             creator = AdminClient([p.addr for p in state.namesrvs], timeout=CREATE_TIMEOUT, security=security)
             for topic in topics:
-                await create_topic(creator, masters, TopicConfig(topic, queues, queues), timeout)
+                await create_topic(creator, masters, normal_topic(topic, queues), timeout)
             await wait_routable(client, state, timeout, topics)
     except AdminError as exc:
         raise ClusterError(str(exc)) from None
