@@ -203,11 +203,13 @@ load:
     producers: 2
     rate: 10
     duration: 9
+    send_timeout: 15            # the default 3 s timed out 2 of 102 sends at load 14 on 2 cores
   - name: gp
     client: go
     rate: 10
     duration: 9
     producers: 1
+    send_timeout: 15
 consumers:
   - name: jc
     client: java:4.9.7
