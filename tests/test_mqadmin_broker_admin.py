@@ -176,6 +176,14 @@ def test_topic_status_and_topic_cluster_list(live: Live) -> None:
     assert live.run("topicStatus").returncode == 2
 
 
+def test_the_local_clusters_topics_are_normal_5x_topics(live: Live) -> None:
+    """`start --topics` creates what a 5.x operator creates (+message.type=NORMAL): RocketMQ Dashboard's Topic
+    page lists only typed topics by default, and the Proxy checks a message's type against its topic's."""
+    for addr in live.masters:
+        tc = trio.run(ba.topic_config_of, AdminClient([]), addr, TOPIC)
+        assert tc is not None and tc.attributes == {"message.type": "NORMAL"}, (addr, tc)
+
+
 def test_update_topic_perm(live: Live) -> None:
     assert live.json("updateTopic", "-t", "PermT", "-c", "DefaultCluster", "-r", "2", "-w", "2")["brokers"]
 

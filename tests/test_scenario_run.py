@@ -178,12 +178,15 @@ expect:
 
 
 def cluster_procs(base: Path) -> list[psutil.Process]:
-    """Live (non-zombie) processes started for a scenario whose state directory is under ``base``."""
+    """Live (non-zombie) processes started for a scenario whose state directory is under ``base``: named
+    in their command line, or for a Go client program (``interop-go``), its working directory."""
     marker = f"{base}{os.sep}mqscenario-"
     found = []
     for p in psutil.process_iter(["cmdline", "status"]):
         try:
             cmd = " ".join(p.info["cmdline"] or [])
+            if marker not in cmd and "interop-go" in cmd:
+                cmd += " " + p.cwd()
         except (psutil.Error, TypeError):
             continue
         if marker in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
@@ -208,8 +211,8 @@ def write_small(base: Path, tag: str, duration: float = 3, timeout: float | None
     return path
 
 
-def start_cli(*args: str, base: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(base), "COLUMNS": "200"}
+def start_cli(*args: str, base: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(base), "COLUMNS": "200", **(env or {})}
     code = "import sys; from mqadmin.cli import entry; sys.argv[0] = 'mqadmin'; entry()"
     # SIGINT back to its default: a background test run (``cmd &``) ignores it, and children inherit that
     return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

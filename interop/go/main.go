@@ -4,6 +4,7 @@
 //
 //	interop-go produce -namesrv H:P -topic T -msg "body=a-0;tag=TagA;keys=k1 k2;prop.color=red" ...
 //	interop-go consume -namesrv H:P -topic T -group G -expression "TagA || TagB" -expect N [-seconds 60]
+//	interop-go scenario-produce ... / scenario-consume ...   (a scenario's clients: see scenario.go)
 //
 // Both take -access-key/-secret-key: the client then signs every request (the Go client's ACL
 // credentials, the same HMAC-SHA1 signature as Java's AclClientRPCHook).
@@ -51,7 +52,7 @@ func emit(fields map[string]any) {
 func main() {
 	rlog.SetLogLevel("error")
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: interop-go produce|consume [flags]")
+		fmt.Fprintln(os.Stderr, "usage: interop-go produce|consume|scenario-produce|scenario-consume [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -60,6 +61,10 @@ func main() {
 		err = produce(os.Args[2:])
 	case "consume":
 		err = consume(os.Args[2:])
+	case "scenario-produce":
+		err = scenarioProduce(os.Args[2:])
+	case "scenario-consume":
+		err = scenarioConsume(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
 	}

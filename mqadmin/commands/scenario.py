@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -26,6 +28,9 @@ from mqadmin.scenario import schema
 from mqadmin.scenario.shipped import resolve, shipped_dir
 from mqadmin.scenario.values import ScenarioError
 from server_runtime.climain import first_of
+
+if TYPE_CHECKING:
+    from mqadmin.scenario.runner import RunResult
 
 ReportOpt = typer.Option(None, "--report", metavar="OUT.json", help="Write the full result as JSON.")
 PlotOpt = typer.Option(None, "--plot", metavar="OUT.png", help="Draw sends per second and route changes.")
@@ -49,6 +54,9 @@ def run_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the JSON result instead of the report."),
     metrics: bool = typer.Option(False, "--metrics", help="Serve /metrics on every process; the report gains "
                                  "each NameServer's brokers, removals, registrations and route queries, once a second."),
+    compare: list[str] = typer.Option([], "--compare", metavar="KEY=VALUE",
+                                      help="Run it twice, as written and with this cluster field changed (repeatable), "
+                                           "and compare: e.g. --compare namesrv_impl=java:5.5.0."),
 ) -> None:
     from mqadmin.scenario import runner
 
@@ -56,6 +64,10 @@ def run_cmd(
         scn = schema.load(resolve(file))
     except ScenarioError as exc:
         raise _fail(2, str(exc)) from None
+    if compare:
+        _compare(file, compare, report=report, plot=plot, records=records, keep_dir=keep_dir, quiet=quiet,
+                 as_json=as_json, metrics=metrics)
+        return
     check_output("--report", report)
     check_output("--plot", plot, PLOT_SUFFIXES)
     check_output("--records", records)
@@ -66,21 +78,9 @@ def run_cmd(
             raise _fail(1, f"--plot needs matplotlib, which is not installed: {PLOT_INSTALL}")
     err = make_console(stderr=True)
     progress = (lambda line: None) if (quiet or as_json) else (lambda line: err.print(f"[{scn.name}] {line}"))
-    try:
-        consumed = records.with_name(f"{records.stem}.consumed{records.suffix}") if records is not None else None
-        result = runner.run(scn, records_path=records, keep_dir=keep_dir, progress=progress, consume_records_path=consumed,
-                            metrics=metrics)
-    except runner.ScenarioRunError as exc:
-        raise _fail(1, f"the run failed: {exc}") from None
-    except ArtifactError as exc:  # a Java version that cannot be had: what is missing is the user's to fix
-        raise _fail(2, str(exc)) from None
-    except BaseException as exc:
-        interrupt = first_of(exc, KeyboardInterrupt)
-        if interrupt is None:
-            raise
-        why = str(interrupt) or "interrupted"
-        partial = getattr(interrupt, "result", None)
-        raise _fail(130, f"{why}; every process the run started was stopped{_partial_report(partial, report)}") from None
+    consumed = records.with_name(f"{records.stem}.consumed{records.suffix}") if records is not None else None
+    result = _run(lambda: runner.run(scn, records_path=records, keep_dir=keep_dir, progress=progress,
+                                     consume_records_path=consumed, metrics=metrics), "", report)
     from mqadmin.scenario import report as reporting
 
     doc = reporting.to_json(result)
@@ -93,6 +93,8 @@ def run_cmd(
         for a in result.actions:
             if not a.ok:
                 out.print(f"FAIL action {a.text}: {a.detail}")
+        for problem in result.client_problems:
+            out.print(f"FAIL client: {problem}")
         out.print(f"{'PASS' if result.passed else 'FAIL'} {scn.name}")
     else:
         reporting.render(result, out)
@@ -112,6 +114,68 @@ def run_cmd(
         why = [f"{len(failed)} of {len(result.verdicts)} expectations did not hold"] if failed else []
         why += [f"{len(broken)} of {len(result.actions)} actions failed"] if broken else []
         raise _fail(1, f"scenario {scn.name} failed: {', '.join(why) or 'no expectation was judged'}")
+
+
+def _compare(file: str, given: list[str], *, report: Path | None, plot: Path | None, records: Path | None,
+             keep_dir: bool, quiet: bool, as_json: bool, metrics: bool) -> None:
+    """``run --compare``: both runs, one after the other, then the side-by-side report (exit 0 iff both pass)."""
+    from mqadmin.localcluster import java
+    from mqadmin.scenario import compare, runner
+    from mqadmin.scenario.overrides import parse_override
+
+    if plot is not None or records is not None:
+        raise _fail(2, "--plot and --records show one run: with --compare, --report keeps both runs")
+    try:
+        overrides = [parse_override(text) for text in given]
+        scenarios = [schema.load(resolve(file)), schema.load(resolve(file), overrides)]
+    except schema.ScenarioError as exc:
+        raise _fail(2, f"{exc}" if str(exc).startswith("--compare") else f"--compare {' '.join(given)}: {exc}") from None
+    check_output("--report", report)
+    err = make_console(stderr=True)
+    try:  # every Java version either run names, before the first run: an unpublished one costs no run
+        for scn in scenarios:
+            java.resolve(runner.start_options(scn).java_versions(), None if quiet or as_json else err.print)
+    except ArtifactError as exc:
+        raise _fail(2, str(exc)) from None
+    cmp = compare.Comparison(overrides)
+    for label, scn in zip(cmp.labels, scenarios):
+        progress = (lambda line: None) if (quiet or as_json) else (
+            lambda line, label=label: err.print(f"[{scn.name}: {label}] {line}"))
+        cmp.runs.append(_run(lambda scn=scn, progress=progress: runner.run(
+            scn, keep_dir=keep_dir, progress=progress, metrics=metrics), f" {label}", None))
+    doc = compare.to_json(cmp)
+    if as_json:
+        print_json(doc)
+    elif quiet:
+        for label, r in zip(cmp.labels, cmp.runs):
+            out.print(f"{'PASS' if r.passed else 'FAIL'} {r.scenario.name} ({label})")
+    else:
+        compare.render(cmp, out)
+    if report is not None:
+        write_output(report, json.dumps(doc, indent=2) + "\n")
+    if not cmp.passed:
+        raise typer.Exit(1)
+
+
+def _run(run: Callable[[], RunResult], label: str, report: Path | None) -> RunResult:
+    """``run()``, its failures turned into one line and mqadmin's exit status (``label`` names which run)."""
+    from mqadmin.scenario import runner
+
+    try:
+        return run()
+    except runner.ClientProgramsError as exc:
+        raise _fail(2, f"the scenario's clients: {exc}") from None
+    except runner.ScenarioRunError as exc:
+        raise _fail(1, f"the run{label} failed: {exc}") from None
+    except ArtifactError as exc:  # a Java version that cannot be had: what is missing is the user's to fix
+        raise _fail(2, str(exc)) from None
+    except BaseException as exc:
+        interrupt = first_of(exc, KeyboardInterrupt)
+        if interrupt is None:
+            raise
+        why = (str(interrupt) or "interrupted") + (f" (run{label})" if label else "")
+        partial = getattr(interrupt, "result", None)
+        raise _fail(130, f"{why}; every process the run started was stopped{_partial_report(partial, report)}") from None
 
 
 def _partial_report(result: object, path: Path | None) -> str:

@@ -17,6 +17,16 @@ from mqadmin.client.security import ClientSecurity
 from mqadmin.localcluster.state import ClusterError, ClusterState
 from remoting.bodies import TopicConfig, TopicRouteData
 
+#: How long one topic creation may take: a Java broker stores and registers the topic before it answers.
+CREATE_TIMEOUT = 5.0
+
+
+def normal_topic(name: str, queues: int) -> TopicConfig:
+    """A topic as a 5.x operator creates one (`updateTopic -a +message.type=NORMAL`, the Dashboard's "Add"):
+    without the type, RocketMQ Dashboard 2.x lists it as UNSPECIFIED, which its Topic page hides by
+    default, so a local cluster's topics looked missing. 4.x brokers ignore the header."""
+    return TopicConfig(name, queues, queues, attributes={"+message.type": "NORMAL"})
+
 
 async def make_ready(state: ClusterState, topics: tuple[str, ...], queues: int, timeout: float,
                      security: ClientSecurity) -> None:
@@ -26,14 +36,28 @@ async def make_ready(state: ClusterState, topics: tuple[str, ...], queues: int, 
         await wait_routable(client, state, timeout)
         if topics:
             masters = [p.addr for p in state.brokers if p.broker_id == 0]
+            creator = AdminClient([p.addr for p in state.namesrvs], timeout=CREATE_TIMEOUT, security=security)
             for topic in topics:
-                tc = TopicConfig(topic, queues, queues)
-                failed = [r.error for r in await client.create_topic_on(masters, tc) if not r.ok]
-                if failed:
-                    raise ClusterError(f"cannot create topic {topic}: {failed[0]}")
+                await create_topic(creator, masters, normal_topic(topic, queues), timeout)
             await wait_routable(client, state, timeout, topics)
     except AdminError as exc:
         raise ClusterError(str(exc)) from None
+
+
+async def create_topic(client: AdminClient, masters: list[str], tc: TopicConfig, timeout: float) -> None:
+    """Create ``tc`` on every master, asking again those that failed until ``timeout`` (creating is
+    idempotent): a Java broker that has just booted on a busy machine can take seconds to answer."""
+    pending, error = masters, "no answer"
+    with trio.move_on_after(timeout):
+        while pending:
+            results = await client.create_topic_on(pending, tc)
+            failed = [(addr, r.error) for addr, r in zip(pending, results) if not r.ok]
+            pending = [addr for addr, _ in failed]
+            if failed:
+                error = failed[0][1] or error
+                await trio.sleep(0.5)
+        return
+    raise ClusterError(f"cannot create topic {tc.topic_name}: {error}")
 
 
 async def wait_routable(client: AdminClient, state: ClusterState, timeout: float, topics: Iterable[str] = ()) -> None:

@@ -24,6 +24,7 @@ from mqadmin.client import AdminClient
 from mqadmin.client.errors import AdminError
 from mqadmin.localcluster import faultpaths, processes
 from mqadmin.localcluster.accounts import admin_security
+from mqadmin.localcluster.ready import normal_topic
 from mqadmin.localcluster.state import ClusterError, ClusterState, Proc
 from mqadmin.scenario.expectations import holds, holds_through, stable_hold
 from mqadmin.scenario.model import CONSUMER_ACTION_KINDS as CONSUMER_ACTIONS
@@ -31,7 +32,6 @@ from mqadmin.scenario.model import NETWORK_ACTION_KINDS as NETWORK_ACTIONS
 from mqadmin.scenario.model import Action
 from mqadmin.scenario.network_schema import fault_of
 from mqadmin.scenario.observer import Observer
-from remoting.bodies import TopicConfig
 
 RPC_TIMEOUT = 3.0
 
@@ -168,7 +168,7 @@ class Executor:
         masters = [p.addr for p in self.state.brokers if p.broker_id == 0 and p.broker_name in brokers and p.alive()]
         if not masters:
             raise ActionError(f"no running master among {', '.join(brokers)} to create {topic} on")
-        results = await AdminClient([], timeout=RPC_TIMEOUT, security=self.security).create_topic_on(masters, TopicConfig(topic, queues, queues))
+        results = await AdminClient([], timeout=RPC_TIMEOUT, security=self.security).create_topic_on(masters, normal_topic(topic, queues))
         failed = [r.error for r in results if not r.ok]
         if failed:
             raise ActionError(f"create topic {topic}: {failed[0]}")

@@ -27,7 +27,8 @@ BARS = " ▁▂▃▄▅▆▇█"
 
 
 def _node(broker: str, broker_id: int) -> str:
-    return broker if broker_id == 0 else f"{broker} (slave {broker_id})"
+    """A broker group's node; a real client does not say which node served it (broker_id -1)."""
+    return broker if broker_id <= 0 else f"{broker} (slave {broker_id})"
 
 
 def per_second(result: RunResult, group: str | None = None) -> list[int]:
@@ -63,6 +64,7 @@ def group_rows(result: RunResult, accounts: dict[str, GroupAccount]) -> list[dic
         rows.append({
             "name": spec.name,
             "group": spec.group,
+            "client": spec.client,
             "consumers": started,
             "acknowledged": len(a.acked),
             "consumed": len(ok),
@@ -132,7 +134,7 @@ def render(result: RunResult, phases: list[tuple[str, float, float]], console: C
     rows = []
     for g in group_rows(result, accounts):
         lost = str(g["lost"]) + (f" ({g['lostWithBroker']} with the broker)" if g["lostWithBroker"] else "")
-        rows.append([g["name"], str(g["consumers"]), str(g["acknowledged"]), str(g["consumed"]), str(g["duplicates"]),
+        rows.append([g["name"] + ("" if g["client"] == "sim" else f" ({g['client']})"), str(g["consumers"]), str(g["acknowledged"]), str(g["consumed"]), str(g["duplicates"]),
                      lost, str(g["lagAtEnd"]), ms(g["p50Ms"]), ms(g["p99Ms"]),
                      " ".join(f"{k}:{v}" for k, v in g["consumedFrom"].items()) or "-"])
     console.print()

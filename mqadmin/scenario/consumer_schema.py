@@ -20,6 +20,7 @@ producer-side schema stays as it was::
       failure_rate: 0           # share of consumptions answered RECONSUME_LATER (sent back, retried)
       pull_batch_size: 32       # pullBatchSize
       pull_threshold: 1000      # pullThresholdForQueue: messages pulled ahead per queue before flow control
+      client: sim               # sim | java:VERSION | go (mqadmin.scenario.client_schema)
 
 Actions ``start_consumer: GROUP`` (``count``), ``stop_consumer: GROUP`` and
 ``kill_consumer: GROUP`` (``consumer``: its index in the group, by start
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mqadmin.scenario import client_schema
 from mqadmin.scenario.model import CONSUMER_ACTION_KINDS as ACTION_KINDS
 from mqadmin.scenario.model import CONSUMER_EXPECT_KINDS as EXPECT_KINDS
 from mqadmin.scenario.model import ConsumerGroupSpec
@@ -86,6 +88,7 @@ def parse_group(p: ScenarioReader, sec: _Section, name: str, duration: float) ->
         failure_rate=sec.get("failure_rate", number(0, 1), 0.0),
         pull_batch_size=sec.get("pull_batch_size", integer(1, 1024), 32),
         pull_threshold=sec.get("pull_threshold", integer(1, 100_000), 1000),
+        client=client_schema.read(sec, "consumers"),
     )
     sec.finish()
     return spec
@@ -149,6 +152,11 @@ def parse_expectation(p: ScenarioReader, kind: str, sec: _Section) -> dict[str, 
         broker = p.broker(sec)
         threshold = sec.get("min" if kind == "min_consumed_from" else "max", integer(0, 10**9))
         extra["broker_id"] = sec.get("broker_id", integer(0, p.cluster.slaves), None)
+        real = [g.name for g in p.consumer_groups if client_schema.is_real(g.client)
+                and extra["consumers"] in (None, g.name)]
+        if extra["broker_id"] is not None and real:
+            raise sec.fail("broker_id", f"group {real[0]} runs a real client, which does not say which node of "
+                                        "a broker group served a pull")
     if kind == "rebalance_within" and not sec.has("after"):
         raise sec.fail(None, "rebalance_within needs after: LABEL (the change it counts from)")
     return {"threshold": float(threshold), "broker": broker, "extra": extra}

@@ -1,7 +1,9 @@
 """The consumers of a scenario run: started, stopped and killed on the timeline, every consumption kept.
 
 Each consumer is a :class:`simclient.consumer.SimConsumer` with a
-connection pool of its own, like a real client process: when a
+connection pool of its own, like a real client process (or, with ``client:
+java:VERSION`` or ``go``, a real client process:
+:class:`~mqadmin.scenario.realclients.RealConsumer`): when a
 ``kill_consumer`` action kills it, its connections close and the brokers
 notice at once (and notify the rest of its group), while ``stop_consumer``
 commits its offsets and unregisters first. Consumption records and
@@ -17,7 +19,10 @@ from dataclasses import dataclass, field
 
 import trio
 
+from mqadmin.scenario.client_schema import is_real
 from mqadmin.scenario.model import Action, ConsumerGroupSpec, Scenario
+from mqadmin.scenario.realclients import STOP_TIMEOUT as REAL_STOP_TIMEOUT
+from mqadmin.scenario.realclients import RealClients, RealConsumer
 from remoting.acl import Credentials
 from simclient import ClientPool, ConsumeRecord, ConsumerOptions, ConsumeStats, OwnershipEvent, SimConsumer
 
@@ -73,14 +78,16 @@ class ConsumerFleet:
         sink: Callable[[ConsumeRecord], None] | None = None,
         credentials: Credentials | None = None,
         tls: ssl.SSLContext | None = None,
+        real: RealClients | None = None,
     ) -> None:
         self.scn = scn
+        self.real = real  # the real client programs, for groups with `client: java:...` or `go`
         self.credentials = credentials  # every consumer's requests are signed (the cluster has accounts)
         self.tls = tls  # and go over TLS (the cluster enforces it)
         self.namesrvs = namesrvs
         self.t0 = t0
         self.run_data = ConsumerRun(scn.consumers, message_store=scn.cluster.message_store)
-        self.members: dict[str, list[SimConsumer]] = {spec.name: [] for spec in scn.consumers}
+        self.members: dict[str, list[SimConsumer | RealConsumer]] = {spec.name: [] for spec in scn.consumers}
         self._sink = sink
         self._next_id = 0
         self._nursery: trio.Nursery | None = None
@@ -103,12 +110,18 @@ class ConsumerFleet:
         for _ in range(spec.count):
             await self.start_one(spec)
 
-    async def start_one(self, spec: ConsumerGroupSpec) -> SimConsumer:
-        """One more consumer in ``spec``'s group, with a pool of its own; returns once it has started."""
+    async def start_one(self, spec: ConsumerGroupSpec) -> SimConsumer | RealConsumer:
+        """One more consumer in ``spec``'s group, with a pool of its own (a process of its own for a real
+        client); returns once it has started."""
         assert self._nursery is not None
         stats = self.run_data.stats.setdefault(spec.name, ConsumeStats())
         consumer_id = self._next_id
         self._next_id += 1
+        if is_real(spec.client):
+            assert self.real is not None
+            real = await self.real.start_consumer(spec, consumer_id, self._emit, self.run_data.events.append, stats)
+            self.members[spec.name].append(real)
+            return real
         made: list[SimConsumer] = []
 
         async def hold(task_status: trio.TaskStatus[None]) -> None:
@@ -122,7 +135,7 @@ class ConsumerFleet:
         await self._nursery.start(hold)
         return made[0]
 
-    def _pick(self, action: Action) -> SimConsumer:
+    def _pick(self, action: Action) -> SimConsumer | RealConsumer:
         group = action.args["group"]
         members = self.members.get(group, [])
         index = action.args.get("consumer")
@@ -152,7 +165,8 @@ class ConsumerFleet:
 
     async def close(self) -> None:
         """Stop every running consumer gracefully (bounded), then the fleet."""
-        with trio.move_on_after(STOP_TIMEOUT + 1.0):
+        real = any(is_real(spec.client) for spec in self.scn.consumers)
+        with trio.move_on_after((REAL_STOP_TIMEOUT if real else STOP_TIMEOUT) + 1.0):
             async with trio.open_nursery() as stoppers:
                 for members in self.members.values():
                     for c in members:

@@ -66,7 +66,7 @@ class ClusterSpec:
 
 @dataclass(frozen=True)
 class ProducerGroup:
-    """Producers sharing options; each is one simulated DefaultMQProducer."""
+    """Producers sharing options; each is one DefaultMQProducer, simulated unless ``client`` names a real one."""
 
     name: str
     producers: int
@@ -80,6 +80,7 @@ class ProducerGroup:
     retries: int  # retryTimesWhenSendFailed
     latency_fault: bool  # sendLatencyFaultEnable
     first_id: int = 0  # producer ids of this group: first_id .. first_id + producers - 1
+    client: str = "sim"  # sim, go or java:VERSION (mqadmin.scenario.client_schema)
 
     @property
     def ids(self) -> range:
@@ -258,7 +259,8 @@ def _consumer_expectation_text(exp: Expectation) -> str:
 
 @dataclass(frozen=True)
 class ConsumerGroupSpec:
-    """Consumers of one group sharing options; each is one simulated DefaultMQPushConsumer."""
+    """Consumers of one group sharing options; each is one DefaultMQPushConsumer, simulated unless ``client``
+    names a real one."""
 
     name: str
     count: int
@@ -276,6 +278,7 @@ class ConsumerGroupSpec:
     failure_rate: float
     pull_batch_size: int = 32
     pull_threshold: int = 1000
+    client: str = "sim"  # sim, go or java:VERSION (mqadmin.scenario.client_schema)
 
     @property
     def group(self) -> str:

@@ -94,7 +94,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
             "topics": list(scn.cluster.topics),
         },
         "load": [
-            {"name": g.name, "producers": g.producers, "rate": g.rate, "start": g.start, "duration": g.duration,
+            {"name": g.name, "client": g.client, "producers": g.producers, "rate": g.rate, "start": g.start, "duration": g.duration,
              "pollInterval": g.poll_interval, "sendTimeout": g.send_timeout, "retries": g.retries,
              "latencyFault": g.latency_fault, "summary": camel_keys(result.summaries[g.name].to_obj(), ("outcomes", "by_broker"))
              if g.name in result.summaries else None}
@@ -112,6 +112,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
         },
         "consumers": consumer_report.to_json(result, phases(result)),
         "expectations": [v.to_json() for v in result.verdicts],
+        "clientProblems": result.client_problems,
         "forceKilled": result.leftover,
         "stateDir": result.state_dir,
         "metrics": result.metrics.to_json() if result.metrics is not None else None,
@@ -156,8 +157,9 @@ def _render_setup(result: RunResult, console: Console) -> None:
         + "".join(f"; {k}={v}" for k, v in c.namesrv_config)
     )
     for g in scn.groups:
+        who = "" if g.client == "sim" else f" ({g.client} client)"
         console.print(
-            f"load {g.name}: {g.producers} producer(s) x {g.rate:g}/s for {g.duration:g} s from t={g.start:g} "
+            f"load {g.name}{who}: {g.producers} producer(s) x {g.rate:g}/s for {g.duration:g} s from t={g.start:g} "
             f"(pollNameServerInterval {g.poll_interval:g} s, sendMsgTimeout {g.send_timeout:g} s, "
             f"retries {g.retries}, latency fault {'on' if g.latency_fault else 'off'})"
         )
@@ -234,6 +236,8 @@ def _render_verdicts(result: RunResult, console: Console) -> None:
         console.print()
         console.print(fit_table([Col("#", justify="right"), Col("expectation", wrap=True), Col("target"), Col("measured"),
                                  Col("verdict"), Col("detail", wrap=True, drop=1)], rows, title="Expectations", console=console))
+    for problem in result.client_problems:
+        console.print(Text(f"client problem: {problem}", style="red"))
     console.print()
     failed_actions = [a for a in result.actions if not a.ok]
     failed = [v for v in result.verdicts if not v.passed]
@@ -245,4 +249,6 @@ def _render_verdicts(result: RunResult, console: Console) -> None:
             why.append(f"{len(failed)} of {len(result.verdicts)} expectations failed")
         if failed_actions:
             why.append(f"{len(failed_actions)} action(s) failed")
+        if result.client_problems:
+            why.append(f"{len(result.client_problems)} client problem(s)")
         console.print(Text("FAIL: " + "; ".join(why or ["nothing was judged"]), style="bold red"))

@@ -10,6 +10,7 @@ Ctrl-C (SIGINT), SIGTERM or SIGHUP.
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import tempfile
@@ -26,14 +27,17 @@ import trio
 from mqadmin.localcluster import processes, prometheus_sd
 from mqadmin.localcluster.accounts import admin_security, app_credentials
 from mqadmin.localcluster.state import ClusterError, ClusterState, Proc
+from mqadmin.rocketmq.artifacts import ArtifactError
 from mqadmin.rocketmq.servers import Sizing
 from mqadmin.scenario.actions import ActionError, Executor
+from mqadmin.scenario.client_schema import is_real
 from mqadmin.scenario.consumer_eval import still_to_consume
 from mqadmin.scenario.consumers import ConsumerFleet, ConsumerRun
 from mqadmin.scenario.expectations import evaluate_all
 from mqadmin.scenario.metrics_watch import MetricsWatch
 from mqadmin.scenario.model import Action, ProducerGroup, Scenario
 from mqadmin.scenario.observer import Observer
+from mqadmin.scenario.realclients import ClientStartError, RealClients, clients_of, prepare
 from mqadmin.scenario.verdict import Verdict
 from server_runtime.climain import first_of
 from simclient import (
@@ -61,6 +65,10 @@ LOSING_ACTIONS = ("kill_broker", "shutdown_broker", "restart_broker")
 
 class ScenarioRunError(Exception):
     """The run itself failed (cluster did not start, run exceeded its timeout); one line."""
+
+
+class ClientProgramsError(ScenarioRunError):
+    """The real client programs the scenario names could not be had (no JDK, no Go, an unpublished version)."""
 
 
 class Interrupted(KeyboardInterrupt):
@@ -118,10 +126,13 @@ class RunResult:
     state_dir: str | None = None  # the cluster's state directory (logs), when kept
     consumers: ConsumerRun | None = None  # consume records and ownership events, when the scenario has consumers
     metrics: MetricsWatch | None = None  # each NameServer's metrics over the run (run with metrics=True)
+    clients: RealClients | None = None  # the real client programs (Java, Go), when the scenario has some
+    client_problems: list[str] = field(default_factory=list)  # a real client that failed to do its part
 
     @property
     def passed(self) -> bool:
-        return self.interrupted is None and bool(self.verdicts) and all(v.passed for v in self.verdicts) and all(a.ok for a in self.actions)
+        return (self.interrupted is None and bool(self.verdicts) and all(v.passed for v in self.verdicts)
+                and all(a.ok for a in self.actions) and not self.client_problems)
 
     @property
     def label_times(self) -> dict[str, float]:
@@ -201,6 +212,10 @@ def run(
     ``base_dir`` (default: the system temporary directory), removed at the end
     unless ``keep_dir``.
     """
+    try:
+        programs = prepare(scn, progress) if clients_of(scn) else None
+    except ArtifactError as exc:
+        raise ClientProgramsError(str(exc)) from None
     workdir = Path(tempfile.mkdtemp(prefix=f"mqscenario-{scn.name}-", dir=base_dir))
     result = RunResult(scn, state_dir=str(workdir) if keep_dir else None)
     state: ClusterState | None = None
@@ -216,6 +231,9 @@ def run(
             result.namesrvs = [p.addr for p in state.namesrvs]
             result.brokers = {p.name: p.addr for p in state.brokers}
             result.impls = {p.name: p.label for p in [*state.namesrvs, *state.brokers]}
+            if programs is not None:
+                result.clients = RealClients(scn, programs, result.namesrvs, workdir, credentials=app_credentials(state),
+                                             tls=state.tls, progress=progress)
             progress(f"cluster up in {result.setup_seconds:.1f} s; running {scn.duration:g} s of load and timeline")
             if state.metrics:
                 progress(f"metrics: watch the run with {prometheus_sd.prometheus_command(workdir)}")
@@ -223,14 +241,21 @@ def run(
     except BaseException as exc:
         interrupt = first_of(exc, KeyboardInterrupt)
         if interrupt is None:
+            failed = first_of(exc, ScenarioRunError)  # raised inside the run's nursery (a client did not start)
+            if failed is not None and failed is not exc:
+                raise failed from None
             raise
         result.interrupted = str(interrupt) or "interrupted"
         raise RunInterrupted(result.interrupted, result) from None
     finally:
         with _signals(signal.SIG_IGN):  # a second Ctrl-C must not cut the cleanup short
             begin = time.monotonic()
+            if result.clients is not None:
+                result.leftover += result.clients.kill_all()
+                result.client_problems = result.clients.problems
             procs = state.procs if state is not None else _recorded_procs(workdir)
-            result.leftover = processes.stop_procs(procs)
+            _kill_java(procs)
+            result.leftover += processes.stop_procs(procs)
             still = [p.name for p in procs if p.alive()]
             result.teardown_seconds = time.monotonic() - begin
             if not keep_dir:
@@ -247,6 +272,19 @@ def run(
         consumers=result.consumers,
     ) if result.observer is not None else []
     return result
+
+
+def _kill_java(procs: list[Proc]) -> None:
+    """SIGKILL the run's Java servers at its end. Nothing is measured after the run and its cluster is
+    thrown away, while a Java broker's graceful shutdown takes about 10 s (3 s of it a fixed sleep in its
+    message store): a run on Java would spend longer stopping than most of its timelines last. Ours
+    stop gracefully in well under a second, and still do."""
+    for p in procs:
+        if p.java and p.alive():
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def _recorded_procs(workdir: Path) -> list[Proc]:
@@ -308,12 +346,20 @@ async def _main(
         if writer is not None:
             writer.write(rec)
 
+    clients = result.clients
     async with trio.open_nursery() as outer:
         if threading.current_thread() is threading.main_thread():
             outer.start_soon(_watch_signals)
+        if clients is not None:
+            try:
+                await clients.launch(outer)  # JVMs take seconds: every client program is ready before time zero
+            except ClientStartError as exc:
+                raise ScenarioRunError(str(exc)) from None
         await outer.start(obs.run)
         t0 = trio.current_time()
         obs.rebase(t0)  # time zero: the observer has seen every NameServer once
+        if clients is not None:
+            clients.set_t0(t0)
         if state.metrics:
             result.metrics = MetricsWatch(state.namesrvs, t0)
             outer.start_soon(result.metrics.run)
@@ -321,7 +367,7 @@ async def _main(
         fleet = None
         if scn.consumers:
             consume_sink: Callable[[ConsumeRecord], None] | None = consume_writer.write if consume_writer else None
-            fleet = ConsumerFleet(scn, namesrvs, t0, sink=consume_sink, credentials=credentials, tls=tls)
+            fleet = ConsumerFleet(scn, namesrvs, t0, sink=consume_sink, credentials=credentials, tls=tls, real=clients)
             result.consumers = fleet.run_data
             await outer.start(fleet.run)
             executor.consumer_actions = fleet.action
@@ -335,6 +381,8 @@ async def _main(
         result.end = obs.now()
         if fleet is not None:
             await fleet.close()
+        if clients is not None:
+            clients.kill_all()  # the consumers a start_consumer never asked for
         outer.cancel_scope.cancel()
 
 
@@ -353,6 +401,9 @@ async def _run_group(
     sink: Callable[[SendRecord], None],
     result: RunResult,
 ) -> None:
+    if result.clients is not None and is_real(g.client):
+        result.summaries[g.name] = await result.clients.run_group(g, sink)
+        return
     await trio.sleep_until(t0 + g.start)
     spec = LoadSpec(producers=g.producers, topics=g.topics, rate_per_producer=g.rate,
                     message_size=g.message_size, duration=g.duration)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mqadmin.scenario import cluster_impls, consumer_schema, network_schema
+from mqadmin.scenario import client_schema, cluster_impls, consumer_schema, network_schema
 from mqadmin.scenario.model import (
     FAULT_OPS,
     Action,
@@ -29,6 +29,8 @@ from mqadmin.scenario.model import (
     ProducerGroup,
     Scenario,
 )
+from mqadmin.scenario.overrides import Override
+from mqadmin.scenario.overrides import apply as apply_overrides
 from mqadmin.scenario.reader import ScenarioReader
 from mqadmin.scenario.values import (
     MAX_DURATION,
@@ -186,6 +188,7 @@ def parse_group(p: ScenarioReader, sec: _Section, name: str, duration: float, fi
         retries=sec.get("retries", integer(0, 16), 2),
         latency_fault=sec.get("latency_fault", boolean, False),
         first_id=first_id,
+        client=client_schema.read(sec, "load"),
     )
     sec.finish()
     return group
@@ -315,13 +318,15 @@ def parse_expectation(p: ScenarioReader, data: Any, where: str, line: int) -> Ex
                        upper)
 
 
-def parse(text_: str, path: str = "<scenario>") -> Scenario:
-    """Validate a scenario text; ScenarioError (one line) on the first problem."""
+def parse(text_: str, path: str = "<scenario>", overrides: list[Override] | None = None) -> Scenario:
+    """Validate a scenario text (with cluster ``overrides``, see :mod:`.overrides`); ScenarioError (one
+    line) on the first problem."""
     ctx = _Ctx(path)
     try:
         data = load_yaml(text_)
     except YamlError as exc:
         raise ctx.error(exc.line, "", str(exc)) from None
+    apply_overrides(data, overrides or [])
     top = _Section(ctx, data, "", 1)
     top.unknown_first(TOP_KEYS)
     p = ScenarioReader(ctx)
@@ -428,8 +433,8 @@ def check_names(p: ScenarioReader) -> None:
             raise p.ctx.error(line, where, f"no timeline action has label {value!r} (labels: {known})")
 
 
-def load(path: str | Path) -> Scenario:
-    """Read and validate a scenario file."""
+def load(path: str | Path, overrides: list[Override] | None = None) -> Scenario:
+    """Read and validate a scenario file (with cluster ``overrides``)."""
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -443,4 +448,4 @@ def load(path: str | Path) -> Scenario:
         content = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ScenarioError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return parse(content, str(path))
+    return parse(content, str(path), overrides)

@@ -1,5 +1,9 @@
 """Build the interop harness once: the Java programs (Maven, both RocketMQ versions), the Go
-client program, and the loopback bind shim.
+client program, and the loopback bind shim; and warm mqadmin's own builds of the scenario clients.
+
+The sources are interop/'s, the one copy mqadmin's scenarios build too
+(:mod:`mqadmin.rocketmq.harness`): the Go program is that module's build, in its cache, and the
+scenario's Java programs are compiled there for both versions, so no test pays for a first use.
 
 Run by ``make test`` before pytest (``python -m tests.interop.harness_build``) and again by the
 session fixtures, which find everything up to date and return at once. A missing JDK, Maven, Go,
@@ -18,14 +22,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from mqadmin.rocketmq import artifacts, loopback
+from mqadmin.rocketmq import artifacts, harness, loopback
 
 REPO = Path(__file__).resolve().parents[2]
 INTEROP = REPO / "interop"
 JAVA_DIR = INTEROP / "java"
-GO_DIR = INTEROP / "go"
 BUILD_DIR = INTEROP / "build"
-GO_BINARY = BUILD_DIR / "interop-go"
 SHIM = BUILD_DIR / "libloopback_bind.so"
 # Touched after a successful Maven build: Maven leaves an unchanged classpath.txt untouched, so its
 # own mtime cannot tell a stale build from a fresh one.
@@ -126,13 +128,20 @@ def build_extra() -> dict[str, JavaBuild]:
 
 
 def build_go() -> Path:
-    """Build the Go client program (modules from the Go module proxy, pinned by go.sum)."""
-    go = _tool("go", "the interop suite runs the Apache Go client (rocketmq-client-go/v2)")
-    if not _up_to_date([GO_BINARY], [GO_DIR]):
-        BUILD_DIR.mkdir(exist_ok=True)
-        env = dict(os.environ, GOFLAGS="-mod=readonly -buildvcs=false")
-        _run([go, "build", "-o", str(GO_BINARY), "."], GO_DIR, "go build", timeout=1200, env=env)
-    return GO_BINARY
+    """The Go client program (modules from the Go module proxy, pinned by go.sum), as mqadmin builds it."""
+    try:
+        return harness.go_program()
+    except harness.HarnessError as exc:
+        raise HarnessBuildError(str(exc)) from None
+
+
+def build_scenario_clients() -> None:
+    """mqadmin's scenario client programs for each version (javac into its cache; nothing when built)."""
+    for version in JAVA_VERSIONS:
+        try:
+            harness.java_programs(version)
+        except harness.HarnessError as exc:
+            raise HarnessBuildError(str(exc)) from None
 
 
 def build_shim() -> Path:
@@ -158,14 +167,15 @@ def resolve_servers() -> list[str]:
 def main() -> int:
     try:
         build_shim()
-        build_go()
+        go = build_go()
         builds = build_java()
+        build_scenario_clients()
         resolve_servers()
     except HarnessBuildError as exc:
         print(f"interop harness: {exc}", file=sys.stderr)
         return 1
-    print(f"interop harness ready: Java {', '.join(builds)}, {GO_BINARY.relative_to(REPO)}, {SHIM.relative_to(REPO)}; "
-          f"servers {', '.join(SERVER_VERSIONS)} in {artifacts.cache_root()}")
+    print(f"interop harness ready: Java {', '.join(builds)} (and mqadmin's scenario clients), {go}, "
+          f"{SHIM.relative_to(REPO)}; servers {', '.join(SERVER_VERSIONS)} in {artifacts.cache_root()}")
     return 0
 
 
