@@ -6,25 +6,23 @@ NameServer on JDK 9 and later (a 4 GB heap, G1, the C2 compiler): the peer runs 
 as the test suite's small C1-only JVMs, which are sized to start quickly on a busy machine.
 
 Loopback only: 5.x takes ``bindAddress=127.0.0.1`` and ``listenPort=0`` (the boot line names the port it
-got); 4.x has neither, so it gets a free port and the LD_PRELOAD shim of ``interop/loopback`` turns its
+got); 4.x has neither, so it gets a free port and the LD_PRELOAD shim of ``mqadmin.rocketmq.loopback`` turns its
 wildcard bind into a loopback one. Either way the listening sockets are checked after the boot, and the
 JVM is refused if one is not on 127.0.0.0/8. The JVM is killed if the benchmark dies (``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
 import time
 from pathlib import Path
 
-from mqadmin.rocketmq import artifacts
+from mqadmin.rocketmq import artifacts, loopback
 from mqadmin.rocketmq.jvm import NAMESRV_MAIN, java_command, java_env, rocketmq_home
 
 ROOT = Path(__file__).resolve().parent.parent
-SHIM_SOURCE = ROOT / "interop" / "loopback" / "loopback_bind.c"
 BOOT = re.compile(r"The Name Server boot success[^\n]*?(?:address ([\d.]+):(\d+))?\n")
 #: JVM options of Apache's runserver.sh for JDK 9+ (java_command's small-heap defaults are overridden:
 #: for a boolean HotSpot flag the last occurrence wins).
@@ -41,12 +39,12 @@ class JavaNamesrvError(Exception):
     """The Java NameServer could not be had or started; the message is one line."""
 
 
-def build_shim(workdir: Path) -> Path:
-    """Compile the loopback bind shim into ``workdir`` (a C compiler is needed anyway for the load generator)."""
-    shim = workdir / "libloopback_bind.so"
-    cc = os.environ.get("CC", "cc")
-    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(shim), str(SHIM_SOURCE), "-ldl"], check=True)
-    return shim
+def build_shim() -> Path:
+    """The product's loopback bind shim (``mqadmin.rocketmq.loopback``), compiled once into its cache."""
+    try:
+        return loopback.shim()
+    except loopback.LoopbackError as exc:
+        raise JavaNamesrvError(str(exc)) from None
 
 
 def free_port() -> int:
@@ -93,7 +91,7 @@ class JavaNamesrv:
         with open(self.workdir / "stdout.log", "wb") as out:
             self.proc = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir,
-                env=java_env(home, loopback_shim=build_shim(self.workdir)), preexec_fn=self.preexec,  # type: ignore[arg-type]
+                env=java_env(home, loopback_shim=build_shim()), preexec_fn=self.preexec,  # type: ignore[arg-type]
             )
         return self
 

@@ -121,16 +121,27 @@ class Capture:
     it does not know.
     """
 
-    def __init__(self, table: RouteTable, chunk: int = CAPTURE_CHUNK, restored: Restored | None = None) -> None:
+    def __init__(
+        self,
+        table: RouteTable,
+        chunk: int = CAPTURE_CHUNK,
+        restored: Restored | None = None,
+        topics_of: Captured | None = None,
+    ) -> None:
+        """``topics_of``: an earlier capture whose topics the table still holds (its generation has
+        not moved since): its topic lists are taken as they are (they are never changed) and no
+        topic is read again, so a capture after a change of live entries only (a broker's new
+        data version, the usual re-registration) costs next to nothing on the loop."""
         self.table = table
         self.restored = restored
         self.chunk = chunk
-        self.names = table.all_topics()  # as queries see them (see RouteTable.queues)
         self.pos = 0
-        self.topics: list[str] = []
-        self.sets: list[tuple[QueueData, ...]] = []
-        self.refs: list[int] = []
         self._index: dict[tuple[QueueData, ...], int] = {}
+        # The topics as queries see them (see RouteTable.queues), unless they are reused.
+        self.names: list[str] = table.all_topics() if topics_of is None else []
+        self.topics: list[str] = [] if topics_of is None else topics_of.topics
+        self.sets: list[tuple[QueueData, ...]] = [] if topics_of is None else topics_of.queue_sets
+        self.refs: list[int] = [] if topics_of is None else topics_of.topic_sets
 
     def step(self) -> bool:
         """Read the next chunk; True while topics remain."""

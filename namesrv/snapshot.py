@@ -138,6 +138,9 @@ class RouteSnapshots:
         self.restored: Restored | None = None
         self._lock = trio.Lock()
         self._written: tuple[int, list[route_state.LiveRecord]] | None = None  # what the file holds
+        #: The last capture that saw no change while it ran, and the table's generation then: its
+        #: topics are reused while the generation stays (see route_state.Capture's ``topics_of``).
+        self._topics_of: tuple[int, route_state.Captured] | None = None
         self._failing = False
         self.slowest_capture_ms = 0.0
         self.writes = 0
@@ -206,7 +209,7 @@ class RouteSnapshots:
             if self._written is not None and self._written[0] == generation and self._written[1] == live:
                 await trio.to_thread.run_sync(self._touch)
                 return False
-            captured = await self._capture()
+            captured = await self._capture(generation)
             state_millis = int(self.wall() * 1000)
             try:
                 # abandon_on_cancel: a stop past its time limit leaves the thread to finish or die
@@ -231,9 +234,17 @@ class RouteSnapshots:
         if self.config.warmRestartEnable:
             await self.write_if_changed()
 
-    async def _capture(self) -> route_state.Captured:
-        """Copy the table on the loop in steps, yielding between them (no encoding here)."""
-        capture = route_state.Capture(self.table, restored=self.restored)
+    async def _capture(self, generation: int) -> route_state.Captured:
+        """Copy the table on the loop in steps, yielding between them (no encoding here).
+
+        The topics are read again only when the table's ``generation`` moved since the last
+        capture: under steady re-registrations (new data versions, the same topics) only the
+        live entries change, and reading 40,000 topics again took 12 % of the server's CPU
+        (py-spy, 32 brokers re-registering each second under 64 connections of route queries).
+        """
+        reuse = self._topics_of
+        topics_of = reuse[1] if reuse is not None and reuse[0] == generation else None
+        capture = route_state.Capture(self.table, restored=self.restored, topics_of=topics_of)
         while True:
             began = time.perf_counter()
             more = capture.step()
@@ -242,7 +253,10 @@ class RouteSnapshots:
                 log.warning("a route snapshot capture step held the loop %.0f ms", took)
             self.slowest_capture_ms = max(self.slowest_capture_ms, took)
             if not more:
-                return capture.finish()
+                captured = capture.finish()
+                if self.table.generation == generation:  # nothing changed while it was read
+                    self._topics_of = (generation, captured)
+                return captured
             await trio.sleep(0)
 
     def _write(self, captured: route_state.Captured, state_millis: int) -> None:

@@ -389,3 +389,34 @@ def test_query_data_version_of_a_provisional_broker_says_changed(tmp_path: Path)
                                  topics=[TopicConfig("T1", 4, 4, RW)], data_version=stored)
     assert RequestCode(reg_req.code) == RequestCode.REGISTER_BROKER and proc.handle(reg_req, "conn") is not None
     assert ask() is False  # registered since: the usual answer
+
+
+def test_a_data_version_change_is_written_with_the_last_capture_topics_and_a_topic_change_reads_them_again(
+    tmp_path: Path,
+) -> None:
+    """The writer reuses its last capture's topics while the generation stays, and only then."""
+    snaps = snapshots_for(tmp_path / "routes.msgpack")
+    table = snaps.table
+    register(table, reg(), body(version=DataVersion(1, 1)))
+
+    def restored() -> RouteTable:
+        fresh = RouteTable()
+        _, state = snapshot.decode((tmp_path / "routes.msgpack").read_bytes())
+        route_state.restore(fresh, state, 0.0, WALL)
+        return fresh
+
+    assert trio.run(snaps.write_if_changed)
+    first = snaps._topics_of
+    assert first is not None
+    register(table, reg(), body(version=DataVersion(2, 2)))  # a new data version, the same topics
+    assert trio.run(snaps.write_if_changed)
+    assert snaps._topics_of is not None and snaps._topics_of[1].topics is first[1].topics  # not read again
+    again = restored()
+    assert again.live[(C1, A0)].data_version == DataVersion(2, 2)
+    assert {t: again.route_body(t, True) for t in table.topic_queues} == {
+        t: table.route_body(t, True) for t in table.topic_queues}
+    register(table, reg(), body({"T9": (2, 2, RW, 0)}, version=DataVersion(3, 3)))  # the topics change
+    assert trio.run(snaps.write_if_changed)
+    assert snaps._topics_of is not None and snaps._topics_of[1].topics is not first[1].topics
+    fresh = restored()
+    assert "T9" in fresh.topic_queues and set(fresh.topic_queues) == set(table.topic_queues)

@@ -64,19 +64,23 @@ class RawBody:
     def digest(self) -> Generator[None, None, bytes | None]:
         """The body's identity for the same-body shortcut (None: empty body).
 
-        BLAKE2b over the bytes plus the flags that change their meaning;
-        hashed DIGEST_STEP bytes at a time so a 16 MB body does not hold the
-        loop for 10 ms in one go.
+        SHA-256 (its first 16 bytes) over the bytes plus the flags that change
+        their meaning; hashed DIGEST_STEP bytes at a time so a 16 MB body does
+        not hold the loop for 10 ms in one go. SHA-256, not BLAKE2b: OpenSSL's
+        uses the CPU's SHA instructions where it has them (x86 SHA-NI, ARMv8),
+        1.1 ms for a 1.7 MB body here against BLAKE2b's 2.2 ms, and every
+        re-registration with a new data version is hashed whole (BLAKE2b was
+        5.8 % of the server's CPU with 32 brokers re-registering each second).
         """
         if not self.body:
             return None
-        h = hashlib.blake2b(digest_size=16)
+        h = hashlib.sha256()
         view = memoryview(self.body)
         for pos in range(0, len(view), DIGEST_STEP):
             if pos:
                 yield
             h.update(view[pos : pos + DIGEST_STEP])
-        return h.digest() + bytes([self.compressed]) + self.version.to_bytes(4, "big", signed=True)
+        return h.digest()[:16] + bytes([self.compressed]) + self.version.to_bytes(4, "big", signed=True)
 
 
 class QuietGC:
