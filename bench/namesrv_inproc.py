@@ -49,9 +49,9 @@ def _frame(name: str, addr: str, configs: list[TopicConfig], counter: int, **kw:
 
 def _sliced(proc: NameServerProcessor, req: RemotingCommand) -> tuple[float, float, int]:
     """(total CPU ms, longest slice CPU ms, slices) of one registration driven as the server does."""
-    parsed = proc.registrations._registration(req, 1)
+    parsed = proc.registrations._request(req, 1)
     assert not isinstance(parsed, RemotingCommand), parsed.remark
-    reg, raw, _ = parsed
+    reg, raw = parsed.reg, parsed.raw
     steps = proc.table.register_raw(reg, raw, conn=1, now=proc.now_ms())
     longest, slices = 0.0, 0
     start = last = time.process_time()
