@@ -314,7 +314,7 @@ def test_timeout_exits_1_and_stops_everything(base: Path) -> None:
     assert cluster_procs(base) == []
 
 
-def wait_for_procs(base: Path, count: int, proc: subprocess.Popen[str], timeout: float = 20) -> None:
+def wait_for_procs(base: Path, count: int, proc: subprocess.Popen[str], timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while len(cluster_procs(base)) < count:
         if proc.poll() is not None or time.monotonic() > deadline:

@@ -253,7 +253,8 @@ async def test_simulated_producers_run_over_tls_against_an_enforcing_cluster(sta
     start_broker("a", brokerName="broker-a", namesrvAddr=ns.addr, **ENFORCING)
     await _eventually_true(lambda: _registered(ns.addr, "broker-a"))
     spec = LoadSpec(producers=5, topics=("TlsLoad",), rate_per_producer=0, messages_per_producer=10, duration=30)
-    options = ProducerOptions(namesrv_addrs=(ns.addr,), use_tls=True)
+    # Generous timeouts: TLS handshakes of 5 producers on a starved machine took over the default 3 s.
+    options = ProducerOptions(namesrv_addrs=(ns.addr,), use_tls=True, send_timeout=20.0, mq_client_api_timeout=20.0)
     summary = await run_load(options, spec, lambda record: None)
     assert (summary.sends, summary.ok, summary.by_broker) == (50, 50, {"broker-a": 50})
     # the same producers without TLS get no route and store nothing

@@ -50,7 +50,7 @@ LOOPBACK_HOSTS = re.compile(r"^(localhost|127(\.\d{1,3}){3}|\[?::1\]?)$")
 #: Seconds to try a TCP connection to a standalone master before paying for a JVM start.
 MASTER_PROBE_TIMEOUT = 5.0
 #: Longest a JVM start may take on a busy machine (s); remote masters add the executor wait.
-JVM_START_TIMEOUT = 90.0
+JVM_START_TIMEOUT = 180.0
 #: How to get pyspark (the project is not on any package index).
 SPARK_INSTALL = "run pip install -e '.[spark,plot]' in the project directory"
 #: Our packages that partitions import (shipped to workers as one zip).
