@@ -41,6 +41,7 @@ class ClusterSpec:
     java_opts: tuple[str, ...] = ()  # more JVM options for every Java process (mqadmin start --java-opt)
     fault_proxy: bool | None = False  # a fault proxy on every broker->NameServer path (None only while parsing)
     client_proxy: bool = False  # brokers register the proxy's address: clients reach them through it too
+    proxy: str | None = None  # Apache's RocketMQ Proxy of this version over the cluster (for gRPC clients)
 
     @property
     def broker_names(self) -> list[str]:

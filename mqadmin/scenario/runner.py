@@ -154,6 +154,7 @@ def start_options(scn: Scenario, metrics: bool = False) -> processes.StartOption
         java_sizing=Sizing(java_opts=c.java_opts),
         fault_proxy=bool(c.fault_proxy),
         client_proxy=c.client_proxy,
+        proxy=c.proxy,
     )
 
 
@@ -226,8 +227,9 @@ def run(
             result.brokers = {p.name: p.addr for p in state.brokers}
             result.impls = {p.name: p.label for p in [*state.namesrvs, *state.brokers]}
             if programs is not None:
+                endpoint = next((p.addr for p in state.procs if p.kind == "proxy"), None)
                 result.clients = RealClients(scn, programs, result.namesrvs, workdir, credentials=app_credentials(state),
-                                             tls=state.tls, progress=progress)
+                                             tls=state.tls, endpoint=endpoint, progress=progress)
             progress(f"cluster up in {result.setup_seconds:.1f} s; running {scn.duration:g} s of load and timeline")
             if state.metrics:
                 progress(f"metrics: watch the run with {prometheus_sd.prometheus_command(workdir)}")

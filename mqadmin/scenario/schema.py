@@ -152,6 +152,7 @@ class _Parser:
         self.groups: dict[str, ProducerGroup] = {}
         self.consumer_groups: tuple[ConsumerGroupSpec, ...] = ()
         self.fault_proxy_line = 0
+        self.proxy_line = 0
 
     # --- shared parameter readers -------------------------------------
 
@@ -220,10 +221,12 @@ class _Parser:
             **cluster_impls.read(sec, namesrvs, brokers),
             fault_proxy=sec.get("fault_proxy", boolean, None),  # None until the timeline is read: see parse()
             client_proxy=sec.get("client_proxy", boolean, False),
+            proxy=sec.get("proxy", client_schema.proxy_version, None),  # or implied by gRPC clients: see parse()
         )
         if spec.client_proxy and spec.fault_proxy is False:
             raise sec.fail("client_proxy", "needs the fault proxy (fault_proxy: true, or leave it out)")
         self.fault_proxy_line = sec.line("fault_proxy")
+        self.proxy_line = sec.line("proxy")
         sec.finish()
         cluster_impls.check_cluster(sec, spec)
         return spec
@@ -424,6 +427,8 @@ def parse(text_: str, path: str = "<scenario>", overrides: list[Override] | None
     p.topics = set(p.cluster.topics)
     groups = p.parse_load(top.raw("load"), top.line("load"), duration)
     p.consumer_groups = consumer_schema.parse_consumers(p, top.raw("consumers"), top.line("consumers"), duration)
+    p.cluster = client_schema.resolve_proxy(p.cluster, groups, p.consumer_groups,
+                                            lambda msg: ctx.error(p.proxy_line, "cluster.proxy", msg))
 
     observe = _Section(ctx, top.raw("observe") if top.raw("observe") is not None else LMap(top.line("observe")), "observe")
     observe_interval = observe.get("interval", number(0.02, 5), 0.1)
