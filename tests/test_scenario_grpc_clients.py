@@ -60,7 +60,7 @@ def test_bad_grpc_input_is_one_line(client: str, consumer: str, extra: str, clus
 def test_an_unknown_client_kind_is_one_line_and_exit_2(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(SCN.format(client="grpc-rust", consumer="sim", extra="", cluster=""))
-    done = subprocess.run([sys.executable, "-m", "mqadmin", "scenario", "run", str(path)], capture_output=True,
+    done = subprocess.run([str(Path(sys.executable).parent / "mqadmin"), "scenario", "run", str(path)], capture_output=True,
                           text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode != 0 and done.stdout == ""
     assert done.stderr.strip().count("\n") == 0 and "got 'grpc-rust'" in done.stderr, done.stderr

@@ -30,8 +30,8 @@ def test_grpc_broker_crash(base: Path) -> None:  # noqa: F811
 
 
 def test_every_shipped_grpc_scenario_is_run_here() -> None:
-    grpc = {p.stem for p in shipped_dir().glob("*.yaml")
-            if any(is_grpc(c) for c in [*(g.client for g in (scn := schema.load(p)).groups),
-                                        *(s.client for s in scn.consumers)])}
+    scns = {p.stem: schema.load(p) for p in shipped_dir().glob("*.yaml")}
+    grpc = {name for name, scn in scns.items()
+            if any(is_grpc(c) for c in [*(g.client for g in scn.groups), *(s.client for s in scn.consumers)])}
     tested = {name.removeprefix("test_").replace("_", "-") for name in globals() if name.startswith("test_")}
     assert grpc and grpc <= tested, sorted(grpc - tested)
