@@ -57,14 +57,14 @@ from namesrv.kvconfig import KVConfig
 from namesrv.processor import NameServerProcessor
 from namesrv.request_classes import REQUEST_CLASSES
 from remoting import acl
-from remoting.access import AccessSettings, settings_from
-from remoting.acl_accounts import parse_accounts
+from security.access import AccessSettings, settings_from
+from security.acl_accounts import parse_accounts
 from remoting.bodies import TopicConfig
 from remoting.codec import FrameDecoder, encode
 from remoting.codes import RequestCode
 from remoting.command import request
-from remoting.gate import Gate
-from remoting.ratelog import RateLimitedLog
+from security.gate import Gate
+from server_runtime.ratelog import RateLimitedLog
 
 CLIENT = acl.Credentials("benchClient", "benchClientSecret")
 ACCOUNTS = f"accounts:\n  - accessKey: {CLIENT.access_key}\n    secretKey: {CLIENT.secret_key}\n"

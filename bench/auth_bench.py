@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Route-query throughput with and without accounts, in interleaved rounds against live servers.
+"""Route-query throughput (and registration latency) in interleaved rounds against live servers.
 
 Why a benchmark of its own: issue 19 asks that route queries keep their
 throughput within 10 % of the server before access control once accounts
@@ -14,8 +14,9 @@ ratio to its reference.
 
 Modes (a mode is a server and the frames its clients send):
 
-- ``today``: the server of ``--today-root`` (a checkout from before access
-  control, e.g. ``git archive e6a84e5^1``), unsigned route queries;
+- ``today``: the server of ``--today-root`` (another checkout to compare
+  with, e.g. ``git archive e6a84e5^1`` from before access control, or
+  ``git archive main`` before a branch), unsigned route queries;
 - ``today-signed``: the same server, queries signed by a client with
   Java's AclClientRPCHook (a server without access control ignores the two
   extra fields, but still decodes them);
@@ -30,11 +31,18 @@ The reference of ``off`` and ``unsigned`` is ``today`` (``off`` without
 ``--today-root``); of ``signed``, ``today-signed`` (``ignored``, this
 checkout without accounts and signed queries, without ``--today-root``).
 
+With ``--registrations``, each mode's round also times that many passes of
+its server's 32 brokers re-registering, once with the very body they sent
+last (the 30 s heartbeat of an unchanged broker) and once with a new data
+version and one topic changed (what a topic update costs); the figures are
+the medians of those latencies.
+
 Each server runs as a real ``mqnamesrv`` process pinned to CPU 0, the C
 load generator (16 connections x 16 in flight, random topics) on CPU 1.
 Everything stays on 127.0.0.1; every load is bounded by ``--duration``.
 
-usage: bench/auth_bench.py [--rounds 5] [--duration 4] [--today-root DIR] [--out FILE]
+usage: bench/auth_bench.py [--rounds 5] [--duration 4] [--today-root DIR] [--modes today,off]
+                           [--registrations 0] [--out FILE]
 """
 
 from __future__ import annotations
@@ -55,13 +63,13 @@ sys.path.insert(0, str(ROOT))
 
 from bench.namesrv_bench import (
     BROKER_KEYS,
+    CLIENT_CPU,
     CLIENT_KEYS,
     BlockingConn,
     BrokerBody,
     build_loadgen,
     cpu_seconds,
     pin,
-    CLIENT_CPU,
     query_load,
     start_server,
     topic_configs,
@@ -94,29 +102,43 @@ class Brokers:
     PERIOD = 30.0
 
     def __init__(self) -> None:
-        self.registrations: list[tuple[BlockingConn, bytes]] = []
+        self.registrations: list[tuple[BlockingConn, BrokerBody]] = []
+        self.by_server: dict[str, list[tuple[BlockingConn, BrokerBody]]] = {}
         self.last = 0.0
 
     def register(self, addr: str, keys: acl.Credentials | None) -> list[str]:
         """All brokers on ``addr``; the topic names."""
         topics: list[str] = []
+        self.refresh()  # the servers registered before (a loaded machine takes minutes: none may expire)
         for c in range(CLUSTERS):
             configs = topic_configs(c, TOPICS)
             topics += [tc.topic_name for tc in configs]
             for b in range(BROKERS):
                 conn = BlockingConn(addr)
-                frame = BrokerBody(c, b, configs, keys).current
-                self.registrations.append((conn, frame))
-                self._send(conn, frame)
+                body = BrokerBody(c, b, configs, keys)
+                self.registrations.append((conn, body))
+                self.by_server.setdefault(addr, []).append((conn, body))
+                self._send(conn, body.current)
+                self.refresh()
         self.last = time.monotonic()
         return topics
 
     def refresh(self) -> None:
         """Re-register every broker if the last round was ``PERIOD`` ago (never while measuring)."""
         if time.monotonic() - self.last >= self.PERIOD:
-            for conn, frame in self.registrations:
-                self._send(conn, frame)
+            for conn, body in self.registrations:
+                self._send(conn, body.current)
             self.last = time.monotonic()
+
+    def timed(self, addr: str, change: bool) -> list[float]:
+        """Every broker of ``addr`` re-registers (``change``: a new data version, one topic changed); ms each."""
+        took = []
+        for conn, body in self.by_server[addr]:
+            seconds, code = conn.call(body.frame(change=True) if change else body.current)
+            if code != 0:
+                raise SystemExit(f"re-registration refused: code {code}")
+            took.append(1000 * seconds)
+        return took
 
     @staticmethod
     def _send(conn: BlockingConn, frame: bytes) -> None:
@@ -169,12 +191,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--duration", type=float, default=4.0, help="seconds of load per mode per round")
-    ap.add_argument("--today-root", type=Path, help="a checkout from before access control (modes today, today-signed)")
+    ap.add_argument("--today-root", type=Path, help="another checkout to compare with (modes today, today-signed)")
+    ap.add_argument("--registrations", type=int, default=0,
+                    help="passes of the brokers re-registering timed per mode and round (0: none)")
     ap.add_argument("--modes", help="comma-separated subset of the modes (each needs its reference)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "auth.json"))
     args = ap.parse_args()
-    if not (1 <= args.rounds <= 30 and 0.5 <= args.duration <= 60):
-        ap.error("--rounds 1..30, --duration 0.5..60")
+    if not (1 <= args.rounds <= 30 and 0.5 <= args.duration <= 60 and 0 <= args.registrations <= 20):
+        ap.error("--rounds 1..30, --duration 0.5..60, --registrations 0..20")
     if args.today_root is not None and not (args.today_root / "namesrv").is_dir():
         ap.error(f"--today-root {args.today_root}: no namesrv/ there")
 
@@ -192,9 +216,10 @@ def main() -> None:
         servers: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
         brokers = Brokers()
         try:
+            wanted = set(args.modes.split(",")) if args.modes else None
             for name, auth, root in (("today", False, args.today_root), ("off", False, ROOT), ("on", True, ROOT)):
-                if root is None:
-                    continue
+                if root is None or (name == "on" and wanted is not None and not wanted & {"unsigned", "signed"}):
+                    continue  # (a server with accounts only for the modes that use it)
                 (work / name).mkdir()
                 servers[name] = start_server(work / name, frame_max=64 * 1024 * 1024, auth=auth, server_root=root.resolve())
             topics: list[str] = []
@@ -213,8 +238,7 @@ def main() -> None:
                 "signed": ("on", signed, "today-signed" if "today" in servers else "ignored"),
             }
             modes = {m: v for m, v in modes.items() if v[0] in servers and (m != "ignored" or "today" not in servers)}
-            if args.modes:
-                wanted = set(args.modes.split(","))
+            if wanted is not None:
                 modes = {m: v for m, v in modes.items() if m in wanted or any(m == w[2] for k, w in modes.items() if k in wanted)}
             for mode, (server, frames, _) in modes.items():
                 warm(servers[server][1], frames.read_bytes(), len(topics))
@@ -228,6 +252,10 @@ def main() -> None:
                     brokers.refresh()
                     proc, addr = servers[modes[mode][0]]
                     rounds[mode].append(measure(loadgen, modes[mode][1], addr, proc.pid, args.duration))
+                    if args.registrations:
+                        for key, change in (("reg_same_ms", False), ("reg_changed_ms", True)):
+                            took = [t for _ in range(args.registrations) for t in brokers.timed(addr, change)]
+                            rounds[mode][-1][key] = statistics.median(took)
                 print(f"round {r + 1}: " + "  ".join(f"{m} {rounds[m][-1]['qps']:,.0f} q/s" for m in order), flush=True)
         finally:
             brokers.close()
@@ -255,6 +283,12 @@ def main() -> None:
         shown = " ".join(f"{x:.2f}" for x in ratios)
         print(f"{mode:14s} {statistics.median(qps):11,.0f} {statistics.median(cpu):9.1f}  {ref:13s} {shown} "
               f"({statistics.median(ratios):.3f})")
+        if args.registrations:
+            for key in ("reg_same_ms", "reg_changed_ms"):
+                per_round = [x[key] for x in rounds[mode]]
+                summary[mode][key] = per_round
+                print(f"{'':14s} {key}: " + " ".join(f"{x:.2f}" for x in per_round)
+                      + f" (median {statistics.median(per_round):.2f})")
     results.update(rounds=args.rounds, duration_s=args.duration, modes=summary,
                    today_root=str(args.today_root) if args.today_root else None,
                    load_average_after=os.getloadavg()[0], finished=time.strftime("%Y-%m-%d %H:%M:%S"))

@@ -23,7 +23,7 @@ busy neighbour slows less than it slows throughput.
 Two steady figures besides (CPU time, in this process, no sockets):
 
 * the request meter's cost per route query: the real processor answering a
-  decoded route request, bare and through :class:`remoting.metering.RequestMeter`;
+  decoded route request, bare and through :class:`server_runtime.metering.RequestMeter`;
 * one scrape's render with 100,000 topics in the table (it reads sizes and
   counters only, so it costs the same with 100).
 
@@ -169,7 +169,7 @@ def hot_path_ns(topics: int, rounds: int = 40, per_round: int = 5_000) -> dict[s
     from namesrv.processor import NameServerProcessor
     from namesrv.request_classes import REQUEST_CLASSES
     from remoting.codec import decode_frame
-    from remoting.metering import RequestMeter
+    from server_runtime.metering import RequestMeter
 
     async def no_persist(path: str, data: bytes) -> None:
         raise OSError("nothing is written here")
@@ -216,8 +216,8 @@ def render_ms(topics: int) -> dict[str, float]:
     from namesrv.request_classes import REQUEST_CLASSES
     from namesrv.snapshot import RouteSnapshots
     from remoting.codec import decode_frame
-    from remoting.metering import RequestMeter
-    from remoting.reactor import Reactor
+    from server_runtime.metering import RequestMeter
+    from server_runtime.reactor import Reactor
 
     async def no_persist(path: str, data: bytes) -> None:
         raise OSError("nothing is written here")

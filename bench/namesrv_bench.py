@@ -34,7 +34,7 @@ for the cost of TLS beside the plaintext figures.
 registrations with an admin account; route queries go ``unsigned`` (the
 default aclUnsignedClasses lets them through with one set lookup) or
 ``signed`` by a plain account (verified until each connection has shown
-one good signature, see remoting/gate.py); ``ignored`` sends the signed
+one good signature, see security/gate.py); ``ignored`` sends the signed
 queries to a server without accounts. A signature does not cover the
 opaque, so the load generator's pre-encoded frames stay valid, as a
 replayed request would. ``bench/auth_bench.py`` compares these modes in
@@ -66,7 +66,8 @@ sys.path.insert(0, str(ROOT))
 
 from remoting import acl
 from remoting import requests as rq
-from remoting.bodies import DataVersion, TopicConfig, encode_register_body
+from remoting.bodies import DataVersion, TopicConfig
+from remoting.register_body import encode_register_body
 from remoting.codec import FrameDecoder, encode
 from remoting.codes import RequestCode
 from remoting.command import request
@@ -101,6 +102,24 @@ def pin(cpu: int) -> None:
         os.sched_setaffinity(0, {cpu})
 
 
+def die_with_parent() -> None:
+    """In a child before its exec: SIGKILLed when the benchmark dies, even by SIGKILL (Linux PR_SET_PDEATHSIG)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+
+
+def pinned_child(cpu: int) -> Callable[[], None]:
+    """A ``preexec_fn``: the child runs on ``cpu`` (where the machine has it) and dies with the benchmark."""
+
+    def setup() -> None:
+        pin(cpu)
+        die_with_parent()
+
+    return setup
+
+
 def start_server(
     workdir: Path,
     frame_max: int,
@@ -123,7 +142,7 @@ def start_server(
     )
 
     def setup() -> None:
-        pin(SERVER_CPU)
+        pinned_child(SERVER_CPU)()
         if nice:
             os.nice(nice)
 
@@ -135,21 +154,31 @@ def start_server(
         preexec_fn=setup,
     )
     assert proc.stdout is not None
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 120  # importing the server took over 15 s on a machine with load 19
     seen = b""
     while time.monotonic() < deadline:
-        seen += os.read(proc.stdout.fileno(), 4096)
+        chunk = os.read(proc.stdout.fileno(), 4096)
+        seen += chunk
         m = BOOT.search(seen)
         if m:
             return proc, f"{m.group(1).decode()}:{m.group(2).decode()}"
+        if not chunk:  # it exited
+            break
     proc.kill()
-    raise SystemExit(f"server did not start: {seen!r}")
+    proc.wait()
+    raise SystemExit(f"server did not start: {seen!r}; its log: {workdir / 'namesrv.log'}")
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process, all its threads."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(cpu_split(pid))
 
 
 def rss_mb(pid: int) -> float:
@@ -217,12 +246,19 @@ class BrokerBody:
         self.turn = 0
         self.current = self._frame()
 
+    @property
+    def identity(self) -> dict[str, str]:
+        """The broker's cluster, name and address as its registration names them."""
+        return {"cluster": f"cluster-{self.cluster}", "broker_name": f"broker-{self.cluster}-{self.broker}",
+                "broker_addr": f"127.0.0.{10 + self.cluster}:{10911 + self.broker * 10}"}
+
     def _frame(self) -> bytes:
         body = bytes(self.body)
+        names = self.identity
         ext = {
-            "brokerName": f"broker-{self.cluster}-{self.broker}",
-            "brokerAddr": f"127.0.0.{10 + self.cluster}:{10911 + self.broker * 10}",
-            "clusterName": f"cluster-{self.cluster}",
+            "brokerName": names["broker_name"],
+            "brokerAddr": names["broker_addr"],
+            "clusterName": names["cluster"],
             "haServerAddr": f"127.0.0.{10 + self.cluster}:{10912 + self.broker * 10}",
             "brokerId": 0,
             "compressed": False,
@@ -267,7 +303,7 @@ def query_load(
     """Closed-loop random route queries from the C generator pinned to CPU 1 (over TLS with ``tls``)."""
     out = subprocess.run(
         loadgen_cmd(loadgen, frames_file, addr, conns, duration, tls, depth),
-        capture_output=True, text=True, timeout=duration + 60, preexec_fn=lambda: pin(CLIENT_CPU),
+        capture_output=True, text=True, timeout=duration + 60, preexec_fn=pinned_child(CLIENT_CPU),
     )
     if out.returncode != 0:
         raise SystemExit(f"load generator failed: {out.stderr.strip()}")
@@ -314,7 +350,7 @@ def queries_with(
     rereg = Reregistrar(conns, brokers, period, mode) if mode != "none" else None
     if rereg is not None:
         rereg.start()
-    cpu0 = cpu_seconds(pid)
+    user0, sys0 = cpu_split(pid)
     t0 = time.perf_counter()
     try:
         res: dict[str, object] = dict(run_load())
@@ -323,8 +359,10 @@ def queries_with(
         if rereg is not None:
             rereg.stop.set()
             rereg.join()
-    cpu = cpu_seconds(pid) - cpu0
+    user1, sys1 = cpu_split(pid)
+    cpu = user1 - user0 + sys1 - sys0
     res["server_cpu_pct"] = 100 * cpu / elapsed
+    res["server_sys_share"] = (sys1 - sys0) / cpu if cpu else 0.0  # the kernel's part: recv, send, epoll
     # CPU per query: steadier than q/s on a shared machine, where the server may get a fraction of its core
     res["server_cpu_us_per_query"] = 1e6 * cpu / max(1.0, float(res.get("queries", 0)))
     if rereg is not None:

@@ -45,7 +45,8 @@ from namesrv import route_state, snapshot  # noqa: E402
 from namesrv.durable import write_atomic  # noqa: E402
 from namesrv.routes import Registration, RouteTable  # noqa: E402
 from remoting import requests as rq  # noqa: E402
-from remoting.bodies import DataVersion, RegisterBody, TopicConfig  # noqa: E402
+from remoting.bodies import DataVersion, TopicConfig  # noqa: E402
+from remoting.register_body import RegisterBody
 from remoting.codec import encode  # noqa: E402
 
 SERVER_CPU = 0

@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT))
 
 from remoting import requests as rq
 from remoting.codec import FrameDecoder, encode
-from remoting.tls_context import client_context, self_signed_context
-from remoting.tls_session import TlsSession
+from security.tls_context import client_context, self_signed_context
+from server_runtime.tls_session import TlsSession
 
 BOOT = re.compile(rb"address ([\d.]+):(\d+)")
 

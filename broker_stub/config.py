@@ -19,15 +19,14 @@ from typing import Any
 
 from broker_stub.delays import DEFAULT_DELAY_LEVELS, parse_levels
 from broker_stub.java_broker_config import java_settings
-from remoting import properties
-from remoting.access import ConfigValueError, parse_classes
 from remoting.acl import Credentials
-from remoting.acl_addresses import LOOPBACK_PATTERNS, AddressPatternError, parse_list
-from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
-from remoting.logfile import DEFAULT_MAX_INDEX, DEFAULT_MAX_SIZE, MAX_INDEX_RANGE, MAX_SIZE_RANGE
-from remoting.regular_file import RefusedFile, read_regular_text
-from remoting.tls_config import TlsConfigError, TlsSettings
 from remoting.transport import parse_addr
+from security.access import ConfigValueError, parse_classes
+from security.acl_addresses import LOOPBACK_PATTERNS, AddressPatternError, parse_list
+from security.tls_config import TlsConfigError, TlsSettings
+from server_runtime.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
+from server_runtime.logfile import DEFAULT_MAX_INDEX, DEFAULT_MAX_SIZE, MAX_INDEX_RANGE, MAX_SIZE_RANGE
+from server_runtime.regular_file import load_properties
 
 
 class ConfigError(ValueError):
@@ -115,7 +114,7 @@ class BrokerConfig:
     maxPopInFlight: int = 50000  # popped messages not yet acked or revived; beyond, a POP hands out no more
     persistMessages: bool = True  # with storePathRootDir: messages also go to per-queue files, read back on start
     maxKeyIndexEntries: int = 1_000_000  # keys QUERY_MESSAGE finds (UNIQ_KEY and KEYS words), newest; 24 bytes each
-    # logging: see remoting/logfile.py
+    # logging: see server_runtime/logfile.py
     logFile: str = ""  # "" = stderr; else this file, rotated by size
     logFileMaxSize: int = DEFAULT_MAX_SIZE  # bytes a log file may reach before it rotates
     logFileMaxIndex: int = DEFAULT_MAX_INDEX  # rotated files kept (logFile.1 .. logFile.N)
@@ -137,7 +136,7 @@ class BrokerConfig:
     metricsPort: int = 0  # 0: no metrics; -1: any free port (printed at start)
     metricsBindAddress: str = "127.0.0.1"  # where /metrics listens; 0.0.0.0 to let other hosts scrape
     metricsTopTopics: int = 20  # topics with series of their own; the rest are counted as topic="other"
-    #: The tls.* keys (Java's TlsSystemConfig; see remoting.tls_config): not broker.properties keys in
+    #: The tls.* keys (Java's TlsSystemConfig; see security.tls_config): not broker.properties keys in
     #: Java, so neither listed by keys() nor shown by GET_BROKER_CONFIG.
     tls: TlsSettings = field(default_factory=TlsSettings, repr=False, metadata={"internal": True})
 
@@ -298,20 +297,7 @@ def _parse(key: str, text: str, kind: Any) -> Any:
 
 def load_file(path: str) -> BrokerConfig:
     """Build a config from a ``-c`` properties file."""
-    try:
-        text = read_regular_text(path)
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
-    except RefusedFile as exc:  # a FIFO, a device, a directory or too large: nothing was read
-        raise ConfigError(f"config file {path} {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from None
-    try:
-        props = properties.loads(text)
-    except properties.PropertiesError as exc:
-        raise ConfigError(f"config file {path}: {exc}") from None
+    props = load_properties(path, ConfigError)
     config = BrokerConfig()
     try:
         for key, value in config.parse_values(props).items():

@@ -35,12 +35,12 @@ from broker_stub.store import MessageStore
 from broker_stub.subgroups import SubscriptionGroups
 from broker_stub.topics import TopicTable
 from remoting.admin_bodies import ConsumeStats, OffsetWrapper
+from remoting.clip import clip
 from remoting.codec import encode
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.javahash import concurrent_table_size, hash_order, table_size
 from remoting.mqjson import MessageQueue, dumps
-from remoting.ratelog import clip
 
 log = logging.getLogger("broker_stub")
 

@@ -51,11 +51,11 @@ from broker_stub.store import (
 from broker_stub.topics import TopicTable
 from remoting import fastjson
 from remoting.bodies import BodyError, TopicConfig
+from remoting.clip import clip
 from remoting.codec import encode
 from remoting.codes import PERM_READ, PERM_WRITE, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, request, response_to
 from remoting.names import is_legal_group, topic_problem
-from remoting.ratelog import clip
 
 log = logging.getLogger("broker_stub")
 

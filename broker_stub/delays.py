@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from broker_stub.store import StoreUnavailableError
-from remoting.ratelog import clip
+from remoting.clip import clip
 
 log = logging.getLogger("broker_stub")
 

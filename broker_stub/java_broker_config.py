@@ -24,8 +24,8 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping
 
+from remoting.fastjson import java_double
 from remoting.javatypes import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
-from remoting.mqjson import java_double
 
 _TABLE = """\
 i accessMessageInMemoryHotRatio=26

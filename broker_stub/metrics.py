@@ -33,9 +33,9 @@ from broker_stub.store import MessageStore
 from broker_stub.store_queues import StoredQueue
 from broker_stub.topic_traffic import BYTES_IN, BYTES_OUT, MSGS_IN, MSGS_OUT, TopicTraffic
 from broker_stub.topics import TopicTable
-from remoting.metering import RequestMeter
-from remoting.metrics_families import registry_of, server_families
-from remoting.reactor import Reactor
+from server_runtime.metering import RequestMeter
+from server_runtime.metrics_families import registry_of, server_families
+from server_runtime.reactor import Reactor
 
 PREFIX = "rocketmq_broker_stub"
 

@@ -20,7 +20,7 @@ from broker_stub.topic_store import TopicStoreError
 from namesrv.durable import remove_stale_temp_files, write_atomic
 from remoting import fastjson
 from remoting.names import is_legal_group, is_legal_topic
-from remoting.regular_file import RefusedFile, read_regular_file
+from server_runtime.regular_file import RefusedFile, read_regular_file
 
 log = logging.getLogger("broker_stub")
 

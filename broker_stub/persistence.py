@@ -43,10 +43,10 @@ from broker_stub.runtime import disk_used_ratio
 from broker_stub.segments import RECORD_OVERHEAD
 from broker_stub.store import MessageStore, StoreFullError
 from broker_stub.topic_store import TopicStoreError
+from remoting.clip import clip
 from remoting.codec import encode
 from remoting.codes import FLAG_RESPONSE, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
-from remoting.ratelog import clip
 
 log = logging.getLogger("broker_stub")
 

@@ -74,7 +74,7 @@ from broker_stub.topics import TopicTable
 from remoting.codec import encode
 from remoting.codes import PERM_READ, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
-from remoting.ratelog import clip
+from server_runtime.ratelog import clip
 
 log = logging.getLogger("broker_stub")
 

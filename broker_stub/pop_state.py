@@ -39,7 +39,7 @@ from namesrv.durable import remove_stale_temp_files, write_atomic
 from remoting.codec import encode
 from remoting.codes import FLAG_RESPONSE, ResponseCode
 from remoting.command import RemotingCommand
-from remoting.regular_file import RefusedFile, read_regular_file
+from server_runtime.regular_file import RefusedFile, read_regular_file
 
 log = logging.getLogger("broker_stub")
 

@@ -25,8 +25,8 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable
 import trio
 
 from broker_stub.admin import BrokerAdmin
-from broker_stub.common import Reject, ext_bool, ext_int
 from broker_stub.broker_config_admin import BrokerConfigAdmin
+from broker_stub.common import Reject, ext_bool, ext_int
 from broker_stub.config import BrokerConfig
 from broker_stub.consuming import Consuming
 from broker_stub.faults import FAULT_CODE, FaultError, Faults
@@ -39,11 +39,12 @@ from broker_stub.store import MessageStore
 from broker_stub.subgroups import SubscriptionGroups
 from broker_stub.topics import MAX_QUEUE_NUMS, TopicTable
 from remoting.bodies import TopicConfig, encode_kv_table
+from remoting.clip import clip
 from remoting.codec import encode
 from remoting.codes import DEFAULT_TOPIC, PERM_READ, PERM_WRITE, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.names import PathOutsideError
-from remoting.ratelog import RateLimitedLog, clip
+from server_runtime.ratelog import RateLimitedLog
 
 log = logging.getLogger("broker_stub")
 

@@ -1,6 +1,6 @@
 """Every request code the broker stub serves (or is about to), and its access class.
 
-One table, read by the access gate (:mod:`remoting.gate`), checked by the
+One table, read by the access gate (:mod:`security.gate`), checked by the
 processor whenever a handler is added (a handler without a class is a
 start-up error) and meant for per-class metrics labels. A code missing here
 is refused while accounts are on (fail closed). Codes without a name in
@@ -12,8 +12,8 @@ from __future__ import annotations
 from broker_stub.faults import FAULT_CODE
 from broker_stub.replication import REPLICATE_CODE
 from broker_stub.slave_sync import GET_ALL_CONSUMER_OFFSET
-from remoting.access import RequestClass
 from remoting.codes import RequestCode as R
+from remoting.request_class import RequestClass
 
 CLIENT = RequestClass.CLIENT
 ADMIN_READ = RequestClass.ADMIN_READ

@@ -27,7 +27,7 @@ import os
 from collections import deque
 from collections.abc import Callable
 
-from remoting.mqjson import java_double
+from remoting.fastjson import java_double
 
 #: Version name and ordinal we claim (MQVersion.Version.V5_3_3).
 VERSION_DESC = "V5_3_3"
@@ -135,14 +135,37 @@ def runtime_table(
     vip_channel: bool = True,
 ) -> dict[str, str]:
     """5.3.3's prepareRuntimeInfo keys (timer wheel on, no transient store pool), plus ours (module doc)."""
+    commit_log = os.path.join(os.path.abspath(os.path.expanduser(store_root)), "commitlog")
+    get_tps = rates.tps(2)
+    table = {
+        **_store_stats_keys(boot_ms, now_ms, rates, put_total, commit_offset, minute_puts),
+        **_message_store_keys(commit_log, commit_offset),
+        **_controller_keys(is_master, days, put_total, get_total, earliest_ms),
+        # ours (module doc)
+        "getTransferedTps": get_tps,
+        "pullHoldRequestNum": str(held_pulls),
+        "vipChannelEnabled": "true" if vip_channel else "false",
+    }
+    capacity = dir_capacity(os.path.dirname(commit_log))
+    if capacity is not None:
+        table["commitLogDirCapacity"] = capacity
+    for pool in THREAD_POOLS:
+        table[f"{pool}ThreadPoolQueueSize"] = "0"
+        table[f"{pool}ThreadPoolQueueCapacity"] = str(POOL_CAPACITY)
+        table[f"{pool}ThreadPoolQueueHeadWaitTimeMills"] = "0"
+    if master_addr and not is_master:
+        table["masterAddr"] = master_addr
+    return table
+
+
+def _store_stats_keys(boot_ms: int, now_ms: int, rates: Rates, put_total: int, commit_offset: int,
+                      minute_puts: int) -> dict[str, str]:
+    """StoreStatsService's keys: uptime, put counts and sizes, rates, latencies."""
     uptime = max(0, now_ms - boot_ms) // 1000
     put_tps, get_tps = rates.tps(1), rates.tps(2)
-    commit_log = os.path.join(os.path.abspath(os.path.expanduser(store_root)), "commitlog")
-    ratio = java_double(disk_used_ratio(commit_log))
     times = put_total or 1  # StoreStatsService reports 1 before the first put
     distribute = "".join(f"{name}:{minute_puts if i == 0 else 0} " for i, name in enumerate(PUT_LATENCY_BUCKETS))
-    table = {
-        # StoreStatsService
+    return {
         "bootTimestamp": str(boot_ms),
         "runtime": f"[ {uptime // 86400} days, {uptime % 86400 // 3600} hours, "
         f"{uptime % 3600 // 60} minutes, {uptime % 60} seconds ]",
@@ -161,13 +184,25 @@ def runtime_table(
         "getTransferredTps": get_tps,
         "putLatency99": "0.00",
         "putLatency999": "0.00",
-        # DefaultMessageStore
+    }
+
+
+def _message_store_keys(commit_log: str, commit_offset: int) -> dict[str, str]:
+    """DefaultMessageStore's keys: the disk the commit log is on, and its offsets."""
+    ratio = java_double(disk_used_ratio(commit_log))
+    return {
         f"commitLogDiskRatio_{commit_log}": ratio,
         "commitLogDiskRatio": ratio,
         "consumeQueueDiskRatio": ratio,
         "commitLogMinOffset": "0",
         "commitLogMaxOffset": str(commit_offset),
-        # BrokerController / AdminBrokerProcessor
+    }
+
+
+def _controller_keys(is_master: bool, days: DayTotals, put_total: int, get_total: int,
+                     earliest_ms: int) -> dict[str, str]:
+    """BrokerController's and AdminBrokerProcessor's keys: role, version, day totals, the timer wheel."""
+    return {
         "brokerActive": "true" if is_master else "false",
         "brokerVersionDesc": VERSION_DESC,
         "brokerVersion": "479",
@@ -190,18 +225,4 @@ def runtime_table(
         "remainHowManyDataToFlush": "0 B",
         "EndTransactionQueueSize": "0",
         "EndTransactionThreadPoolQueueCapacity": "100000",
-        # ours (module doc)
-        "getTransferedTps": get_tps,
-        "pullHoldRequestNum": str(held_pulls),
-        "vipChannelEnabled": "true" if vip_channel else "false",
     }
-    capacity = dir_capacity(os.path.dirname(commit_log))
-    if capacity is not None:
-        table["commitLogDirCapacity"] = capacity
-    for pool in THREAD_POOLS:
-        table[f"{pool}ThreadPoolQueueSize"] = "0"
-        table[f"{pool}ThreadPoolQueueCapacity"] = str(POOL_CAPACITY)
-        table[f"{pool}ThreadPoolQueueHeadWaitTimeMills"] = "0"
-    if master_addr and not is_master:
-        table["masterAddr"] = master_addr
-    return table

@@ -137,6 +137,40 @@ def _check_send_numbers(get: Callable[[str], str | None], keys: tuple[str, ...])
                 raise error
 
 
+def _send_numbers(get: Callable[[str], str | None], keys: tuple[str, ...]) -> tuple[int, int, int, int, int]:
+    """(queueId, flag, bornTimestamp, sysFlag, reconsumeTimes) of a send header, every number field checked:
+    one try for the usual case (all present and well-formed), a field-by-field check otherwise."""
+    (_k_group, _k_topic, _k_default, k_default_nums, k_queue, k_sys_flag, k_born, k_flag, _k_props, k_reconsume,
+     _k_unit, k_max_reconsume, _k_batch) = keys
+    try:
+        queue_id = int(get(k_queue))  # type: ignore[arg-type]
+        flag = int(get(k_flag))  # type: ignore[arg-type]
+        born_ts = int(get(k_born))  # type: ignore[arg-type]
+        sys_flag = int(get(k_sys_flag))  # type: ignore[arg-type]
+        reconsume = int(get(k_reconsume))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        queue_id = _num(get(k_queue), -1)
+        flag = _num(get(k_flag), 0)
+        born_ts = _num(get(k_born), 0)
+        sys_flag = _num(get(k_sys_flag), 0)
+        reconsume = _num(get(k_reconsume), 0)
+        slow = True  # a field missing, malformed, or too many digits for int()
+    else:
+        slow = False
+    default_nums_text, max_reconsume_text = get(k_default_nums), get(k_max_reconsume)
+    if slow or not (
+        INT32_MIN <= queue_id <= INT32_MAX
+        and INT32_MIN <= flag <= INT32_MAX
+        and INT32_MIN <= sys_flag <= INT32_MAX
+        and INT32_MIN <= reconsume <= INT32_MAX
+        and INT64_MIN <= born_ts <= INT64_MAX
+        and (default_nums_text is None or (len(default_nums_text) < 10 and default_nums_text.isdigit()))
+        and (max_reconsume_text is None or (len(max_reconsume_text) < 10 and max_reconsume_text.isdigit()))
+    ):
+        _check_send_numbers(get, (k_default_nums, k_queue, k_sys_flag, k_born, k_flag, k_reconsume, k_max_reconsume))
+    return queue_id, flag, born_ts, sys_flag, reconsume
+
+
 class Sender:
     """Stores what producers send, with a Java 5.x broker's checks, properties and answers."""
 
@@ -195,57 +229,17 @@ class Sender:
         raise Reject(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{FAQ_APPLY_TOPIC}")
 
     def send_message(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand | bytes | None:
+        """Check, store and answer one send (or one batch): the steps are the methods below, in order."""
         faults = self.faults
         if faults.reject_code is not None:
             self.refusals["fault_reject"] += 1
             return response_to(req, faults.reject_code, faults.reject_remark)
-        config = self.config
-        if config.brokerId != 0:
-            raise Reject(ResponseCode.SERVICE_NOT_AVAILABLE, f"the broker[{self.broker_addr}] is a slave, sending is forbidden")
-        if not config.brokerPermission & PERM_WRITE:
-            raise Reject(ResponseCode.NO_PERMISSION, f"the broker[{self.broker_addr}] sending message is forbidden")
-        if self.store_busy():
-            raise Reject(ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while")
+        self._check_broker_writable()
         get = (req.ext_fields or {}).get
         keys = SEND_FIELDS if req.code == SEND_MESSAGE else SEND_FIELDS_V2
-        (_k_group, k_topic, k_default, k_default_nums, k_queue, k_sys_flag, k_born, k_flag, k_props, k_reconsume,
-         _k_unit, k_max_reconsume, _k_batch) = keys
-        try:  # the usual case: every number present and well-formed (one try instead of five calls)
-            queue_id = int(get(k_queue))  # type: ignore[arg-type]
-            flag = int(get(k_flag))  # type: ignore[arg-type]
-            born_ts = int(get(k_born))  # type: ignore[arg-type]
-            sys_flag = int(get(k_sys_flag))  # type: ignore[arg-type]
-            reconsume = int(get(k_reconsume))  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            queue_id = _num(get(k_queue), -1)
-            flag = _num(get(k_flag), 0)
-            born_ts = _num(get(k_born), 0)
-            sys_flag = _num(get(k_sys_flag), 0)
-            reconsume = _num(get(k_reconsume), 0)
-            slow = True  # a field missing, malformed, or too many digits for int()
-        else:
-            slow = False
-        default_nums_text, max_reconsume_text = get(k_default_nums), get(k_max_reconsume)
-        if slow or not (
-            INT32_MIN <= queue_id <= INT32_MAX
-            and INT32_MIN <= flag <= INT32_MAX
-            and INT32_MIN <= sys_flag <= INT32_MAX
-            and INT32_MIN <= reconsume <= INT32_MAX
-            and INT64_MIN <= born_ts <= INT64_MAX
-            and (default_nums_text is None or (len(default_nums_text) < 10 and default_nums_text.isdigit()))
-            and (max_reconsume_text is None or (len(max_reconsume_text) < 10 and max_reconsume_text.isdigit()))
-        ):
-            _check_send_numbers(get, (k_default_nums, k_queue, k_sys_flag, k_born, k_flag, k_reconsume, k_max_reconsume))
-        topic = get(k_topic) or ""
-        if topic_problem(topic) is not None:  # AbstractSendMessageProcessor.msgCheck: every topic, new or not
-            check_topic_name(topic)
-        if topic in NOT_ALLOWED_SEND_TOPICS:
-            raise Reject(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
-        tc = self.topics.get(topic)
-        if tc is None:
-            tc = self._new_topic_for_send(topic, get(k_default), _num(default_nums_text, 4))
-        if not tc.perm & PERM_WRITE:
-            raise Reject(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        queue_id, flag, born_ts, sys_flag, reconsume = _send_numbers(get, keys)
+        topic = get(keys[1]) or ""
+        tc = self._topic_for_send(topic, get, keys)
         if queue_id >= tc.read_queue_nums and queue_id >= tc.write_queue_nums:
             raise Reject(
                 ResponseCode.SYSTEM_ERROR,
@@ -253,28 +247,58 @@ class Sender:
             )
         if queue_id < 0:
             queue_id = self._queue_pick.randrange(max(1, tc.write_queue_nums))
-        header_props = get(k_props) or ""
+        parts, size, transaction_id = self._messages(req, get(keys[8]) or "", flag)
+        if req.code != SEND_BATCH and ("TIMER_" in parts[0][2] or "DELAY\x01" in parts[0][2]):
+            timer = transform(topic, queue_id, parts[0][2], int(time.time() * 1000), self.delay_levels)
+            if timer is not None:  # stored on the timer topic, put on its queue when due (broker_stub.timers)
+                return self._send_later(req, conn, timer, flag, req.body, sys_flag, born_ts, reconsume, queue_id)
+        config = self.config
+        if size > config.maxMessageSize:
+            raise Reject(ResponseCode.MESSAGE_ILLEGAL, f"the message body size over max value, MAX: {config.maxMessageSize}")
+        unwritable = self.store.unwritable
+        if unwritable is not None:  # the disk refused a write: Java's PutMessageStatus.SERVICE_NOT_AVAILABLE
+            raise Reject(ResponseCode.SERVICE_NOT_AVAILABLE, unwritable)
+        first_offset, msg_id = self._store_parts(topic, queue_id, parts, sys_flag, born_ts, reconsume, conn)
+        return self._sent(req, conn, msg_id, queue_id, first_offset, transaction_id)
+
+    def _check_broker_writable(self) -> None:
+        """Refuse every send on a slave, a broker without write permission, or a disk that is behind."""
+        config = self.config
+        if config.brokerId != 0:
+            raise Reject(ResponseCode.SERVICE_NOT_AVAILABLE, f"the broker[{self.broker_addr}] is a slave, sending is forbidden")
+        if not config.brokerPermission & PERM_WRITE:
+            raise Reject(ResponseCode.NO_PERMISSION, f"the broker[{self.broker_addr}] sending message is forbidden")
+        if self.store_busy():
+            raise Reject(ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while")
+
+    def _topic_for_send(self, topic: str, get: Callable[[str], str | None], keys: tuple[str, ...]) -> TopicConfig:
+        """The writable topic a send names: its name checked, auto-created when allowed."""
+        if topic_problem(topic) is not None:  # AbstractSendMessageProcessor.msgCheck: every topic, new or not
+            check_topic_name(topic)
+        if topic in NOT_ALLOWED_SEND_TOPICS:
+            raise Reject(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+        tc = self.topics.get(topic)
+        if tc is None:
+            tc = self._new_topic_for_send(topic, get(keys[2]), _num(get(keys[3]), 4))
+        if not tc.perm & PERM_WRITE:
+            raise Reject(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        return tc
+
+    def _messages(self, req: RemotingCommand, header_props: str, flag: int) -> tuple[list[tuple[int, bytes, str]], int, str | None]:
+        """([(flag, body, stored properties)], the bodies' size, the transaction id) of a send or a batch."""
         body = req.body
         cluster = self._cluster_pair
         if req.code == SEND_BATCH:
             parts = decode_batch(body)
             size = sum(len(p[1]) for p in parts)
             tail = batch_tail(header_props)
-            parts = [(f, b, batch_properties(p, tail, cluster)) for f, b, p in parts]
-            transaction_id = tail.uniq_key
-        else:
-            props_text, transaction_id = single_properties(header_props, cluster, self._uniq.next)
-            parts = [(flag, body, props_text)]
-            size = len(body)
-            if "TIMER_" in props_text or "DELAY\x01" in props_text:
-                timer = transform(topic, queue_id, props_text, int(time.time() * 1000), self.delay_levels)
-                if timer is not None:  # stored on the timer topic, put on its queue when due (broker_stub.timers)
-                    return self._send_later(req, conn, timer, flag, body, sys_flag, born_ts, reconsume, queue_id)
-        if size > config.maxMessageSize:
-            raise Reject(ResponseCode.MESSAGE_ILLEGAL, f"the message body size over max value, MAX: {config.maxMessageSize}")
-        unwritable = self.store.unwritable
-        if unwritable is not None:  # the disk refused a write: Java's PutMessageStatus.SERVICE_NOT_AVAILABLE
-            raise Reject(ResponseCode.SERVICE_NOT_AVAILABLE, unwritable)
+            return [(f, b, batch_properties(p, tail, cluster)) for f, b, p in parts], size, tail.uniq_key
+        props_text, transaction_id = single_properties(header_props, cluster, self._uniq.next)
+        return [(flag, body, props_text)], len(body), transaction_id
+
+    def _store_parts(self, topic: str, queue_id: int, parts: list[tuple[int, bytes, str]], sys_flag: int,
+                     born_ts: int, reconsume: int, conn: Hashable) -> tuple[int, str]:
+        """Store each message of a send; (the first one's queue offset, the message id(s) to answer)."""
         born = self._born.get(conn) or self._born_host(conn)
         if not born_ts:
             born_ts = int(time.time() * 1000)
@@ -295,7 +319,12 @@ class Sender:
             if first_offset < 0:
                 first_offset = offset
             ids.append(self.store.msg_id(phys))
-        msg_id = ids[0] if len(ids) == 1 else ",".join(ids)
+        return first_offset, ids[0] if len(ids) == 1 else ",".join(ids)
+
+    def _sent(self, req: RemotingCommand, conn: Hashable, msg_id: str, queue_id: int, first_offset: int,
+              transaction_id: str | None) -> RemotingCommand | bytes | None:
+        """The SUCCESS answer of a stored send: from the byte template when its text needs no escaping."""
+        config = self.config
         region = config.regionId
         trace = "true" if config.traceOn else "false"
         if (

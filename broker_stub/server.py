@@ -43,14 +43,14 @@ from broker_stub.subgroups import SubscriptionGroups, groups_path
 from broker_stub.topic_traffic import TopicTraffic
 from broker_stub.topics import TopicTable, default_topics
 from remoting.bodies import DataVersion, TopicConfig
+from remoting.clip import clip
 from remoting.command import RemotingCommand
-from remoting.gate import AccessControl
-from remoting.metering import RequestMeter
-from remoting.metrics_http import MetricsEndpoint
-from remoting.ratelog import CLIP_ARGS, clip
-from remoting.reactor import Reactor
-from remoting.tls_context import client_context_from
-from remoting.tls_gate import TlsGate
+from security.gate import AccessControl
+from security.tls_context import client_context_from, server_gate
+from server_runtime.metering import RequestMeter
+from server_runtime.metrics_http import MetricsEndpoint
+from server_runtime.ratelog import CLIP_ARGS
+from server_runtime.reactor import Reactor
 
 log = logging.getLogger("broker_stub")
 log.addFilter(CLIP_ARGS)  # no client value makes a long log line, whoever logs it
@@ -95,7 +95,7 @@ class BrokerServer:
         self.persistence: Persistence | None = None
         # Certificates are read here too: a bad file stops the start with one line.
         tls = config.tls.resolved()
-        self.tls = TlsGate.from_settings(tls)
+        self.tls = server_gate(tls)
         #: The broker's own connections (NameServers, a slave's master): TLS with tls.enable=true, or by
         #: default when its port is enforcing, as a Java broker (BrokerStartup's useTLS).
         self.client_tls = client_context_from(tls) if tls.client_tls else None
@@ -123,70 +123,14 @@ class BrokerServer:
     async def serve(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen, register and serve until :meth:`stop`; then unregister and drain."""
         config = self.config
-        reactor = Reactor(
-            None,  # type: ignore[arg-type]  # set below: the processor needs the bound port
-            on_close=self._connection_closed,
-            on_response=self._client_response,
-            max_frame=config.frameMaxLength,
-            max_connections=lambda: config.serverMaxConnections,
-            idle_seconds=lambda: float(config.serverChannelMaxIdleTimeSeconds),
-            read_budget=config.serverTotalReadBufferBytes,
-            high_water_mark=config.writeBufferHighWaterMark,
-            low_water_mark=config.writeBufferLowWaterMark,
-            tls=self.tls,
-        )
-        self.reactor = reactor
-        port, vip_port = _listen(reactor, bind_host(config), config.listenPort, vip=config.vipChannelEnabled)
-        config.listenPort = port
-        if vip_port is not None:
-            self.vip_addr = f"{bind_host(config)}:{vip_port}"
-        if config.haListenPort <= 0:
-            # Java's BrokerStartup sets haListenPort = listenPort + 1 before binding (so a Java
-            # broker given port 0 would try HA port 1); the stub has no HA listener and derives
-            # it from the bound port, the address it registers as haServerAddr.
-            config.haListenPort = port + 1 if port < 65535 else port - 1
-        self.addr = f"{config.brokerIP1}:{port}"
-        ha_addr = f"{config.brokerIP1}:{config.haListenPort}"
+        reactor = self._open_reactor()
         topics = self.topics
-        store = MessageStore(config.brokerIP1, port, config.maxMessagesPerQueue, max_bytes=config.maxStoreBytes)
-        self.registrar = Registrar(
-            config, topics, self.faults, broker_addr=self.addr, ha_addr=ha_addr, tls=self.client_tls
-        )
-        log.info("%s; to name servers: %s", self.tls.describe(), "TLS" if self.client_tls else "plaintext")
-        self.processor = BrokerProcessor(
-            config,
-            topics,
-            store,
-            self.faults,
-            broker_addr=self.addr,
-            peer_of=self._peer_of,
-            kick=self._kick,
-            registration_info=self.registrar.info,
-            write_to=reactor.write_to,
-            topics_durable=self.saver.durable if self.saver is not None else None,
-            subgroups=self.subgroups,
-        )
-        reactor.processor = self.access.guard(self.processor, REQUEST_CLASSES, peer_of=self._peer_of,
-                                              warn=self.processor.warn)
-        if config.metricsPort:
-            # every request counted on its way through (remoting.metering); without metrics, nothing is
-            meter = RequestMeter(reactor.processor, REQUEST_CLASSES)
-            reactor.processor = meter
-            self.metrics = await self._metrics_endpoint(meter, store)
-        # messages and offsets read back from storePathRootDir (None: memory only), then written as they come
-        self.persistence = persistence = Persistence.open(config, store, self.processor.consuming, self.saved_offsets)
-        if persistence is not None:
-            persistence.on_readable = self.processor.admin.keys.touch
-            self.processor.sending.store_busy = lambda: persistence.busy
-            if persistence.files is not None:
-                persistence.hold_answers(reactor.write_to)
-                self.processor.sending.hold_answer = persistence.hold_answer
-                self.processor.consuming.hold_answer = persistence.hold_answer
-        if self.pop_file is not None:  # after the offsets: its POP positions override consumerOffset.json's
-            self.pop_state = pop_state.PopState(self.pop_file, self.processor.pop, self.processor.consuming,
-                                                self.processor.sending.timers)
-            self.pop_state.restore(self.pop_saved)
-            self.processor.pop.hold_answer = self.pop_state.hold_answer
+        store = MessageStore(config.brokerIP1, config.listenPort, config.maxMessagesPerQueue,
+                             max_bytes=config.maxStoreBytes)
+        await self._start_processor(reactor, store)
+        assert self.processor is not None and self.registrar is not None
+        persistence = self._open_persistence(reactor, store)
+        self._open_pop_state()
         registrar = self.registrar
         ha = HighAvailability(self.processor, store, topics, is_master=config.is_master,
                               master_addr=lambda: registrar.master_addr, ha_server_addr=lambda: registrar.ha_server_addr,
@@ -210,25 +154,112 @@ class BrokerServer:
             task_status.started(self.addr)
             await self._stop_event.wait()
             registering.cancel()
-            await self.registrar.unregister_all()
-            reactor.stop_accepting()
-            reactor.stop_reading()
-            with trio.move_on_after(SHUTDOWN_GRACE_SECONDS):
-                while reactor.in_flight:
-                    await trio.sleep(0.005)
-            if persistence is not None:  # written and synced, held answers sent, before connections close
-                await persistence.close()
-            if self.pop_state is not None:
-                with trio.move_on_after(FLUSH_GRACE_SECONDS), trio.CancelScope(shield=True):
-                    await self.pop_state.flush()
-            if self.saver is not None:
-                with trio.move_on_after(FLUSH_GRACE_SECONDS):
-                    try:
-                        await self.saver.flush()
-                    except OSError:
-                        pass  # logged by the saver
-            reactor.close_all("broker stopping")
+            await self._drain(reactor, persistence)
             nursery.cancel_scope.cancel()
+
+    def _open_reactor(self) -> Reactor:
+        """The reactor, listening (and on the VIP port); the bound port written back into the config (and the
+        HA port derived)."""
+        config = self.config
+        reactor = Reactor(
+            None,  # type: ignore[arg-type]  # set by _start_processor: the processor needs the bound port
+            on_close=self._connection_closed,
+            on_response=self._client_response,
+            max_frame=config.frameMaxLength,
+            max_connections=lambda: config.serverMaxConnections,
+            idle_seconds=lambda: float(config.serverChannelMaxIdleTimeSeconds),
+            read_budget=config.serverTotalReadBufferBytes,
+            high_water_mark=config.writeBufferHighWaterMark,
+            low_water_mark=config.writeBufferLowWaterMark,
+            tls=self.tls,
+        )
+        self.reactor = reactor
+        port, vip_port = _listen(reactor, bind_host(config), config.listenPort, vip=config.vipChannelEnabled)
+        config.listenPort = port
+        if vip_port is not None:
+            self.vip_addr = f"{bind_host(config)}:{vip_port}"
+        if config.haListenPort <= 0:
+            # Java's BrokerStartup sets haListenPort = listenPort + 1 before binding (so a Java
+            # broker given port 0 would try HA port 1); the stub has no HA listener and derives
+            # it from the bound port, the address it registers as haServerAddr.
+            config.haListenPort = port + 1 if port < 65535 else port - 1
+        self.addr = f"{config.brokerIP1}:{port}"
+        return reactor
+
+    async def _start_processor(self, reactor: Reactor, store: MessageStore) -> None:
+        """The registrar and the processor, behind the access guard (and the request meter, with metrics)."""
+        config = self.config
+        ha_addr = f"{config.brokerIP1}:{config.haListenPort}"
+        self.registrar = Registrar(
+            config, self.topics, self.faults, broker_addr=self.addr, ha_addr=ha_addr, tls=self.client_tls
+        )
+        log.info("%s; to name servers: %s", self.tls.describe(), "TLS" if self.client_tls else "plaintext")
+        self.processor = BrokerProcessor(
+            config,
+            self.topics,
+            store,
+            self.faults,
+            broker_addr=self.addr,
+            peer_of=self._peer_of,
+            kick=self._kick,
+            registration_info=self.registrar.info,
+            write_to=reactor.write_to,
+            topics_durable=self.saver.durable if self.saver is not None else None,
+            subgroups=self.subgroups,
+        )
+        reactor.processor = self.access.guard(self.processor, REQUEST_CLASSES, peer_of=self._peer_of,
+                                              warn=self.processor.warn)
+        if config.metricsPort:
+            # every request counted on its way through (server_runtime.metering); without metrics, nothing is
+            meter = RequestMeter(reactor.processor, REQUEST_CLASSES)
+            reactor.processor = meter
+            self.metrics = await self._metrics_endpoint(meter, store)
+
+    def _open_persistence(self, reactor: Reactor, store: MessageStore) -> Persistence | None:
+        """Messages and offsets read back from storePathRootDir (None: memory only), then written as they come."""
+        assert self.processor is not None
+        self.persistence = persistence = Persistence.open(self.config, store, self.processor.consuming,
+                                                          self.saved_offsets)
+        if persistence is not None:
+            persistence.on_readable = self.processor.admin.keys.touch
+            self.processor.sending.store_busy = lambda: persistence.busy
+            if persistence.files is not None:
+                persistence.hold_answers(reactor.write_to)
+                self.processor.sending.hold_answer = persistence.hold_answer
+                self.processor.consuming.hold_answer = persistence.hold_answer
+        return persistence
+
+    def _open_pop_state(self) -> None:
+        """POP in-flight state read back from popInFlight.json; after the offsets: its POP positions override
+        consumerOffset.json's."""
+        assert self.processor is not None
+        if self.pop_file is not None:
+            self.pop_state = pop_state.PopState(self.pop_file, self.processor.pop, self.processor.consuming,
+                                                self.processor.sending.timers)
+            self.pop_state.restore(self.pop_saved)
+            self.processor.pop.hold_answer = self.pop_state.hold_answer
+
+    async def _drain(self, reactor: Reactor, persistence: Persistence | None) -> None:
+        """Unregister, stop taking requests, let those in flight finish, write what is held, close."""
+        assert self.registrar is not None
+        await self.registrar.unregister_all()
+        reactor.stop_accepting()
+        reactor.stop_reading()
+        with trio.move_on_after(SHUTDOWN_GRACE_SECONDS):
+            while reactor.in_flight:
+                await trio.sleep(0.005)
+        if persistence is not None:  # written and synced, held answers sent, before connections close
+            await persistence.close()
+        if self.pop_state is not None:
+            with trio.move_on_after(FLUSH_GRACE_SECONDS), trio.CancelScope(shield=True):
+                await self.pop_state.flush()
+        if self.saver is not None:
+            with trio.move_on_after(FLUSH_GRACE_SECONDS):
+                try:
+                    await self.saver.flush()
+                except OSError:
+                    pass  # logged by the saver
+        reactor.close_all("broker stopping")
 
     async def _metrics_endpoint(self, meter: RequestMeter, store: MessageStore) -> MetricsEndpoint:
         assert self.processor is not None and self.registrar is not None

@@ -124,6 +124,55 @@ class MessageStore:
         """
         if self.unwritable is not None:
             raise StoreUnavailableError(self.unwritable)
+        topic_part = self._topic_part(topic)
+        props = properties.encode()
+        if len(props) > STORED_PROPERTIES_MAX_BYTES:
+            raise ValueError("properties too long for the stored-message layout")
+        body_len = len(body)
+        total = 90 + body_len + len(topic_part) + len(props)  # 88 (head + body length) + 2 (properties length)
+        cost = total + MESSAGE_OVERHEAD
+        queue = self._admit(topic, queue_id, cost)
+        store_ts = int(time.time() * 1000) if self.clock_ms is None else self.clock_ms()
+        phys = self.commit_offset
+        offset = queue.next_offset
+        head = _HEAD_AND_BODY_LEN.pack(
+            total,
+            MESSAGE_MAGIC_CODE,
+            zlib.crc32(body) & 0x7FFFFFFF,  # UtilAll.crc32
+            queue_id,
+            flag,
+            offset,
+            phys,
+            sys_flag & ~HOSTS_ARE_IPV6,  # hosts are stored as IPv4
+            born_timestamp,
+            born_ip,
+            born_port,
+            store_ts,
+            self.store_ip,
+            self.store_port,
+            reconsume_times,
+            0,  # preparedTransactionOffset
+            body_len,
+        )
+        record = b"".join((head, body, topic_part, len(props).to_bytes(2, "big"), props))
+        queue.records.append(record)  # the four columns grow together (inline: the hot path)
+        queue.tags.append(tag)
+        queue.stamps.append(store_ts)
+        queue.phys.append(phys)
+        queue.next_offset = offset + 1
+        self.budget.used += cost
+        if not queue.in_heap:
+            self.budget.track(queue, phys)
+        self.commit_offset = phys + total
+        self.put_total += 1
+        if self.journal is not None:
+            self.journal.append(topic, queue_id, offset, record, queue)
+        else:
+            queue.visible = offset + 1
+        return offset, phys
+
+    def _topic_part(self, topic: str) -> bytes:
+        """The stored form of a topic (its length byte and UTF-8), cached for the topics in use."""
         topic_part = self._topic_parts.get(topic)
         if topic_part is None:
             topic_b = topic.encode()
@@ -132,12 +181,10 @@ class MessageStore:
             if len(self._topic_parts) > 10_000:
                 self._topic_parts.clear()
             topic_part = self._topic_parts[topic] = bytes((len(topic_b),)) + topic_b
-        props = properties.encode()
-        if len(props) > STORED_PROPERTIES_MAX_BYTES:
-            raise ValueError("properties too long for the stored-message layout")
-        body_len = len(body)
-        total = 90 + body_len + len(topic_part) + len(props)  # 88 (head + body length) + 2 (properties length)
-        cost = total + MESSAGE_OVERHEAD
+        return topic_part
+
+    def _admit(self, topic: str, queue_id: int, cost: int) -> StoredQueue:
+        """The queue a message of ``cost`` bytes goes to, with room made for it (StoreFullError: none)."""
         key = (topic, queue_id)
         queue = self._queues.get(key)
         budget = self.budget
@@ -155,51 +202,7 @@ class MessageStore:
                 budget.used -= queue.drop_oldest() + MESSAGE_OVERHEAD
             if budget.used + cost > budget.max_bytes:
                 budget.make_room(cost, self._queues)
-        store_ts = int(time.time() * 1000) if self.clock_ms is None else self.clock_ms()
-        phys = self.commit_offset
-        offset = queue.next_offset
-        record = b"".join(
-            (
-                _HEAD_AND_BODY_LEN.pack(
-                    total,
-                    MESSAGE_MAGIC_CODE,
-                    zlib.crc32(body) & 0x7FFFFFFF,  # UtilAll.crc32
-                    queue_id,
-                    flag,
-                    offset,
-                    phys,
-                    sys_flag & ~HOSTS_ARE_IPV6,  # hosts are stored as IPv4
-                    born_timestamp,
-                    born_ip,
-                    born_port,
-                    store_ts,
-                    self.store_ip,
-                    self.store_port,
-                    reconsume_times,
-                    0,  # preparedTransactionOffset
-                    body_len,
-                ),
-                body,
-                topic_part,
-                len(props).to_bytes(2, "big"),
-                props,
-            )
-        )
-        queue.records.append(record)  # the four columns grow together (inline: the hot path)
-        queue.tags.append(tag)
-        queue.stamps.append(store_ts)
-        queue.phys.append(phys)
-        queue.next_offset = offset + 1
-        budget.used += cost
-        if not queue.in_heap:
-            budget.track(queue, phys)
-        self.commit_offset = phys + total
-        self.put_total += 1
-        if self.journal is not None:
-            self.journal.append(topic, queue_id, offset, record, queue)
-        else:
-            queue.visible = offset + 1
-        return offset, phys
+        return queue
 
     def append_stored(self, topic: str, queue_id: int, record: bytes, *, journal: bool = True) -> bool:
         """Keep a record laid out elsewhere at its own queue offset: read back from this broker's

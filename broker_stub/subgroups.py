@@ -28,7 +28,7 @@ from remoting.admin_bodies import SUBSCRIPTION_GROUP_DEFAULTS, subscription_grou
 from remoting.bodies import DataVersion
 from remoting.mqjson import MqJsonError, loads
 from remoting.names import is_legal_group
-from remoting.regular_file import RefusedFile, read_regular_file
+from server_runtime.regular_file import RefusedFile, read_regular_file
 
 log = logging.getLogger("broker_stub")
 

@@ -33,7 +33,7 @@ from broker_stub.common import Reject, format_properties, parse_properties
 from broker_stub.store import MessageStore, StoreUnavailableError, parse_record
 from broker_stub.topics import SCHEDULE_TOPIC
 from remoting.codes import ResponseCode
-from remoting.ratelog import clip
+from server_runtime.ratelog import clip
 
 log = logging.getLogger("broker_stub")
 

@@ -19,7 +19,7 @@ import trio
 from namesrv.durable import remove_stale_temp_files, write_atomic
 from remoting import fastjson
 from remoting.bodies import DataVersion, TopicConfig
-from remoting.regular_file import RefusedFile, read_regular_file
+from server_runtime.regular_file import RefusedFile, read_regular_file
 
 log = logging.getLogger("broker_stub")
 

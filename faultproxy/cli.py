@@ -29,7 +29,7 @@ import trio
 from faultproxy.control import ControlServer
 from faultproxy.faults import FaultError, format_address, parse_address
 from faultproxy.proxy import FaultProxy
-from remoting.logfile import configure as configure_log
+from server_runtime.logfile import configure as configure_log
 
 PROG = "mqfaultproxy"
 DEFAULT_CONTROL = "127.0.0.1:8474"  # Toxiproxy's port

@@ -40,7 +40,14 @@ import trio
 from faultproxy import httpwire
 from faultproxy.faults import TOXIC_TYPES, FaultError
 from faultproxy.httpwire import HttpError
-from faultproxy.limits import MAX_CONTROL_CONNECTIONS, MAX_HEAD_BYTES, REQUEST_SECONDS
+from faultproxy.limits import (
+    CHUNK_BYTES,
+    LINGER_BYTES,
+    LINGER_SECONDS,
+    MAX_CONTROL_CONNECTIONS,
+    MAX_HEAD_BYTES,
+    REQUEST_SECONDS,
+)
 from faultproxy.proxy import FaultProxy
 
 log = logging.getLogger("faultproxy")
@@ -176,6 +183,7 @@ class ControlServer:
                 answer = await self._answer(stream)
             with trio.move_on_after(REQUEST_SECONDS):
                 await stream.send_all(answer)
+                await _linger(stream)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the client went away
         finally:
@@ -207,3 +215,19 @@ class ControlServer:
         except Exception:  # noqa: BLE001 (a bug of ours: logged, answered, and the proxy goes on)
             log.exception("control request failed")
             return httpwire.error(500, "the proxy failed to carry out the request (see its log)")
+
+
+async def _linger(stream: trio.SocketStream) -> None:
+    """Half-close after the answer, then read and drop what the client still sends, a bounded while.
+
+    An error answered before the whole request arrived (a head over the limit, a body too large) would
+    otherwise close a socket with unread bytes, and the kernel would send a reset that destroys the answer
+    on its way to the client: the client would see "connection reset" instead of 431 or 413. This is
+    the lingering close of HTTP servers, bounded by :data:`LINGER_SECONDS` and :data:`LINGER_BYTES`.
+    """
+    await stream.send_eof()
+    dropped = 0
+    with trio.move_on_after(LINGER_SECONDS):
+        while dropped < LINGER_BYTES and (chunk := await stream.receive_some(CHUNK_BYTES)):
+            dropped += len(chunk)
+

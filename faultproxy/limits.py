@@ -39,3 +39,7 @@ MAX_HEAD_BYTES = 8 * 1024
 MAX_BODY_BYTES = 1024 * 1024
 #: Seconds a control client has to send its whole request.
 REQUEST_SECONDS = 10.0
+#: After an answer, what the proxy still reads and drops of a client's request before it closes (so an
+#: early error answer is not destroyed by a reset): at most this long, and at most this many bytes.
+LINGER_SECONDS = 2.0
+LINGER_BYTES = 1024 * 1024

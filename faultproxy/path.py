@@ -64,7 +64,7 @@ class Path:
         self._nursery = nursery
         self._budget = budget
         self._rng = rng
-        self._warn = warn  # rate-limited warnings (remoting.ratelog.RateLimitedLog.warning)
+        self._warn = warn  # rate-limited warnings (server_runtime.ratelog.RateLimitedLog.warning)
         self._listener: trio.socket.SocketType | None = None
         self._accepting: trio.CancelScope | None = None
 

@@ -16,7 +16,7 @@ import trio
 from faultproxy.faults import FaultError, PathSpec, format_address, parse_path
 from faultproxy.limits import MAX_CONNECTIONS, MAX_PATHS
 from faultproxy.path import ConnectionBudget, Path
-from remoting.ratelog import CLIP_ARGS, RateLimitedLog
+from server_runtime.ratelog import CLIP_ARGS, RateLimitedLog
 
 log = logging.getLogger("faultproxy")
 log.addFilter(CLIP_ARGS)

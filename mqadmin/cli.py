@@ -47,30 +47,19 @@ from mqadmin.commands import (  # noqa: E402
     topic,
     watch,
 )
-from mqadmin.commands.options import CONTEXT_SETTINGS, OPTION_SPELLINGS, add_signing, spellings  # noqa: E402
+from mqadmin.commands.options import OPTION_SPELLINGS, add_signing, command_group, spellings  # noqa: E402
 from mqadmin.commands.results import is_reader_gone, reader_gone  # noqa: E402
 from mqadmin.localcluster.state import ClusterError  # noqa: E402
-from remoting.climain import run_app  # noqa: E402
+from server_runtime.climain import run_app  # noqa: E402
 
 if _LOADING:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-app = typer.Typer(
-    add_completion=False,
-    context_settings=CONTEXT_SETTINGS,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    no_args_is_help=True,
-    help="RocketMQ admin commands (Apache mqadmin names and options), a local cluster runner and a live view.",
-)
+app = command_group("RocketMQ admin commands (Apache mqadmin names and options), a local cluster runner and a live view.")
 
 for commands_of_group in (topic, cluster, namesrv, broker, network, message, consumer, connection, offset, stats, watch,
-                          localcluster):
+                          localcluster, scenario, fanout, rocketmq, help):
     commands_of_group.register(app)
-app.add_typer(scenario.app, name="scenario")
-fanout.register(app)
-rocketmq.register(app)
-help.register(app)
 add_signing(app)
 
 

@@ -1,93 +1,61 @@
-"""``mqnamesrv``: start a NameServer, with RocketMQ's command-line options."""
+"""``mqnamesrv``: start a NameServer, with RocketMQ's command-line options (server_runtime.entry)."""
 
 from __future__ import annotations
 
 import logging
-import signal
 import sys
-
-import trio
-import typer
+from collections.abc import Callable
 
 from namesrv.config import ConfigError, NamesrvConfig, load_file
 from namesrv.kvconfig import KVConfig, KVConfigError
 from namesrv.server import NameServer
-from remoting import logfile
-from remoting.acl_accounts import AccountsError
-from remoting.climain import first_of, run_app
-from remoting.metrics_http import MetricsListenError
-from remoting.regular_file import RefusedFile
-from remoting.tls_config import TlsConfigError
-
-log = logging.getLogger("namesrv")
+from security.acl_accounts import AccountsError
+from security.tls_config import TlsConfigError
+from server_runtime.entry import ServerProgram, run_program, server_app
 
 
-class StartupError(Exception):
-    """The server could not start (e.g. its port is taken)."""
-
-app = typer.Typer(
-    add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
+def _load(config_file: str | None, namesrv_addr: str | None) -> NamesrvConfig:
+    """-n is accepted for RocketMQ compatibility and ignored."""
+    return load_file(config_file) if config_file else NamesrvConfig()
 
 
-@app.command(help="Start a RocketMQ-compatible NameServer.")
-def main(
-    config_file: str | None = typer.Option(
-        None, "-c", "--configFile", metavar="FILE", help="Name server config properties file."
-    ),
-    print_config: bool = typer.Option(False, "-p", "--printConfigItem", help="Print all config items and exit."),
-    namesrv_addr: str | None = typer.Option(
-        None, "-n", "--namesrvAddr", metavar="ADDR", help="Accepted for RocketMQ compatibility; ignored."
-    ),
-) -> None:
-    config = load_file(config_file) if config_file else NamesrvConfig()
-    if print_config:
-        for key in NamesrvConfig.keys():
-            value = getattr(config, key)
-            print(f"{key}={'true' if value is True else 'false' if value is False else value}")
-        return
-    try:
-        logfile.configure(config.logFile, config.logFileMaxSize, config.logFileMaxIndex)
-    except OSError as exc:
-        raise ConfigError(f"logFile {config.logFile} {exc}" if isinstance(exc, RefusedFile)
-                          else f"cannot open logFile {config.logFile}: {exc.strerror or exc}") from None
-    if config_file:
-        print(f"load config properties file OK, {config_file}", flush=True)
+def _render(config: NamesrvConfig) -> str:
+    lines = []
+    for key in NamesrvConfig.keys():
+        value = getattr(config, key)
+        lines.append(f"{key}={'true' if value is True else 'false' if value is False else value}\n")
+    return "".join(lines)
+
+
+def _prepare(config: NamesrvConfig) -> Callable[[], NameServer]:
     kv = KVConfig(config.kvConfigPath)
     kv.load(config.kvTotalMaxBytes)
-    try:
-        trio.run(_serve, config, kv)
-    except BaseException as exc:
-        err = first_of(exc, OSError)
-        if err is None:
-            raise
-        if isinstance(err, MetricsListenError):
-            raise StartupError(str(err.strerror)) from None
-        where = f"{config.bindAddress}:{config.listenPort}"
-        raise StartupError(f"cannot listen on {where}: {getattr(err, 'strerror', None) or err}") from None
+    return lambda: NameServer(config, kv)
 
 
-async def _serve(config: NamesrvConfig, kv: KVConfig) -> None:
-    server = NameServer(config, kv)
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with trio.open_nursery() as nursery:
-            host, port = await nursery.start(server.serve)
-            if server.metrics is not None:
-                print(f"The Name Server metrics at {server.metrics.url}", flush=True)
-            print(f"The Name Server boot success. serializeType=JSON, address {host}:{port}", flush=True)
-            async for signum in signals:
-                log.info("received %s: stopping", signal.Signals(signum).name)
-                server.stop()
-                break
-    log.info("name server stopped")
+PROGRAM = ServerProgram(
+    prog="mqnamesrv",
+    summary="Start a RocketMQ-compatible NameServer.",
+    config_help="Name server config properties file.",
+    namesrv_help="Accepted for RocketMQ compatibility; ignored.",
+    log=logging.getLogger("namesrv"),
+    expected=(ConfigError, KVConfigError, AccountsError, TlsConfigError),
+    load=_load,
+    render=_render,
+    prepare=_prepare,
+    listen_addr=lambda config: f"{config.bindAddress}:{config.listenPort}",
+    boot_line=lambda config, address: (
+        f"The Name Server boot success. serializeType=JSON, address {address[0]}:{address[1]}"),
+    metrics_line=lambda config, url: f"The Name Server metrics at {url}",
+    stopping="stopping",
+    stopped="name server stopped",
+)
+app = server_app(PROGRAM)
 
 
 def run(argv: list[str] | None = None) -> int:
     """Console-script entry point: one clear line and a non-zero exit on failure."""
-    return run_app(app, "mqnamesrv", argv, (ConfigError, KVConfigError, StartupError, AccountsError, TlsConfigError))
+    return run_program(PROGRAM, argv)
 
 
 def entry() -> None:

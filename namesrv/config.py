@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from remoting import properties
-from remoting.access import ConfigValueError, parse_classes
-from remoting.acl_addresses import LOOPBACK_PATTERNS, AddressPatternError, parse_list
 from remoting.javatypes import JavaRangeError, NotANumber, parse_int
-from remoting.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
-from remoting.logfile import DEFAULT_MAX_INDEX, DEFAULT_MAX_SIZE, MAX_INDEX_RANGE, MAX_SIZE_RANGE
-from remoting.regular_file import RefusedFile, read_regular_text
-from remoting.tls_config import TlsConfigError, TlsSettings, is_secret_key
+from security.access import ConfigValueError, parse_classes
+from security.acl_addresses import LOOPBACK_PATTERNS, AddressPatternError, parse_list
+from security.tls_config import TlsConfigError, TlsSettings, is_secret_key
+from server_runtime.limits import DEFAULT_TOTAL_READ_BUFFER, default_max_connections, water_marks
+from server_runtime.logfile import DEFAULT_MAX_INDEX, DEFAULT_MAX_SIZE, MAX_INDEX_RANGE, MAX_SIZE_RANGE
+from server_runtime.regular_file import load_properties
 
 _HOME = os.path.expanduser("~")
 
@@ -108,7 +108,7 @@ class NamesrvConfig:
     routeSnapshotPath: str = ""  # "" = routeSnapshot.msgpack beside kvConfigPath
     routeSnapshotIntervalMillis: int = 1000  # at most one write per interval, only after a change
     routeSnapshotMaxAgeMillis: int = 120000  # an older snapshot is ignored (Java's broker expiry)
-    # logging (extensions): see remoting/logfile.py
+    # logging (extensions): see server_runtime/logfile.py
     logFile: str = ""  # "" = stderr; else this file, rotated by size
     logFileMaxSize: int = DEFAULT_MAX_SIZE  # bytes a log file may reach before it rotates
     logFileMaxIndex: int = DEFAULT_MAX_INDEX  # rotated files kept (logFile.1 .. logFile.N)
@@ -293,20 +293,7 @@ def _short(text: str, limit: int = 60) -> str:
 
 def load_file(path: str) -> NamesrvConfig:
     """Build a config from a ``-c`` properties file (configStorePath := path)."""
-    try:
-        text = read_regular_text(path)
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
-    except RefusedFile as exc:  # a FIFO, a device, a directory or too large: nothing was read
-        raise ConfigError(f"config file {path} {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from None
-    try:
-        props = properties.loads(text)
-    except properties.PropertiesError as exc:
-        raise ConfigError(f"config file {path}: {exc}") from None
+    props = load_properties(path, ConfigError)
     config = NamesrvConfig()
     try:
         config.apply(config.parse_values(props))

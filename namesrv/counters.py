@@ -8,7 +8,7 @@ wire ever becomes a label.
 
 from __future__ import annotations
 
-from remoting.metering import LatencyHistogram
+from server_runtime.metering import LatencyHistogram
 
 #: REGISTER_BROKER outcomes. ``applied``: routes changed; ``unchanged``: only the
 #: broker's liveness was refreshed; ``refused_bound``: a configured bound said no

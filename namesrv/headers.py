@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from namesrv.route_model import Registration
 from remoting.command import RemotingCommand
 from remoting.javatypes import JavaRangeError, parse_int
 
@@ -62,3 +63,23 @@ BROKER_HEARTBEAT_NUMBERS = {
     "heartbeatTimeoutMills": 64,
     "electionPriority": 32,
 }
+
+
+def registration(req: RemotingCommand) -> tuple[Registration, bool, int]:
+    """REGISTER_BROKER's header: (the registration, whether the body is compressed, its CRC or 0)."""
+    name, addr, cluster = required(req, "brokerName", "brokerAddr", "clusterName")
+    check_numbers(req, REGISTER_BROKER_NUMBERS)
+    broker_id = number(req, "brokerId")
+    if broker_id is None:
+        raise BadHeader("missing header field(s): brokerId")
+    reg = Registration(
+        cluster=cluster,
+        addr=addr,
+        name=name,
+        broker_id=broker_id,
+        ha_server_addr=req.ext("haServerAddr"),
+        zone_name=req.ext("__ZONE_NAME"),
+        heartbeat_timeout_ms=number(req, "heartbeatTimeoutMillis"),
+        enable_acting_master=flag(req, "enableActingMaster"),
+    )
+    return reg, bool(flag(req, "compressed")), number(req, "bodyCrc32") or 0

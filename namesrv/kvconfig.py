@@ -10,7 +10,7 @@ from __future__ import annotations
 import orjson
 
 from namesrv.durable import remove_stale_temp_files, write_atomic
-from remoting.regular_file import RefusedFile, read_regular_file
+from server_runtime.regular_file import RefusedFile, read_regular_file
 
 
 class KVConfigError(Exception):

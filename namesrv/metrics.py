@@ -6,7 +6,7 @@ fits (``requests_total``, ``request_handler_latency``, ``active_brokers``,
 ``route_cache_events_total``, ``connection_events_total``), with the units
 Prometheus asks for (seconds, bytes). Every family is built at scrape time
 from counters the server already keeps (:class:`namesrv.counters.NamesrvCounters`,
-:class:`remoting.metering.RequestMeter`, the reactor's totals, the table's
+:class:`server_runtime.metering.RequestMeter`, the reactor's totals, the table's
 sizes): nothing here runs per request, and nothing walks the topics, so a
 scrape costs the same with 100 topics or 100,000. No family has a per-topic
 or per-broker label.
@@ -26,9 +26,9 @@ from namesrv.route_state import Restored
 from namesrv.routes import RouteTable
 from namesrv.snapshot import RouteSnapshots
 from remoting.codes import RequestCode
-from remoting.metering import RequestMeter
-from remoting.metrics_families import registry_of, server_families
-from remoting.reactor import Reactor
+from server_runtime.metering import RequestMeter
+from server_runtime.metrics_families import registry_of, server_families
+from server_runtime.reactor import Reactor
 
 PREFIX = "rocketmq_namesrv"
 
@@ -89,7 +89,7 @@ class NamesrvMetrics:
         yield GaugeMetricFamily(f"{PREFIX}_clusters", "Clusters with at least one broker.", value=len(table.clusters))
         yield GaugeMetricFamily(f"{PREFIX}_topics", "Topics with a route.", value=len(table.topic_queues))
         routes_ok = self.meter.count(RequestCode.GET_ROUTEINFO_BY_TOPIC, "success")
-        encoded = table.route_encodes
+        encoded = table.answers.encodes
         cache = CounterMetricFamily(f"{PREFIX}_route_cache_events",
                                     "Route answers served from the encoded-route cache (hit) or encoded afresh.",
                                     labels=("result",))

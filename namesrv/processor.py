@@ -27,17 +27,18 @@ from namesrv.counters import NamesrvCounters
 from namesrv.headers import BROKER_HEARTBEAT_NUMBERS, BROKER_ID, BadHeader, check_numbers, required
 from namesrv.kv_requests import ANSWER_HEADROOM, KVRequests
 from namesrv.kvconfig import KVConfig
-from namesrv.register_plan import TopicTableFull
 from namesrv.register_requests import RegisterRequests
 from namesrv.request_classes import REQUEST_CLASSES
+from namesrv.route_model import TopicTableFull
 from namesrv.route_state import Restored
 from namesrv.routes import UNIT_TOPIC_FLAGS, RouteOptions, RouteTable
 from remoting import fastjson
 from remoting.bodies import BodyError, DataVersion, TopicRouteData, encode_topic_list
+from remoting.clip import clip
 from remoting.codec import encode, encode_success_json
 from remoting.codes import NAMESPACE_ORDER_TOPIC_CONFIG, RequestCode, ResponseCode, Version
 from remoting.command import RemotingCommand, response_to
-from remoting.ratelog import RateLimitedLog, clip
+from server_runtime.ratelog import RateLimitedLog
 
 log = logging.getLogger("namesrv")
 
@@ -45,6 +46,15 @@ FAQ_URL = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
 _STANDARD_JSON_SINCE = int(Version.V4_9_4)  # a plain int: compared on every route query
 Persist = Callable[[str, bytes], Awaitable[None]]
 Handler = Callable[[RemotingCommand, Hashable], RemotingCommand]
+#: Requests that change the table, besides REGISTER_BROKER: answered by the reactor's awaiting path,
+#: under the table lock.
+TABLE_WRITES = (
+    RequestCode.UNREGISTER_BROKER,
+    RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+    RequestCode.ADD_WRITE_PERM_OF_BROKER,
+    RequestCode.DELETE_TOPIC_IN_NAMESRV,
+    RequestCode.REGISTER_TOPIC_IN_NAMESRV,
+)
 
 
 class NameServerProcessor:
@@ -66,6 +76,8 @@ class NameServerProcessor:
         self.warn = RateLimitedLog(log)  # flushed by the server's housekeeping
         self.counters = NamesrvCounters()  # registrations, removals and refusals, for the metrics
         self.table = RouteTable(RouteOptions())
+        #: The table's encoded answers, asked directly on the route-query path (one method call).
+        self.answers = self.table.answers
         #: Held by whatever changes the table's brokers or topics. A large
         #: registration works in slices and holds it throughout, so every
         #: later change (unregistration, connection close, expiry, admin
@@ -84,7 +96,25 @@ class NameServerProcessor:
             now_ms=self.now_ms, stopping=lambda: self.stopping, order_conf_body=self.kv_requests.order_conf_body,
         )
         self.sync_options()
-        self._handlers: dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]] = {
+        #: Request code -> its handler: answered at once, awaited (a write persisted first), or a
+        #: change of the table (awaited under the table lock; the sync handler stays for direct callers).
+        self._handlers = self._sync_handlers()
+        self._async_handlers: dict[int, Callable[[RemotingCommand], Awaitable[RemotingCommand]]] = {
+            RequestCode.PUT_KV_CONFIG: self.kv_requests.put_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self.kv_requests.delete_kv_config,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.config_requests.update_config,
+        }
+        self._table_writers: dict[int, Callable[[RemotingCommand, Hashable], Awaitable[RemotingCommand]]] = {
+            RequestCode.REGISTER_BROKER: self.registrations.register_broker_sliced,
+            **{code: self._locked(self._handlers[code]) for code in TABLE_WRITES},
+        }
+        self.async_codes = frozenset(self._async_handlers) | frozenset(self._table_writers)
+        unclassified = (set(self._handlers) | self.async_codes) - REQUEST_CLASSES.keys()
+        if unclassified:  # every code served has an access class (namesrv.request_classes)
+            raise RuntimeError(f"request codes without an access class: {sorted(unclassified)}")
+
+    def _sync_handlers(self) -> dict[int, Callable[[RemotingCommand, Hashable], RemotingCommand | bytes | None]]:
+        return {
             provisional.RESTORED_BROKERS_CODE: lambda req, conn: provisional.answer(
                 req, self.table, self.restored, self.now_ms()),
             RequestCode.GET_KV_CONFIG: self.kv_requests.get_kv_config,
@@ -109,31 +139,6 @@ class NameServerProcessor:
             RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
             liveinfo.LIVE_TABLE_CODE: lambda req, conn: liveinfo.answer(req, self.table, self.now_ms()),
         }
-        self._async_handlers: dict[int, Callable[[RemotingCommand], Awaitable[RemotingCommand]]] = {
-            RequestCode.PUT_KV_CONFIG: self.kv_requests.put_kv_config,
-            RequestCode.DELETE_KV_CONFIG: self.kv_requests.delete_kv_config,
-            RequestCode.UPDATE_NAMESRV_CONFIG: self.config_requests.update_config,
-        }
-        # Requests that change the table: answered by the reactor's awaiting
-        # path, under the table lock (the sync handlers above stay for direct
-        # callers).
-        self._table_writers: dict[int, Callable[[RemotingCommand, Hashable], Awaitable[RemotingCommand]]] = {
-            RequestCode.REGISTER_BROKER: self.registrations.register_broker_sliced,
-            **{
-                code: self._locked(self._handlers[code])
-                for code in (
-                    RequestCode.UNREGISTER_BROKER,
-                    RequestCode.WIPE_WRITE_PERM_OF_BROKER,
-                    RequestCode.ADD_WRITE_PERM_OF_BROKER,
-                    RequestCode.DELETE_TOPIC_IN_NAMESRV,
-                    RequestCode.REGISTER_TOPIC_IN_NAMESRV,
-                )
-            },
-        }
-        self.async_codes = frozenset(self._async_handlers) | frozenset(self._table_writers)
-        unclassified = (set(self._handlers) | self.async_codes) - REQUEST_CLASSES.keys()
-        if unclassified:  # every code served has an access class (namesrv.request_classes)
-            raise RuntimeError(f"request codes without an access class: {sorted(unclassified)}")
 
     def now_ms(self) -> float:
         return self.clock() * 1000.0
@@ -273,7 +278,7 @@ class NameServerProcessor:
         topic = ext.get("topic")
         standard = req.version >= _STANDARD_JSON_SINCE or ext.get("acceptStandardJsonOnly", "").lower() == "true"
         if self._plain_routes and "__ZONE_MODE" not in ext:
-            body = self.table.route_body(topic, standard) if topic is not None else None
+            body = self.answers.route_body(topic, standard) if topic is not None else None
         else:
             body = self._special_route(req, topic, standard)
         if body is None:
@@ -301,31 +306,13 @@ class NameServerProcessor:
             order_conf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
         zone = ext.get("__ZONE_NAME", "").strip() if ext.get("__ZONE_MODE", "").lower() == "true" else ""
         if zone:
-            return self._zone_route(topic, order_conf, zone)
+            return self.answers.zone_route(topic, order_conf, zone)
         if order_conf is not None:
-            return self.table.encode_route(topic, standard, order_conf)
-        return self.table.route_body(topic, standard)
-
-    def _zone_route(self, topic: str, order_conf: str | None, zone: str) -> bytes | None:
-        """5.x ZoneRouteRPCHook: keep brokers of the caller's zone (or without a master)."""
-        obj = self.table.route_obj(topic, order_conf)
-        if obj is None:
-            return None
-        keep, dropped = [], set()
-        for bd in obj["brokerDatas"]:
-            if (bd.get("zoneName") or "").lower() == zone.lower() or 0 not in bd["brokerAddrs"]:
-                keep.append(bd)
-            else:
-                dropped.add(bd["brokerName"])
-                for addr in bd["brokerAddrs"].values():
-                    obj["filterServerTable"].pop(addr, None)
-        obj["brokerDatas"] = keep
-        obj["queueDatas"] = [q for q in obj["queueDatas"] if q["brokerName"] not in dropped]
-        self.table.route_encodes += 1
-        return fastjson.dumps(obj)
+            return self.answers.encode_route(topic, standard, order_conf)
+        return self.answers.route_body(topic, standard)
 
     def cluster_info(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
-        return response_to(req, ResponseCode.SUCCESS, body=self.table.cluster_info_body())
+        return response_to(req, ResponseCode.SUCCESS, body=self.answers.cluster_info_body())
 
     def all_topics(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         if not self.config.enableAllTopicList:

@@ -14,24 +14,25 @@ from __future__ import annotations
 import logging
 import zlib
 from collections.abc import Callable, Generator, Hashable, Iterable
+from dataclasses import dataclass
 from time import perf_counter
 from typing import TypeVar
 
 import trio
 
+from namesrv import headers
 from namesrv.config import NamesrvConfig
 from namesrv.counters import NamesrvCounters
-from namesrv.headers import REGISTER_BROKER_NUMBERS, BadHeader, check_numbers, flag, number, required
-from namesrv.register_plan import TopicTableFull
-from namesrv.register_scan import RawBody
-from namesrv.registration import run_to_end
+from namesrv.registration.body import RawBody
+from namesrv.route_model import TopicTableFull
 from namesrv.routes import RegisterOutcome, Registration, RouteTable
+from namesrv.slices import run_to_end
 from remoting.bodies import BodyError
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.fastjson import BodyLimitError
-from remoting.ratelog import RateLimitedLog
 from remoting.register_body import RegisterBody, RegisterLimits, parse_register_body
+from server_runtime.ratelog import RateLimitedLog
 
 log = logging.getLogger("namesrv")
 
@@ -40,6 +41,15 @@ T = TypeVar("T")
 
 #: The answer to a registration the server abandoned because it is stopping.
 STOPPING_REMARK = "the NameServer is stopping: this registration was not applied; register again"
+
+
+@dataclass(slots=True)
+class _Request:
+    """A REGISTER_BROKER request read and admitted: the registration, its body, and the key of a new broker."""
+
+    reg: Registration
+    raw: RawBody
+    new_key: tuple[str, str] | None  # (cluster, addr) of a broker new to the table
 
 
 class Stopping(Exception):
@@ -114,12 +124,11 @@ class RegisterRequests:
 
     def register_broker(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         """REGISTER_BROKER in one go (for callers of the processor's ``handle``)."""
-        parsed = self._registration(req, conn)
-        if isinstance(parsed, RemotingCommand):
-            return parsed
-        reg, raw, new_key = parsed
-        outcome = run_to_end(self.table.register_raw(reg, raw, conn=conn, now=self.now_ms()))
-        return self._registered(req, outcome, conn, new_key)
+        request = self._request(req, conn)
+        if isinstance(request, RemotingCommand):
+            return request
+        outcome = run_to_end(self.table.register_raw(request.reg, request.raw, conn=conn, now=self.now_ms()))
+        return self._registered(req, request, outcome, conn)
 
     async def register_broker_sliced(self, req: RemotingCommand, conn: Hashable) -> RemotingCommand:
         """REGISTER_BROKER under the table lock, yielding to route queries between slices.
@@ -131,30 +140,24 @@ class RegisterRequests:
         began = perf_counter()
         result = "failed"
         try:
-            parsed = self._registration(req, conn)
-            if isinstance(parsed, RemotingCommand):
-                result = "failed" if parsed.remark == CRC_MISMATCH else "refused_bound"
-                return parsed
-            reg, raw, new_key = parsed
+            request = self._request(req, conn)
+            if isinstance(request, RemotingCommand):
+                result = "failed" if request.remark == CRC_MISMATCH else "refused_bound"
+                return request
             async with self.table_lock:
                 generation = self.table.generation
                 try:
                     outcome = await run_in_slices(
-                        self.table.register_raw(reg, raw, conn=conn, now=self.now_ms()),
+                        self.table.register_raw(request.reg, request.raw, conn=conn, now=self.now_ms()),
                         lambda: self.stopping() and not self.table.must_finish)
                 except Stopping:
                     return response_to(req, ResponseCode.SYSTEM_ERROR, STOPPING_REMARK)
                 except TopicTableFull as exc:
                     result = "refused_bound"
-                    self.counters.refused("max_topics")
-                    self.warn.warning(
-                        "max-topics", "{count} more registrations refused by maxTopics in the last {seconds} s",
-                        "broker %s %s (%s) refused (%d refusals so far): %s",
-                        reg.name, reg.addr, reg.cluster, self.table.topic_table_refusals, exc,
-                    )
+                    self._refused_topics(request.reg, exc)
                     raise
                 changed = self.table.generation != generation
-            answer = self._registered(req, outcome, conn, new_key)
+            answer = self._registered(req, request, outcome, conn)
             if outcome.ok:
                 result = "applied" if changed else "unchanged"
             return answer
@@ -165,60 +168,51 @@ class RegisterRequests:
         finally:
             self.counters.registered(result, perf_counter() - began)
 
-    def _registration(
-        self, req: RemotingCommand, conn: Hashable
-    ) -> tuple[Registration, RawBody, tuple[str, str] | None] | RemotingCommand:
-        """The header as a Registration, the body, and the key of a broker new to the table;
-        or the refusal (a CRC that does not match, no room for another broker)."""
-        name, addr, cluster = required(req, "brokerName", "brokerAddr", "clusterName")
-        check_numbers(req, REGISTER_BROKER_NUMBERS)
-        broker_id = number(req, "brokerId")
-        if broker_id is None:
-            raise BadHeader("missing header field(s): brokerId")
+    def _refused_topics(self, reg: Registration, exc: TopicTableFull) -> None:
+        self.counters.refused("max_topics")
+        self.warn.warning(
+            "max-topics", "{count} more registrations refused by maxTopics in the last {seconds} s",
+            "broker %s %s (%s) refused (%d refusals so far): %s",
+            reg.name, reg.addr, reg.cluster, self.table.topic_table_refusals, exc,
+        )
+
+    def _request(self, req: RemotingCommand, conn: Hashable) -> _Request | RemotingCommand:
+        """The registration and its body, within the bounds; or the refusal (a CRC that does not
+        match, no room for another broker)."""
+        reg, compressed, crc = headers.registration(req)
         body = req.body
-        compressed = bool(flag(req, "compressed"))
         body_limit = self.config.registerBodyMaxBytes
         if body_limit and not compressed and len(body) > body_limit:  # before any pass over the body
             raise BodyLimitError(
                 f"register body of {len(body)} bytes is larger than registerBodyMaxBytes ({body_limit});"
                 " a broker with this many topics can set compressedRegister=true"
             )
-        crc = number(req, "bodyCrc32") or 0
         if crc and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
             return response_to(req, ResponseCode.SYSTEM_ERROR, CRC_MISMATCH)
-        key = (cluster, addr)
+        key = (reg.cluster, reg.addr)
         new_broker = key not in self.table.live
         if new_broker:
             refusal = self._broker_room(conn)
             if refusal is not None:
                 return response_to(req, ResponseCode.SYSTEM_ERROR, refusal)
-        limits = self.limits
+        limits, name = self.limits, reg.name
         raw = RawBody(
             body, compressed, req.version,
             lambda b, c, v: self._load_register_body(b, c, v, name),
             max_inflated=limits.max_inflated_bytes, max_topics=limits.max_topics,
         )
-        reg = Registration(
-            cluster=cluster,
-            addr=addr,
-            name=name,
-            broker_id=broker_id,
-            ha_server_addr=req.ext("haServerAddr"),
-            zone_name=req.ext("__ZONE_NAME"),
-            heartbeat_timeout_ms=number(req, "heartbeatTimeoutMillis"),
-            enable_acting_master=flag(req, "enableActingMaster"),
-        )
-        return reg, raw, key if new_broker else None
+        return _Request(reg, raw, key if new_broker else None)
 
     def _registered(
-        self, req: RemotingCommand, outcome: RegisterOutcome, conn: Hashable, new_key: tuple[str, str] | None
+        self, req: RemotingCommand, request: _Request, outcome: RegisterOutcome, conn: Hashable
     ) -> RemotingCommand:
         if not outcome.ok:
             return response_to(req, ResponseCode.SYSTEM_ERROR, "register broker failed")
-        if not flag(req, "compressed"):
-            self._body_sizes[(req.ext("clusterName") or "", req.ext("brokerAddr") or "")] = len(req.body)
+        if not request.raw.compressed:
+            self._body_sizes[(request.reg.cluster, request.reg.addr)] = len(req.body)
             if len(self._body_sizes) > 2 * len(self.table.live) + 16:
                 self._prune_body_sizes()
+        new_key = request.new_key
         info = self.table.live.get(new_key) if new_key is not None else None
         if info is not None and info.conn == conn:  # not when its connection closed meanwhile
             self._conn_brokers.setdefault(conn, set()).add(new_key)

@@ -1,9 +1,9 @@
 """Every request code the NameServer serves, and its access class.
 
-One table, read by the access gate (:mod:`remoting.gate`), checked by the
+One table, read by the access gate (:mod:`security.gate`), checked by the
 processor at start (a handler without a class is a start-up error, so no
 code is ever served unclassified) and meant for per-class metrics labels.
-What each class may do is :mod:`remoting.access`'s business; a code missing
+What each class may do is :mod:`security.access`'s business; a code missing
 here is refused while accounts are on (fail closed).
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from namesrv.liveinfo import LIVE_TABLE_CODE
 from namesrv.provisional import RESTORED_BROKERS_CODE
-from remoting.access import RequestClass
 from remoting.codes import RequestCode as R
+from remoting.request_class import RequestClass
 
 ROUTE_READ = RequestClass.ROUTE_READ
 BROKER_CONTROL = RequestClass.BROKER_CONTROL

@@ -1,7 +1,8 @@
 """The records of the NameServer's routing table (no behaviour beyond encoding).
 
-Kept apart from :mod:`namesrv.routes` so that the table and its
-registration logic (:mod:`namesrv.registration`) can share them without an
+Kept apart from :mod:`namesrv.routes` so that the table, the registration
+planner (:mod:`namesrv.registration`) and the answer cache
+(:mod:`namesrv.route_answers`), which the table uses, share them without an
 import cycle; :mod:`namesrv.routes` re-exports every name.
 """
 
@@ -11,7 +12,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from remoting.bodies import DataVersion
+from remoting.bodies import BodyError, DataVersion, broker_data_obj
 
 #: (brokerName, readQueueNums, writeQueueNums, perm, topicSysFlag). Tuples are
 #: interned so 320,000 (topic, broker) pairs cost a pointer each.
@@ -23,7 +24,15 @@ SYNC_BROKER_MEMBER_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"
 
 @dataclass(slots=True)
 class BrokerEntry:
-    """BrokerData: one master/slave set, by brokerName."""
+    """The table's BrokerData: one master/slave set, by brokerName.
+
+    Not :class:`remoting.bodies.BrokerData`, the wire's value of the same
+    fields, because this record is the table's own: registrations and
+    departures change its addresses, acting-master flag and zone in place,
+    and a route may show it with the acting master's address rewritten
+    (``to_obj(addrs)``); a BrokerData is parsed from a peer and never
+    changed. One encoding serves both (:func:`remoting.bodies.broker_data_obj`).
+    """
 
     cluster: str
     name: str
@@ -32,15 +41,8 @@ class BrokerEntry:
     zone_name: str | None = None
 
     def to_obj(self, addrs: dict[int, str] | None = None) -> dict[str, Any]:
-        obj: dict[str, Any] = {
-            "brokerAddrs": dict(sorted((addrs if addrs is not None else self.addrs).items())),
-            "brokerName": self.name,
-            "cluster": self.cluster,
-            "enableActingMaster": self.enable_acting_master,
-        }
-        if self.zone_name is not None:
-            obj["zoneName"] = self.zone_name
-        return obj
+        return broker_data_obj(self.cluster, self.name, self.addrs if addrs is None else addrs,
+                               self.enable_acting_master, self.zone_name)
 
 
 @dataclass(slots=True)
@@ -103,3 +105,14 @@ class RouteOptions:
     default_timeout_ms: int = DEFAULT_BROKER_CHANNEL_EXPIRED_MS
     #: Topics the table may hold (maxTopics; None: no bound): more is refused.
     max_topics: int | None = None
+
+
+class TopicTableFull(BodyError):
+    """A registration would take the route table past maxTopics: refused whole, nothing changes."""
+
+    def __init__(self, held: int, new: int, limit: int, *, exact: bool) -> None:
+        more = f"{new}" if exact else f"at least {new}"
+        super().__init__(
+            f"topic table full: the NameServer holds {held} topics and this registration would add {more}"
+            f" new ones, past maxTopics ({limit}); nothing was changed"
+        )

@@ -1,8 +1,9 @@
 """The route table's durable state: captured on the loop, exported off it, restored on start.
 
 Kept apart from ``routes.py`` so the table stays free of files and formats;
-these functions read and fill the table's attributes. The work is split in
-three for the event loop's sake:
+these functions read the table, and a restore hands it the new state
+(:meth:`namesrv.routes.RouteTable.replace_state`), which the table writes
+itself. The work is split in three for the event loop's sake:
 
 * :class:`Capture` runs on the loop, in steps of 5,000 topics, and keeps
   each distinct queue-data set once (most topics of a cluster share one)
@@ -86,7 +87,6 @@ class Restored:
 
 def live_records(table: RouteTable, restored: Restored | None = None) -> list[LiveRecord]:
     """The durable part of every live entry; also what the writer compares to spot a change."""
-    epochs = table._removal_epoch
     entries = restored.entries if restored is not None else {}
     since = restored.since if restored is not None else {}
     return [
@@ -94,7 +94,7 @@ def live_records(table: RouteTable, restored: Restored | None = None) -> list[Li
             b.cluster, b.addr, b.name, b.broker_id, int(b.timeout_ms),
             b.data_version.counter, b.data_version.timestamp, b.data_version.state_version,
             b.ha_server_addr, b.body_digest, b.topic_count, b.applied_as_writer,
-            b.applied_epoch != epochs.get(b.name, 0),
+            b.applied_epoch != table.removal_epoch(b.name),
             since.get(key) if entries.get(key) is b else None,
         )
         for key, b in table.live.items()
@@ -319,22 +319,7 @@ def restore(table: RouteTable, state: Any, now: float, wall_ms: int) -> Restored
         if _str(topic, "mapping topic") in topic_queues:
             mappings[topic] = per_broker
 
-    # all valid: replace the table's contents (same dict objects, so no holder keeps a stale one)
-    _replace(table.brokers, brokers)
-    _replace(table.clusters, clusters)
-    _replace(table.live, live)
-    _replace(table.topic_queues, topic_queues)
-    _replace(table.filter_servers, filter_servers)
-    _replace(table.mappings, mappings)
-    _replace(table._interned, interned)
-    table._by_conn.clear()  # restored entries have no connection (conn None, not indexed)
-    table._removal_epoch.clear()
-    table._applied.clear()  # what registrations wrote no longer describes the table
-    table._chunk_names.clear()
-    table.invalidate_all()
+    # all valid: the table takes the new state
+    table.replace_state(brokers=brokers, clusters=clusters, live=live, topic_queues=topic_queues,
+                        filter_servers=filter_servers, mappings=mappings, interned=interned)
     return Restored(brokers=len(live), topics=len(topic_queues), entries=dict(live), since=since)
-
-
-def _replace(target: dict[Any, Any], source: dict[Any, Any]) -> None:
-    target.clear()
-    target.update(source)

@@ -14,9 +14,9 @@ The route snapshot is restored in the constructor, before anything listens.
 
 Heartbeat expiry never judges a broker by a silence that was ours: after
 the process was paused, the heartbeats waiting in the sockets are read
-first (see :mod:`remoting.pause`).
+first (see :mod:`server_runtime.pause`).
 
-Every request passes the access gate (:mod:`remoting.gate`) first; with
+Every request passes the access gate (:mod:`security.gate`) first; with
 ``aclEnable`` the accounts file is read in the constructor (a bad one stops
 the start) and polled by the housekeeping round, a change applied to the
 next request.
@@ -41,13 +41,13 @@ from namesrv.metrics import NamesrvMetrics
 from namesrv.processor import NameServerProcessor
 from namesrv.request_classes import REQUEST_CLASSES
 from namesrv.snapshot import RouteSnapshots
-from remoting.gate import AccessControl
-from remoting.metering import RequestMeter
-from remoting.metrics_http import MetricsEndpoint
-from remoting.pause import paused_for
-from remoting.ratelog import CLIP_ARGS
-from remoting.reactor import Processor, Reactor
-from remoting.tls_gate import TlsGate
+from security.gate import AccessControl
+from security.tls_context import server_gate
+from server_runtime.metering import RequestMeter
+from server_runtime.metrics_http import MetricsEndpoint
+from server_runtime.pause import paused_for
+from server_runtime.ratelog import CLIP_ARGS
+from server_runtime.reactor import Processor, Reactor
 
 log = logging.getLogger("namesrv")
 log.addFilter(CLIP_ARGS)  # no client value makes a long log line, whoever logs it
@@ -62,14 +62,14 @@ class NameServer:
     def __init__(self, config: NamesrvConfig, kv: KVConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         # Certificate files are read here: a bad one is a start-up error, before anything listens.
-        self.tls = TlsGate.from_settings(config.tls_settings().resolved())
+        self.tls = server_gate(config.tls_settings().resolved())
         self._write_lock = trio.Lock()
         self.processor = NameServerProcessor(
             config, kv, clock=clock, persist=self._persist, connection_count=lambda: len(self.reactor.connections)
         )
         self.access = AccessControl(config, config.rocketmqHome, log)  # reads the accounts: a bad file stops here
         gate = self.access.guard(self.processor, REQUEST_CLASSES, peer_of=self._peer_of, warn=self.processor.warn)
-        # With metrics on, every request is counted on its way through (remoting.metering); off, nothing is.
+        # With metrics on, every request is counted on its way through (server_runtime.metering); off, nothing is.
         self.meter = RequestMeter(gate, REQUEST_CLASSES) if config.metricsPort else None
         front: Processor = self.meter if self.meter is not None else gate
         self.reactor = Reactor(

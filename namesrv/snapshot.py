@@ -20,7 +20,7 @@ than ``MAX_SNAPSHOT_BYTES`` or older than ``routeSnapshotMaxAgeMillis`` is
 ignored with one log line; it is never fatal. So is a path that is not a
 regular file (a FIFO, a device, a directory): it is opened without blocking
 and its kind and size are checked before a byte is read
-(:mod:`remoting.regular_file`).
+(:mod:`server_runtime.regular_file`).
 
 How old is a snapshot? The state is rewritten only when it changes, so its
 capture time can be long past while it is still exactly what the server
@@ -51,7 +51,7 @@ from namesrv.config import NamesrvConfig
 from namesrv.durable import remove_stale_temp_files, write_atomic
 from namesrv.route_state import Restored
 from namesrv.routes import RouteTable
-from remoting.regular_file import RefusedFile, read_regular_file_stat
+from server_runtime.regular_file import RefusedFile, read_regular_file_stat
 
 log = logging.getLogger("namesrv")
 

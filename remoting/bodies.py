@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 
-def _int(value: Any, what: str, default: int = 0, bits: int = 32) -> int:
+def json_int(value: Any, what: str, default: int = 0, bits: int = 32) -> int:
     """A JSON number or numeric string as Java's int (bits=32) or long (bits=64)."""
     if value is None:
         return default
@@ -83,7 +83,7 @@ def _bool(value: Any) -> bool:
     return False
 
 
-def _obj(value: Any, what: str) -> dict[str, Any]:
+def json_obj(value: Any, what: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -91,7 +91,7 @@ def _obj(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
-def _string_list(value: Any, what: str) -> list[str]:
+def json_string_list(value: Any, what: str) -> list[str]:
     """A JSON array of strings, else BodyError (not a TypeError further on)."""
     if value is None:
         return []
@@ -135,11 +135,11 @@ class DataVersion:
 
     @classmethod
     def from_obj(cls, obj: Any) -> DataVersion:
-        o = _obj(obj, "dataVersion")
+        o = json_obj(obj, "dataVersion")
         return cls(
-            counter=_int(o.get("counter"), "dataVersion.counter", bits=64),
-            timestamp=_int(o.get("timestamp"), "dataVersion.timestamp", bits=64),
-            state_version=_int(o.get("stateVersion"), "dataVersion.stateVersion", bits=64),
+            counter=json_int(o.get("counter"), "dataVersion.counter", bits=64),
+            timestamp=json_int(o.get("timestamp"), "dataVersion.timestamp", bits=64),
+            state_version=json_int(o.get("stateVersion"), "dataVersion.stateVersion", bits=64),
         )
 
     def to_obj(self) -> dict[str, int]:
@@ -172,17 +172,17 @@ class TopicConfig:
 
     @classmethod
     def from_obj(cls, name: str, obj: Any) -> TopicConfig:
-        o = _obj(obj, f"topic config {brief(name)}")
+        o = json_obj(obj, f"topic config {brief(name)}")
         attrs = o.get("attributes") or {}
         if not isinstance(attrs, dict) or not all(_is_scalar(v) for v in attrs.values()):
             raise BodyError(f"attributes of topic {brief(name)} is not an object of strings")
         return cls(
             topic_name=_str_or_none(o.get("topicName"), "topicName") or name,
-            read_queue_nums=_int(o.get("readQueueNums"), "readQueueNums", 16),
-            write_queue_nums=_int(o.get("writeQueueNums"), "writeQueueNums", 16),
-            perm=_int(o.get("perm"), "perm", 6),
+            read_queue_nums=json_int(o.get("readQueueNums"), "readQueueNums", 16),
+            write_queue_nums=json_int(o.get("writeQueueNums"), "writeQueueNums", 16),
+            perm=json_int(o.get("perm"), "perm", 6),
             topic_filter_type=_scalar_text(o.get("topicFilterType") or "SINGLE_TAG", "topicFilterType"),
-            topic_sys_flag=_int(o.get("topicSysFlag"), "topicSysFlag"),
+            topic_sys_flag=json_int(o.get("topicSysFlag"), "topicSysFlag"),
             order=_bool(o.get("order")),
             attributes={str(k): str(v) for k, v in attrs.items()},
         )
@@ -252,21 +252,45 @@ class QueueData:
 
     @classmethod
     def from_obj(cls, obj: Any) -> QueueData:
-        o = _obj(obj, "queueData")
+        o = json_obj(obj, "queueData")
         name = _str_or_none(o.get("brokerName"), "brokerName")
         if name is None:
             raise BodyError("queueData without brokerName")
         return cls(
             broker_name=name,
-            read_queue_nums=_int(o.get("readQueueNums"), "readQueueNums"),
-            write_queue_nums=_int(o.get("writeQueueNums"), "writeQueueNums"),
-            perm=_int(o.get("perm"), "perm"),
-            topic_sys_flag=_int(o.get("topicSysFlag", o.get("topicSynFlag")), "topicSysFlag"),
+            read_queue_nums=json_int(o.get("readQueueNums"), "readQueueNums"),
+            write_queue_nums=json_int(o.get("writeQueueNums"), "writeQueueNums"),
+            perm=json_int(o.get("perm"), "perm"),
+            topic_sys_flag=json_int(o.get("topicSysFlag", o.get("topicSynFlag")), "topicSysFlag"),
         )
+
+
+def broker_data_obj(
+    cluster: str, name: str, addrs: dict[int, str], enable_acting_master: bool, zone_name: str | None
+) -> dict[str, Any]:
+    """A BrokerData as fastjson orders it: the one encoding of both broker records (see :class:`BrokerData`)."""
+    obj: dict[str, Any] = {
+        "brokerAddrs": dict(sorted(addrs.items())),
+        "brokerName": name,
+        "cluster": cluster,
+        "enableActingMaster": enable_acting_master,
+    }
+    if zone_name is not None:
+        obj["zoneName"] = zone_name
+    return obj
 
 
 @dataclass(slots=True)
 class BrokerData:
+    """A BrokerData as a peer sends it: parsed and checked, read by clients (``master_addr``).
+
+    The NameServer's route table keeps its own record of a broker,
+    :class:`namesrv.route_model.BrokerEntry`, with the same fields under
+    the table's names: that one is changed in place by every registration
+    and never parsed, this one is a value read off the wire and never
+    changed. They share their encoding (:func:`broker_data_obj`).
+    """
+
     cluster: str
     broker_name: str
     broker_addrs: dict[int, str]
@@ -274,24 +298,17 @@ class BrokerData:
     zone_name: str | None = None
 
     def to_obj(self) -> dict[str, Any]:
-        obj: dict[str, Any] = {
-            "brokerAddrs": dict(sorted(self.broker_addrs.items())),
-            "brokerName": self.broker_name,
-            "cluster": self.cluster,
-            "enableActingMaster": self.enable_acting_master,
-        }
-        if self.zone_name is not None:
-            obj["zoneName"] = self.zone_name
-        return obj
+        return broker_data_obj(self.cluster, self.broker_name, self.broker_addrs, self.enable_acting_master,
+                               self.zone_name)
 
     @classmethod
     def from_obj(cls, obj: Any) -> BrokerData:
-        o = _obj(obj, "brokerData")
-        addrs = _obj(o.get("brokerAddrs"), "brokerAddrs")
+        o = json_obj(obj, "brokerData")
+        addrs = json_obj(o.get("brokerAddrs"), "brokerAddrs")
         return cls(
             cluster=_str_or_none(o.get("cluster"), "cluster") or "",
             broker_name=_str_or_none(o.get("brokerName"), "brokerName") or "",
-            broker_addrs={_int(k, "brokerId", bits=64): _scalar_text(v, "brokerAddrs value") for k, v in addrs.items()},
+            broker_addrs={json_int(k, "brokerId", bits=64): _scalar_text(v, "brokerAddrs value") for k, v in addrs.items()},
             enable_acting_master=_bool(o.get("enableActingMaster")),
             zone_name=_str_or_none(o.get("zoneName"), "zoneName"),
         )
@@ -326,16 +343,16 @@ class TopicRouteData:
 
     @classmethod
     def from_obj(cls, obj: Any) -> TopicRouteData:
-        o = _obj(obj, "route")
+        o = json_obj(obj, "route")
         qds = o.get("queueDatas") or []
         bds = o.get("brokerDatas") or []
         if not isinstance(qds, list) or not isinstance(bds, list):
             raise BodyError("queueDatas and brokerDatas must be arrays")
-        fst = _obj(o.get("filterServerTable"), "filterServerTable")
+        fst = json_obj(o.get("filterServerTable"), "filterServerTable")
         return cls(
             queue_datas=[QueueData.from_obj(q) for q in qds],
             broker_datas=[BrokerData.from_obj(b) for b in bds],
-            filter_server_table={str(k): _string_list(v, "filterServerTable entry") for k, v in fst.items()},
+            filter_server_table={str(k): json_string_list(v, "filterServerTable entry") for k, v in fst.items()},
             order_topic_conf=_str_or_none(o.get("orderTopicConf"), "orderTopicConf"),
             topic_queue_mapping_by_broker=o.get("topicQueueMappingByBroker"),
         )
@@ -352,12 +369,12 @@ class ClusterInfo:
 
     @classmethod
     def decode(cls, body: bytes) -> ClusterInfo:
-        o = _obj(fastjson.loads(body), "cluster info")
-        brokers = _obj(o.get("brokerAddrTable"), "brokerAddrTable")
-        clusters = _obj(o.get("clusterAddrTable"), "clusterAddrTable")
+        o = json_obj(fastjson.loads(body), "cluster info")
+        brokers = json_obj(o.get("brokerAddrTable"), "brokerAddrTable")
+        clusters = json_obj(o.get("clusterAddrTable"), "clusterAddrTable")
         return cls(
             broker_addr_table={str(k): BrokerData.from_obj(v) for k, v in brokers.items()},
-            cluster_addr_table={str(k): _string_list(v, "clusterAddrTable entry") for k, v in clusters.items()},
+            cluster_addr_table={str(k): json_string_list(v, "clusterAddrTable entry") for k, v in clusters.items()},
         )
 
 
@@ -374,7 +391,7 @@ def encode_topic_list(topics: Iterable[str], broker_addr: str | None = None) -> 
 
 
 def parse_topic_list(body: bytes) -> tuple[list[str], str | None]:
-    o = _obj(fastjson.loads(body), "topic list")
+    o = json_obj(fastjson.loads(body), "topic list")
     topics = o.get("topicList") or []
     if not isinstance(topics, list):
         raise BodyError("topicList is not an array")
@@ -386,21 +403,5 @@ def encode_kv_table(table: Mapping[str, str]) -> bytes:
 
 
 def parse_kv_table(body: bytes) -> dict[str, str]:
-    o = _obj(fastjson.loads(body), "KV table")
-    return {str(k): _scalar_text(v, "KV value") for k, v in _obj(o.get("table"), "table").items() if v is not None}
-
-
-# The REGISTER_BROKER body lives in remoting.register_body (it imports this
-# module, so it cannot be imported from here eagerly); its names are still
-# reachable as ``remoting.bodies.X`` for existing importers.
-_REGISTER_BODY_NAMES = frozenset(
-    {"RegisterBody", "RegisterLimits", "DEFAULT_REGISTER_LIMITS", "parse_register_body", "encode_register_body"}
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _REGISTER_BODY_NAMES:
-        from remoting import register_body
-
-        return getattr(register_body, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    o = json_obj(fastjson.loads(body), "KV table")
+    return {str(k): _scalar_text(v, "KV value") for k, v in json_obj(o.get("table"), "table").items() if v is not None}

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from remoting.clip import clip
 from remoting.codes import (
     DEFAULT_FRAME_MAX_LENGTH,
     LANGUAGE_BY_NAME,
@@ -21,7 +22,6 @@ from remoting.codes import (
     SerializeType,
 )
 from remoting.command import RemotingCommand
-from remoting.ratelog import clip
 
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1

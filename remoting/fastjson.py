@@ -4,13 +4,19 @@ Java peers write maps with integer keys unquoted (``{0:"addr"}``), which is
 not JSON; they read both forms. We parse both, and write either the
 "standard" form (quoted keys, sorted maps, ``\\uXXXX`` for non-ASCII, ``\\/``)
 or the legacy form (bare integer keys, raw UTF-8), byte for byte as a Java
-NameServer would.
+NameServer would. :func:`dumps` is the project's one writer of Java's
+dialect: it also writes a map keyed by objects (a ``MessageQueue``, see
+:mod:`remoting.mqjson`) with each key as its own JSON, unquoted, and doubles
+as Java's ``Double.toString``. Plain JSON with string keys goes through
+orjson instead (:func:`dumps_fast`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -149,7 +155,7 @@ def _encode(value: Any, standard: bool, out: list[str]) -> None:
     elif isinstance(value, int):
         out.append(str(value))
     elif isinstance(value, float):
-        out.append(repr(value))
+        out.append(java_double(value))
     elif isinstance(value, dict):
         out.append("{")
         items = value.items()
@@ -164,10 +170,10 @@ def _encode(value: Any, standard: bool, out: list[str]) -> None:
             first = False
             if isinstance(key, str):
                 out.append(_string(key, standard))
-            elif standard:
-                out.append(f'"{key}"')
-            else:
-                out.append(str(key))
+            elif isinstance(key, int) or not hasattr(key, "key_json"):
+                out.append(f'"{key}"' if standard else str(key))
+            else:  # an object key (a MessageQueue): its own JSON, unquoted
+                out.append(key.key_json())
             out.append(":")
             _encode(item, standard, out)
         out.append("}")
@@ -180,6 +186,26 @@ def _encode(value: Any, standard: bool, out: list[str]) -> None:
         out.append("]")
     else:
         raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+def java_double(value: float) -> str:
+    """``Double.toString``: plain decimal in [1e-3, 1e7), else ``d.dddE±n``; NaN/infinite as fastjson's ``null``."""
+    if math.isnan(value) or math.isinf(value):
+        return "null"
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    magnitude = abs(value)
+    sign = "-" if value < 0 else ""
+    digits_tuple = Decimal(repr(magnitude)).normalize().as_tuple()
+    digits = "".join(map(str, digits_tuple.digits))
+    exponent = len(digits) - 1 + int(digits_tuple.exponent)  # value = d.ddd x 10^exponent
+    if 1e-3 <= magnitude < 1e7:
+        if exponent >= 0:
+            whole, frac = digits[: exponent + 1].ljust(exponent + 1, "0"), digits[exponent + 1 :]
+        else:
+            whole, frac = "0", "0" * (-exponent - 1) + digits
+        return f"{sign}{whole}.{frac or '0'}"
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"
 
 
 def dumps(value: Any, *, standard: bool = False) -> bytes:

@@ -8,18 +8,16 @@ every other RocketMQ client) expect exactly it, so :func:`dumps` writes it
 and :func:`loads` reads it back (object keys come out as their JSON text,
 which :func:`parse_mq_key` turns into a :class:`MessageQueue`).
 
-Doubles are written as Java's ``Double.toString`` does (``0.0``, ``1.5``,
-``1.0E7``), fields in the order the caller gives (fastjson sorts bean
-fields alphabetically: callers build dicts in that order). Pure functions,
-no I/O; the tolerant parse is one linear pass, tried only when the text is
-not plain JSON.
+Writing goes through the one Java-dialect writer, :func:`remoting.fastjson.dumps`
+(doubles as Java's ``Double.toString``, fields in the order the caller gives:
+fastjson sorts bean fields alphabetically, so callers build dicts in that
+order). Pure functions, no I/O; the tolerant parse is one linear pass, tried
+only when the text is not plain JSON.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from decimal import Decimal
 from typing import Any, NamedTuple
 
 import orjson
@@ -49,78 +47,19 @@ class MessageQueue(NamedTuple):
         return {"topic": self.topic, "brokerName": self.broker_name, "queueId": self.queue_id}
 
 
-def java_double(value: float) -> str:
-    """``Double.toString``: plain decimal in [1e-3, 1e7), else ``d.dddE±n``; NaN/infinite as fastjson's ``null``."""
-    if math.isnan(value) or math.isinf(value):
-        return "null"
-    if value == 0:
-        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
-    magnitude = abs(value)
-    sign = "-" if value < 0 else ""
-    digits_tuple = Decimal(repr(magnitude)).normalize().as_tuple()
-    digits = "".join(map(str, digits_tuple.digits))
-    exponent = len(digits) - 1 + int(digits_tuple.exponent)  # value = d.ddd x 10^exponent
-    if 1e-3 <= magnitude < 1e7:
-        if exponent >= 0:
-            whole, frac = digits[: exponent + 1].ljust(exponent + 1, "0"), digits[exponent + 1 :]
-        else:
-            whole, frac = "0", "0" * (-exponent - 1) + digits
-        return f"{sign}{whole}.{frac or '0'}"
-    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"
-
-
 def _string(text: str) -> str:
     """A JSON string as fastjson's default writer emits it (UTF-8 as is)."""
     return json.dumps(text, ensure_ascii=False)
 
 
-def _write(value: Any, out: list[str]) -> None:
-    if isinstance(value, str):
-        out.append(_string(value))
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif value is None:
-        out.append("null")
-    elif isinstance(value, int):
-        out.append(str(value))
-    elif isinstance(value, float):
-        out.append(java_double(value))
-    elif isinstance(value, dict):
-        out.append("{")
-        first = True
-        for key, item in value.items():
-            if item is None:  # fastjson leaves null fields out
-                continue
-            if not first:
-                out.append(",")
-            first = False
-            if isinstance(key, MessageQueue):
-                out.append(key.key_json())
-            elif isinstance(key, str):
-                out.append(_string(key))
-            else:
-                out.append(str(key))  # integer keys, bare (fastjson's default form)
-            out.append(":")
-            _write(item, out)
-        out.append("}")
-    elif isinstance(value, (list, tuple, set, frozenset)):
-        out.append("[")
-        for i, item in enumerate(value):
-            if i:
-                out.append(",")
-            _write(item, out)
-        out.append("]")
-    else:
-        raise TypeError(f"cannot encode {type(value).__name__}")
-
-
 def dumps(value: Any) -> bytes:
-    """fastjson's default output of ``value``: MessageQueue keys as objects, Java doubles, nulls left out."""
-    out: list[str] = []
-    _write(value, out)
-    return "".join(out).encode("utf-8")
+    """fastjson's default output of ``value``: MessageQueue keys as objects, Java doubles, nulls left out.
+
+    The one Java-dialect writer is :func:`remoting.fastjson.dumps`; a key
+    object with a ``key_json`` method, as :class:`MessageQueue` has, is
+    written as its own JSON there.
+    """
+    return fastjson.dumps(value)
 
 
 # ---------------------------------------------------------------------------

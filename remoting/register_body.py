@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from remoting import fastjson
-from remoting.bodies import DataVersion, TopicConfig, _int, _obj, _string_list, deeper_than
+from remoting.bodies import DataVersion, TopicConfig, deeper_than, json_int, json_obj, json_string_list
 from remoting.codes import Version
 from remoting.fastjson import BodyError, BodyLimitError
 from remoting.javatypes import INT32_MAX, INT32_MIN, brief
@@ -124,7 +124,7 @@ def _is_int32(value: Any) -> bool:
 
 
 def _topics_from_table(table: Any, limits: RegisterLimits) -> dict[str, tuple[int, int, int, int]]:
-    entries = _obj(table, "topicConfigTable")
+    entries = json_obj(table, "topicConfigTable")
     _check_topic_count(len(entries), limits)
     out: dict[str, tuple[int, int, int, int]] = {}
     for name, tc in entries.items():
@@ -133,17 +133,17 @@ def _topics_from_table(table: Any, limits: RegisterLimits) -> dict[str, tuple[in
         get = tc.get
         r, w, p, s = get("readQueueNums", 16), get("writeQueueNums", 16), get("perm", 6), get("topicSysFlag", 0)
         if not (_is_int32(r) and _is_int32(w) and _is_int32(p) and _is_int32(s)):
-            r = _int(r, "readQueueNums", 16)
-            w = _int(w, "writeQueueNums", 16)
-            p = _int(p, "perm", 6)
-            s = _int(s, "topicSysFlag", 0)
+            r = json_int(r, "readQueueNums", 16)
+            w = json_int(w, "writeQueueNums", 16)
+            p = json_int(p, "perm", 6)
+            s = json_int(s, "topicSysFlag", 0)
         tname = get("topicName")
         out[tname if isinstance(tname, str) and tname else name] = (r, w, p, s)
     return out
 
 
 def _filter_list(value: Any, limits: RegisterLimits) -> list[str]:
-    servers = _string_list(value, "filterServerList")
+    servers = json_string_list(value, "filterServerList")
     if len(servers) > limits.max_filter_servers:
         raise BodyLimitError(f"filterServerList has {len(servers)} entries, more than {limits.max_filter_servers}")
     if any(len(s) > MAX_FILTER_SERVER_LENGTH for s in servers):
@@ -176,23 +176,23 @@ def mapping_info(topic: str, value: Any, limits: RegisterLimits) -> dict[str, An
                 raise BodyError(f"{what}: {key} is not a string")
             out[key] = item
         elif key == "totalQueues":
-            out[key] = _int(item, f"{what}: totalQueues")
+            out[key] = json_int(item, f"{what}: totalQueues")
         elif key == "epoch":
-            out[key] = _int(item, f"{what}: epoch", bits=64)
+            out[key] = json_int(item, f"{what}: epoch", bits=64)
         elif key == "dirty":
             if not isinstance(item, bool):
                 raise BodyError(f"{what}: dirty is not a boolean")
             out[key] = item
         elif key == "currIdMap":
-            ids = _obj(item, f"{what}: currIdMap")
+            ids = json_obj(item, f"{what}: currIdMap")
             out[key] = {
-                _int(k, f"{what}: currIdMap key"): _int(v, f"{what}: currIdMap value") for k, v in ids.items()
+                json_int(k, f"{what}: currIdMap key"): json_int(v, f"{what}: currIdMap value") for k, v in ids.items()
             }
     return out
 
 
 def _mapping_infos(value: Any, limits: RegisterLimits) -> dict[str, dict[str, Any]]:
-    mappings = _obj(value, "topicQueueMappingInfoMap")
+    mappings = json_obj(value, "topicQueueMappingInfoMap")
     if len(mappings) > limits.max_topics:
         raise BodyLimitError(f"topicQueueMappingInfoMap has {len(mappings)} entries, more than {limits.max_topics}")
     _check_mapping_entries(mappings.values(), limits)
@@ -243,7 +243,7 @@ class _JsonBudget:
 
 
 def _wrapper_to_body(wrapper: Any, filter_servers: list[str], limits: RegisterLimits) -> RegisterBody:
-    w = _obj(wrapper, "topicConfigSerializeWrapper")
+    w = json_obj(wrapper, "topicConfigSerializeWrapper")
     return RegisterBody(
         data_version=DataVersion.from_obj(w.get("dataVersion")),
         topics=_topics_from_table(w.get("topicConfigTable"), limits),
@@ -361,9 +361,9 @@ def _parse_compressed(body: bytes, version: int, limits: RegisterLimits) -> Regi
         if len(parts) < 5:
             raise BodyError(f"topic config {brief(' '.join(parts))} has fewer than 5 fields")
         topics[parts[0]] = (
-            _int(parts[1], "readQueueNums"),
-            _int(parts[2], "writeQueueNums"),
-            _int(parts[3], "perm"),
+            json_int(parts[1], "readQueueNums"),
+            json_int(parts[2], "writeQueueNums"),
+            json_int(parts[3], "perm"),
             0,  # the compact form does not carry topicSysFlag
         )
     filter_servers = _filter_list(budget.loads(reader.item(), "filterServerList"), limits)

@@ -2,7 +2,7 @@
 
 Responses are matched to requests by ``opaque``; every call has a
 timeout; the number of requests in flight is bounded. With an
-``ssl.SSLContext`` (see :func:`remoting.tls_context.client_context`) the
+``ssl.SSLContext`` (see :func:`security.tls_context.client_context`) the
 connection speaks TLS, as a Java client with ``-Dtls.enable=true``; the
 handshake counts against the connect timeout. Given credentials, the
 client signs every request it sends (:func:`remoting.acl.sign`), as a

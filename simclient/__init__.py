@@ -5,7 +5,8 @@ from simclient.consume_stats import ConsumeStats
 from simclient.consumer import ConsumerOptions, OwnershipEvent, SimConsumer
 from simclient.load import LoadSpec, LoadSummary, run_load
 from simclient.pool import ClientPool
-from simclient.producer import ProducerOptions, SimProducer
+from simclient.producer import SimProducer
+from simclient.producer_options import ProducerOptions
 from simclient.records import OUTCOMES, RecordWriter, SendRecord, read_records
 from simclient.stats import Histogram, RouteStats
 

@@ -43,9 +43,12 @@ looks like from the consuming side:
   pool of its own its connections close, which is how a broker notices a
   dead client.
 
-The offset store and the pull/consume loops are mixins of their own
-modules (:mod:`simclient.consumer_offsets`, :mod:`simclient.consumer_pull`);
-options and ownership events live in :mod:`simclient.consumer_options`.
+The offset store and the pull/consume loops are helpers the consumer holds
+(:class:`~simclient.consumer_offsets.OffsetStore`,
+:class:`~simclient.consumer_pull.PullService`), each the only writer of its
+own state; options and ownership events live in
+:mod:`simclient.consumer_options`, the answer to a broker's
+GET_CONSUMER_RUNNING_INFO in :mod:`simclient.running_info`.
 
 Deliberate differences: a consumer may share a :class:`ClientPool` with
 others (the Spark fan-out does; a scenario gives each its own, so that
@@ -59,8 +62,9 @@ from __future__ import annotations
 import logging
 import os
 import random
+import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -68,18 +72,18 @@ from remoting.bodies import BodyError
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
 from simclient import consumer_wire as cw
+from simclient import running_info
 from simclient.consume_records import ConsumeRecord
 from simclient.consume_stats import ConsumeStats
-from simclient.consumer_offsets import OffsetsMixin
+from simclient.consumer_offsets import OffsetStore
 from simclient.consumer_options import CONSUME_FROM_WHERE, ConsumerOptions, OwnershipEvent
-from simclient.consumer_pull import PullMixin
+from simclient.consumer_pull import PullService
 from simclient.consumer_routes import RouteFetcher, SubscribeRoute, decode_route
+from simclient.direct_consume import direct_consume_response
 from simclient.pool import ClientPool, RemotingError
 from simclient.process_queue import ProcessQueue
 from simclient.producer import RouteUnavailable
 from simclient.rebalance import MessageQueue, allocate_averagely, sort_queues
-from simclient.direct_consume import direct_consume_response
-from simclient.running_info import running_info_response
 from simclient.ticker import sleep_until
 
 log = logging.getLogger("simclient.consumer")
@@ -115,9 +119,9 @@ class _Hub:
             for c in list(self.groups.get(cmd.ext("consumerGroup") or "", ())):
                 c.rebalance_now()
         elif cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
-            self._relayed(addr, cmd, running_info_response)
+            self._relayed(addr, cmd, SimConsumer.running_info_response)
         elif cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
-            self._relayed(addr, cmd, direct_consume_response)
+            self._relayed(addr, cmd, SimConsumer.direct_consume_response)
 
     def _relayed(self, addr: str, cmd: RemotingCommand,
                  answer: Callable[[SimConsumer, RemotingCommand], RemotingCommand]) -> None:
@@ -152,7 +156,7 @@ def _hub(pool: ClientPool) -> _Hub:
 _shared_rng = random.Random()
 
 
-class SimConsumer(OffsetsMixin, PullMixin):
+class SimConsumer:
     """One simulated push consumer (one client instance). Run :meth:`run` in a nursery; stop it with
     :meth:`shutdown` (graceful) or :meth:`kill`."""
 
@@ -186,13 +190,15 @@ class SimConsumer(OffsetsMixin, PullMixin):
         self.routes: dict[str, SubscribeRoute] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
-        self.offsets: dict[MessageQueue, int] = {}
-        self.pull_from: dict[MessageQueue, int] = {}
         self.fetcher = RouteFetcher(
             options.namesrv_addrs, pool, timeout=options.mq_client_api_timeout, stats=self.stats.route,
             rng=self.rng, failover_in_call=options.namesrv_failover_in_call, clock=clock,
         )
-        self.consume_limiter = trio.CapacityLimiter(options.consume_threads)
+        self.offsets = OffsetStore(options, pool, self.stats, self.broker_addrs, self.update_route)
+        self.pulls = PullService(
+            options, pool, self.stats, self.offsets, subs, self.broker_addrs, consumer_id=consumer_id, rng=self.rng,
+            clock=clock, now=self.now, emit=emit, spawn=self._spawn, offset_moved=self._offset_moved,
+        )
         self._rebalance_wake = trio.Event()
         self._nursery: trio.Nursery | None = None
         self.state = "new"  # new, running, stopped, killed
@@ -251,7 +257,7 @@ class SimConsumer(OffsetsMixin, PullMixin):
         for pq in self.process_queues.values():
             pq.dropped = True  # no new consumption; what was consumed is committed below
         with trio.move_on_after(timeout):
-            await self.persist_all()
+            await self.offsets.persist_all(self.process_queues)
             if self.options.unregister_on_close:
                 await self._unregister_all(timeout)
         self.state = "stopped"
@@ -370,7 +376,7 @@ class SimConsumer(OffsetsMixin, PullMixin):
                 await self.heartbeat_all()
             if now >= next_persist:
                 next_persist = now + opts.persist_consumer_offset_interval
-                await self.persist_all()
+                await self.offsets.persist_all(self.process_queues)
 
     # ------------------------------------------------------------------
     # rebalance
@@ -436,8 +442,8 @@ class SimConsumer(OffsetsMixin, PullMixin):
         for mq in sort_queues(mine):
             if mq in self.process_queues or self.state != "running":
                 continue
-            self.offsets.pop(mq, None)  # removeDirtyOffset
-            next_offset = await self.compute_pull_from_where(mq)
+            self.offsets.forget(mq)  # removeDirtyOffset
+            next_offset = await self.offsets.compute_pull_from_where(mq)
             if next_offset < 0 or mq in self.process_queues or self.state != "running":
                 continue
             pq = ProcessQueue(mq, next_offset)
@@ -445,7 +451,7 @@ class SimConsumer(OffsetsMixin, PullMixin):
             self.stats.queue_acquired += 1
             self._event("acquire", mq)
             if self._nursery is not None:
-                self._nursery.start_soon(self._pull_loop, pq, NEW_QUEUE_PULL_DELAY)
+                self._nursery.start_soon(self.pulls.pull_loop, pq, NEW_QUEUE_PULL_DELAY)
 
     async def _release(self, mq: MessageQueue) -> None:
         """``removeUnnecessaryMessageQueue``: drop it, commit its offset, forget it."""
@@ -460,13 +466,39 @@ class SimConsumer(OffsetsMixin, PullMixin):
         self._event("release", mq)
         offset = self.offsets.get(mq)
         if offset is not None:
-            await self._commit(mq, offset)
-        self.offsets.pop(mq, None)
+            await self.offsets.commit(mq, offset)
+        self.offsets.forget(mq)
 
     # ------------------------------------------------------------------
 
     def owned(self) -> list[MessageQueue]:
         return sort_queues(mq for mq, pq in self.process_queues.items() if not pq.dropped)
+
+    def running_info_response(self, req: RemotingCommand) -> RemotingCommand:
+        """The answer to a broker's GET_CONSUMER_RUNNING_INFO (ConsumerRunningInfo)."""
+        started_ms = int(time.time() * 1000) - int((self.now() - self.started_at) * 1000)
+        info = running_info.running_info(
+            self.options, self.subs, self.process_queues, self.offsets.offsets, started_ms=started_ms)
+        return running_info.response(req, info)
+
+    def direct_consume_response(self, req: RemotingCommand) -> RemotingCommand:
+        """The answer to a broker's CONSUME_MESSAGE_DIRECTLY (a ConsumeMessageDirectlyResult)."""
+        return direct_consume_response(req, self.options.consume_failure_rate, self.rng)
+
+    # ------------------------------------------------------------------
+    # what the helpers hand back
+
+    def _spawn(self, fn: Callable[..., Awaitable[None]], *args: object) -> None:
+        assert self._nursery is not None  # (helpers start tasks only while the consumer runs)
+        self._nursery.start_soon(fn, *args)
+
+    def _offset_moved(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        """OFFSET_ILLEGAL on ``pq``'s queue: it is given up (its offset was committed), then a rebalance."""
+        if self.process_queues.get(mq) is pq:
+            del self.process_queues[mq]
+            self.stats.queue_released += 1
+            self._event("release", mq)
+        self.rebalance_now()
 
 
 __all__ = ["CONSUME_FROM_WHERE", "ConsumerOptions", "OwnershipEvent", "SimConsumer"]

@@ -1,18 +1,20 @@
 """Where a consumer reads from and what it has consumed: Java's ``RemoteBrokerOffsetStore``.
 
-A mixin of :class:`simclient.consumer.SimConsumer`: the node of a broker
-group a request goes to (``findBrokerAddressInSubscribe``: the asked id,
-else the next one up for a slave, else any node of the group), the
-in-memory offset table, commits (oneway UPDATE_CONSUMER_OFFSET to the
-master, or to a slave when the group has none), reading a group's offset
-back (QUERY_CONSUMER_OFFSET: -1 when the broker has none) and where a new
-queue starts (``computePullFromWhere`` with ``consumeFromWhere``).
+A helper a :class:`simclient.consumer.SimConsumer` holds, and the only
+writer of the offset table: the node of a broker group a request goes to
+(``findBrokerAddressInSubscribe``: the asked id, else the next one up for a
+slave, else any node of the group), the in-memory offset table, commits
+(oneway UPDATE_CONSUMER_OFFSET to the master, or to a slave when the group
+has none), reading a group's offset back (QUERY_CONSUMER_OFFSET: -1 when
+the broker has none) and where a new queue starts (``computePullFromWhere``
+with ``consumeFromWhere``). It reads the consumer's broker addresses and
+asks it for a route through the callback it is handed.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Container
 
 from remoting.codes import MASTER_ID, ResponseCode
 from remoting.command import RemotingCommand
@@ -20,20 +22,26 @@ from simclient import consumer_wire as cw
 from simclient.consume_stats import ConsumeStats
 from simclient.consumer_options import ConsumerOptions
 from simclient.pool import ClientPool, RemotingError
-from simclient.process_queue import ProcessQueue
 from simclient.rebalance import MessageQueue
 
 OFFSET_TIMEOUT = 5.0  # s, as RemoteBrokerOffsetStore's 1000 * 5
 
 
-class OffsetsMixin:
-    options: ConsumerOptions
-    pool: ClientPool
-    stats: ConsumeStats
-    broker_addrs: dict[str, dict[int, str]]
-    offsets: dict[MessageQueue, int]
-    process_queues: dict[MessageQueue, ProcessQueue]
-    update_route: Callable[[str], Awaitable[bool]]
+class OffsetStore:
+    def __init__(
+        self,
+        options: ConsumerOptions,
+        pool: ClientPool,
+        stats: ConsumeStats,
+        broker_addrs: dict[str, dict[int, str]],
+        update_route: Callable[[str], Awaitable[bool]],
+    ) -> None:
+        self.options = options
+        self.pool = pool
+        self.stats = stats
+        self.broker_addrs = broker_addrs  # the consumer's, by broker name (read only)
+        self.update_route = update_route
+        self.offsets: dict[MessageQueue, int] = {}
 
     def find_subscribe_addr(self, broker: str, broker_id: int, only_this: bool) -> tuple[str, bool, int] | None:
         """``findBrokerAddressInSubscribe``: (address, is a slave, node id) or None."""
@@ -49,21 +57,30 @@ class OffsetsMixin:
             return addrs[first], first != MASTER_ID, first
         return None
 
-    async def _subscribe_addr(self, mq: MessageQueue, broker_id: int, only_this: bool) -> tuple[str, bool, int] | None:
+    async def subscribe_addr(self, mq: MessageQueue, broker_id: int, only_this: bool) -> tuple[str, bool, int] | None:
+        """:meth:`find_subscribe_addr`, after a route update when the group has no such node."""
         found = self.find_subscribe_addr(mq[1], broker_id, only_this)
         if found is None:
             await self.update_route(mq[0])
             found = self.find_subscribe_addr(mq[1], broker_id, False)
         return found
 
+    def get(self, mq: MessageQueue) -> int | None:
+        """``mq``'s offset in memory (None: none yet)."""
+        return self.offsets.get(mq)
+
+    def forget(self, mq: MessageQueue) -> int | None:
+        """Drop ``mq``'s offset (``removeOffset``); what it was."""
+        return self.offsets.pop(mq, None)
+
     def update_offset(self, mq: MessageQueue, offset: int, *, increase_only: bool) -> None:
         old = self.offsets.get(mq)
         if old is None or not increase_only or offset > old:
             self.offsets[mq] = offset
 
-    async def _commit(self, mq: MessageQueue, offset: int) -> None:
+    async def commit(self, mq: MessageQueue, offset: int) -> None:
         """UPDATE_CONSUMER_OFFSET oneway to the master (or any node of the group)."""
-        found = await self._subscribe_addr(mq, MASTER_ID, False)
+        found = await self.subscribe_addr(mq, MASTER_ID, False)
         if found is None:
             return
         cmd = cw.update_consumer_offset(self.options.group, mq[0], mq[1], mq[2], offset)
@@ -73,20 +90,20 @@ class OffsetsMixin:
         except RemotingError:
             pass
 
-    async def persist_all(self) -> None:
+    async def persist_all(self, owned: Container[MessageQueue]) -> None:
         """``persistAll``: commit each owned queue's offset; forget offsets of queues no longer owned."""
         for mq in list(self.offsets):
             offset = self.offsets.get(mq)
             if offset is None:
                 continue
-            if mq in self.process_queues:
-                await self._commit(mq, offset)
+            if mq in owned:
+                await self.commit(mq, offset)
             else:
                 self.offsets.pop(mq, None)
 
     async def _read_offset_from_store(self, mq: MessageQueue) -> int:
         """QUERY_CONSUMER_OFFSET: the committed offset, -1 when the broker has none, -2 on failure."""
-        found = await self._subscribe_addr(mq, MASTER_ID, True)
+        found = await self.subscribe_addr(mq, MASTER_ID, True)
         if found is None:
             return -2
         cmd = cw.query_consumer_offset(self.options.group, mq[0], mq[1], mq[2])
@@ -146,4 +163,4 @@ class OffsetsMixin:
         return await self._admin_offset(mq, cw.search_offset(topic, broker, qid, stamp))
 
 
-__all__ = ["OFFSET_TIMEOUT", "OffsetsMixin"]
+__all__ = ["OFFSET_TIMEOUT", "OffsetStore"]

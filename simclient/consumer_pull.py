@@ -1,6 +1,6 @@
 """Pulling and consuming: one long-polling pull loop per owned queue, and the consume service.
 
-A mixin of :class:`simclient.consumer.SimConsumer`, after
+A helper a :class:`simclient.consumer.SimConsumer` holds, after
 ``DefaultMQPushConsumerImpl.pullMessage`` and
 ``ConsumeMessageConcurrentlyService``: flow control at
 ``pullThresholdForQueue`` waiting messages, PULL_MESSAGE with the suspend
@@ -8,7 +8,11 @@ flag (and the commit offset when the node is the master), the answer's
 ``suggestWhichBrokerId`` for the next pull, client-side tag filtering,
 OFFSET_ILLEGAL dropping the queue; consumption where pulled (no delay, no
 failures) or ``consume_threads`` at a time, a failed one sent back
-(CONSUMER_SEND_MSG_BACK) or retried locally 5 s later.
+(CONSUMER_SEND_MSG_BACK) or retried locally 5 s later. It owns which node
+each queue is pulled from and the consume threads; offsets are the offset
+store's (:mod:`simclient.consumer_offsets`), and the consumer's own state
+changes only through the callbacks it hands over (start a task, a queue
+whose offset moved).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import trio
 
@@ -24,6 +28,7 @@ from remoting.codes import MASTER_ID, ResponseCode
 from simclient import consumer_wire as cw
 from simclient.consume_records import ConsumeRecord
 from simclient.consume_stats import ConsumeStats
+from simclient.consumer_offsets import OffsetStore
 from simclient.consumer_options import ConsumerOptions
 from simclient.consumer_wire import Subscription
 from simclient.decode import DecodeError, Pulled, decode_pulled
@@ -42,29 +47,43 @@ SEND_BACK_TIMEOUT = 5.0
 FLOW_CONTROL_CODE = 215  # ResponseCode.FLOW_CONTROL
 
 
-class PullMixin:
-    options: ConsumerOptions
-    pool: ClientPool
-    stats: ConsumeStats
-    consumer_id: int
-    rng: random.Random
-    clock: Callable[[], float]
-    emit: Callable[[ConsumeRecord], None]
-    subs: dict[str, Subscription]
-    broker_addrs: dict[str, dict[int, str]]
-    offsets: dict[MessageQueue, int]
-    pull_from: dict[MessageQueue, int]
-    process_queues: dict[MessageQueue, ProcessQueue]
-    consume_limiter: trio.CapacityLimiter
-    _nursery: trio.Nursery | None
-    now: Callable[[], float]
-    _event: Callable[..., None]
-    rebalance_now: Callable[[], None]
-    update_offset: Callable[..., None]
-    _commit: Callable[[MessageQueue, int], Awaitable[None]]
-    _subscribe_addr: Callable[[MessageQueue, int, bool], Awaitable[tuple[str, bool, int] | None]]
+class PullService:
+    def __init__(
+        self,
+        options: ConsumerOptions,
+        pool: ClientPool,
+        stats: ConsumeStats,
+        offsets: OffsetStore,
+        subs: dict[str, Subscription],
+        broker_addrs: dict[str, dict[int, str]],
+        *,
+        consumer_id: int,
+        rng: random.Random,
+        clock: Callable[[], float],
+        now: Callable[[], float],
+        emit: Callable[[ConsumeRecord], None],
+        spawn: Callable[..., None],
+        offset_moved: Callable[[MessageQueue, ProcessQueue], None],
+    ) -> None:
+        self.options = options
+        self.pool = pool
+        self.stats = stats
+        self.offsets = offsets
+        self.subs = subs  # the consumer's subscriptions, by topic (read only)
+        self.broker_addrs = broker_addrs  # the consumer's, by broker name (read only)
+        self.consumer_id = consumer_id
+        self.rng = rng
+        self.clock = clock
+        self.now = now  # seconds since the consumer's t0, for records
+        self.emit = emit
+        self.spawn = spawn  # start a task in the consumer's nursery
+        self.offset_moved = offset_moved  # OFFSET_ILLEGAL: the consumer gives the queue up and rebalances
+        #: The node each queue is pulled from next (``suggestWhichBrokerId``).
+        self.pull_from: dict[MessageQueue, int] = {}
+        self.consume_limiter = trio.CapacityLimiter(options.consume_threads)
 
-    async def _pull_loop(self, pq: ProcessQueue, delay: float) -> None:
+    async def pull_loop(self, pq: ProcessQueue, delay: float) -> None:
+        """Pull ``pq``'s queue until it is dropped (started by the consumer for each queue it takes)."""
         while not pq.dropped:
             if delay > 0:
                 await sleep_until(self.clock() + delay)
@@ -81,12 +100,12 @@ class PullMixin:
         sub = self.subs.get(mq[0])
         if sub is None:
             return opts.pull_delay_on_exception
-        found = await self._subscribe_addr(mq, self.pull_from.get(mq, MASTER_ID), False)
+        found = await self.offsets.subscribe_addr(mq, self.pull_from.get(mq, MASTER_ID), False)
         if found is None:
             self.stats.pull_errors += 1
             return opts.pull_delay_on_exception
         addr, is_slave, node = found
-        commit = self.offsets.get(mq, 0)
+        commit = self.offsets.get(mq) or 0
         flag = cw.PULL_FLAG_SUSPEND | (cw.PULL_FLAG_COMMIT_OFFSET if commit > 0 and not is_slave else 0)
         cmd = cw.pull_message(
             group=opts.group, topic=mq[0], broker_name=mq[1], queue_id=mq[2], offset=pq.next_offset,
@@ -135,17 +154,13 @@ class PullMixin:
         if code == ResponseCode.PULL_OFFSET_MOVED:  # OFFSET_ILLEGAL
             pq.next_offset = next_begin
             pq.dropped = True
-            self.update_offset(mq, next_begin, increase_only=False)
-            await self._commit(mq, next_begin)
-            if self.process_queues.get(mq) is pq:
-                del self.process_queues[mq]
-                self.stats.queue_released += 1
-                self._event("release", mq)
-            self.rebalance_now()
+            self.offsets.update_offset(mq, next_begin, increase_only=False)
+            await self.offsets.commit(mq, next_begin)
+            self.offset_moved(mq, pq)
             return 0.0
         pq.next_offset = next_begin  # NO_NEW_MSG / NO_MATCHED_MSG
         if pq.count == 0:  # correctTagsOffset
-            self.update_offset(mq, next_begin, increase_only=True)
+            self.offsets.update_offset(mq, next_begin, increase_only=True)
         return 0.0
 
     def _dispatch(self, pq: ProcessQueue, msgs: list[Pulled], node: int) -> None:
@@ -154,11 +169,10 @@ class PullMixin:
                 self._record(pq, m, node, "ok")
             offset = pq.remove([m.queue_offset for m in msgs])
             if offset >= 0:
-                self.update_offset(pq.mq, offset, increase_only=True)
+                self.offsets.update_offset(pq.mq, offset, increase_only=True)
             return
-        assert self._nursery is not None
         for m in msgs:
-            self._nursery.start_soon(self._consume_one, pq, m, node, 0.0)
+            self.spawn(self._consume_one, pq, m, node, 0.0)
 
     def _record(self, pq: ProcessQueue, m: Pulled, node: int, outcome: str) -> None:
         latency = max(0.0, time.time() * 1000.0 - m.store_ms)
@@ -194,12 +208,11 @@ class PullMixin:
             retried = Pulled(m.topic, m.queue_id, m.queue_offset, m.phys, m.store_ms, m.born_ms, m.reconsume_times + 1,
                              m.body_len, m.msg_id, m.tags, m.retry_topic)
             pq.msgs[m.queue_offset] = retried
-            assert self._nursery is not None
-            self._nursery.start_soon(self._consume_one, pq, retried, node, LOCAL_RETRY_DELAY)
+            self.spawn(self._consume_one, pq, retried, node, LOCAL_RETRY_DELAY)
             return
         offset = pq.remove([m.queue_offset])
         if offset >= 0 and not pq.dropped:
-            self.update_offset(pq.mq, offset, increase_only=True)
+            self.offsets.update_offset(pq.mq, offset, increase_only=True)
 
     async def _send_back(self, mq: MessageQueue, m: Pulled) -> bool:
         """CONSUMER_SEND_MSG_BACK to the master of the queue's broker; whether it was accepted."""
@@ -217,4 +230,4 @@ class PullMixin:
         return resp.code == ResponseCode.SUCCESS
 
 
-__all__ = ["PullMixin"]
+__all__ = ["PullService"]

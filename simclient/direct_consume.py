@@ -14,20 +14,18 @@ consumption is outside the queue's progress, as in Java.
 
 from __future__ import annotations
 
+import random
 import time
-from typing import TYPE_CHECKING
 
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.mqjson import dumps
 from simclient.decode import DecodeError, decode_pulled
 
-if TYPE_CHECKING:
-    from simclient.consumer import SimConsumer
 
-
-def direct_consume_response(consumer: SimConsumer, req: RemotingCommand) -> RemotingCommand:
-    """The response a Java push consumer sends to a broker's CONSUME_MESSAGE_DIRECTLY."""
+def direct_consume_response(req: RemotingCommand, failure_rate: float, rng: random.Random) -> RemotingCommand:
+    """The response a Java push consumer sends to a broker's CONSUME_MESSAGE_DIRECTLY; the consumer's
+    ``consume_failure_rate`` and random source decide it, as for a pulled message."""
     started = time.monotonic()
     try:
         messages = decode_pulled(req.body)
@@ -35,8 +33,7 @@ def direct_consume_response(consumer: SimConsumer, req: RemotingCommand) -> Remo
         return response_to(req, ResponseCode.SYSTEM_ERROR, f"the message to consume directly is malformed: {exc}")
     if len(messages) != 1:
         return response_to(req, ResponseCode.SYSTEM_ERROR, f"expected one message to consume, got {len(messages)}")
-    rate = consumer.options.consume_failure_rate
-    failed = rate > 0 and consumer.rng.random() < rate
+    failed = failure_rate > 0 and rng.random() < failure_rate
     result = {
         "autoCommit": True,
         "consumeResult": "CR_LATER" if failed else "CR_SUCCESS",

@@ -19,9 +19,10 @@ from typing import Any
 
 import trio
 
-from remoting.tls_context import client_context
+from security.tls_context import client_context
 from simclient.pool import ClientPool
-from simclient.producer import ProducerOptions, SimProducer
+from simclient.producer import SimProducer
+from simclient.producer_options import ProducerOptions
 from simclient.records import OUTCOMES, SendRecord
 from simclient.stats import Histogram, RouteStats
 from simclient.ticker import sleep_until

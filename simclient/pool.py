@@ -75,7 +75,7 @@ class ClientPool:
         self.max_frame_length = max_frame_length
         self.close_on_timeout = close_on_timeout
         self.max_in_flight = max_in_flight
-        self.tls = tls  # every connection speaks TLS (remoting.tls_context.client_context)
+        self.tls = tls  # every connection speaks TLS (security.tls_context.client_context)
         self.credentials = credentials
         self._conns: dict[str, _Conn] = {}
         self._nursery: trio.Nursery | None = None

@@ -41,7 +41,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,9 +49,11 @@ import trio
 
 from remoting import requests as rq
 from remoting.bodies import BodyError
-from remoting.codes import DEFAULT_TOPIC, MASTER_ID, ResponseCode
-from simclient.fault import LATENCY_MAX_MS, NOT_AVAILABLE_MS, LatencyFaultTolerance
+from remoting.codes import MASTER_ID, ResponseCode
+from remoting.command import RemotingCommand
+from simclient.fault import LatencyFaultTolerance
 from simclient.pool import ClientPool, ConnectError, RemotingError, RemotingTimeout
+from simclient.producer_options import ProducerOptions, message_problem
 from simclient.records import SendRecord
 from simclient.route import RouteSnapshot, TopicPublish, decode_snapshot, select_queue
 from simclient.stats import RouteStats
@@ -75,62 +76,6 @@ log = logging.getLogger("simclient.producer")
 
 #: Shared by producers that are not given their own (a Random is ~5 KB; thousands add up).
 _shared_rng = random.Random()
-#: Validators.checkMessage / checkTopic of the Java client: checked before anything is sent.
-MAX_MESSAGE_SIZE = 4 * 1024 * 1024
-TOPIC_MAX_LENGTH = 127
-_TOPIC_CHARS = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-
-
-def message_problem(topic: str, body: bytes) -> str | None:
-    """Why the Java client would refuse this message before sending it, or None."""
-    if not topic or not topic.strip():
-        return "the specified topic is blank"
-    if len(topic) > TOPIC_MAX_LENGTH:
-        return f"the specified topic is longer than topic max length {TOPIC_MAX_LENGTH}"
-    if not _TOPIC_CHARS.match(topic):
-        return f"the specified topic[{topic}] contains illegal characters"
-    if not body:
-        return "the message body is empty"
-    if len(body) > MAX_MESSAGE_SIZE:
-        return f"the message body size over max value, MAX: {MAX_MESSAGE_SIZE}"
-    return None
-
-
-@dataclass(frozen=True)
-class ProducerOptions:
-    namesrv_addrs: tuple[str, ...]
-    group: str = "sim_producer_group"
-    poll_name_server_interval: float = 30.0  # s, like pollNameServerInterval (30000 ms)
-    send_timeout: float = 3.0  # s, like sendMsgTimeout
-    retry_times_when_send_failed: int = 2
-    send_latency_fault_enable: bool = False  # ClientConfig.sendLatencyEnable: false in 5.x
-    # --- additions beyond the shared contract (all with Java's defaults) ---
-    heartbeat_broker_interval: float = 30.0  # s, heartbeatBrokerInterval; 0 = no heartbeats
-    mq_client_api_timeout: float = 3.0  # s, route query timeout (mqClientApiTimeout)
-    send_msg_max_timeout_per_request: float | None = None  # s, sendMsgMaxTimeoutPerRequest (-1 = off)
-    retry_another_broker_when_not_store_ok: bool = False
-    default_topic: str = DEFAULT_TOPIC  # createTopicKey
-    default_topic_queue_nums: int = 4
-    latency_max_ms: tuple[int, ...] = LATENCY_MAX_MS
-    not_available_duration_ms: tuple[int, ...] = NOT_AVAILABLE_MS
-    namesrv_failover_in_call: bool = True
-    unregister_on_close: bool = True
-    compress_over: bool = True  # zlib-compress bodies >= 4 KiB like the Java producer
-    use_tls: bool = False  # ClientConfig.useTLS (-Dtls.enable): run_load's own pool speaks TLS, test mode
-
-    def __post_init__(self) -> None:
-        if not self.namesrv_addrs:
-            raise ValueError("at least one NameServer address is needed")
-        if isinstance(self.namesrv_addrs, str):
-            raise TypeError("namesrv_addrs must be a tuple of host:port strings, not one string")
-        if self.send_timeout <= 0 or self.mq_client_api_timeout <= 0:
-            raise ValueError("timeouts must be positive")
-        if self.poll_name_server_interval <= 0:
-            raise ValueError("poll_name_server_interval must be positive")
-        if self.retry_times_when_send_failed < 0:
-            raise ValueError("retry_times_when_send_failed must be >= 0")
-
-
 class RouteUnavailable(Exception):
     """No NameServer answered a route query (connect error or timeout on each one tried)."""
 
@@ -138,6 +83,29 @@ class RouteUnavailable(Exception):
 # _fetch results other than a body
 _NOT_FOUND = "not_found"
 _REFUSED = "refused"
+
+
+#: What one attempt of a send ends in (SimProducer._attempt).
+_RETRY, _STOP, _STORED = "retry", "stop", "stored"
+
+
+@dataclass(slots=True)
+class _Send:
+    """One send across its attempts (``sendDefaultImpl``'s locals)."""
+
+    topic: str
+    begin: float
+    payload: bytes
+    sys_flag: int
+    tags: str | None
+    keys: str | None
+    mq: tuple[str, int] | None = None  # the queue picked last (the next pick avoids its broker)
+    tried: tuple[str, int] | None = None  # the queue of the last attempt actually made
+    outcome: str = "error"
+    code: int = -1
+    attempts: int = 0
+    result: SendResult | None = None
+    result_broker: str | None = None  # where ``result`` was stored (a later retry may go elsewhere)
 
 
 class SimProducer:
@@ -340,37 +308,32 @@ class SimProducer:
     async def send_detailed(
         self, topic: str, body: bytes, *, tags: str | None = None, keys: str | None = None
     ) -> tuple[SendRecord, SendResult | None]:
-        """Like :meth:`send`, also returning the SendResult of a stored message."""
+        """Like :meth:`send`, also returning the SendResult of a stored message.
+
+        ``DefaultMQProducerImpl.sendDefaultImpl``: the route, then up to
+        ``1 + retryTimesWhenSendFailed`` attempts (:meth:`_attempt`), each on
+        the queue :func:`simclient.route.select_queue` picks.
+        """
         opts = self.options
-        clock = self.clock
-        begin = clock()
-        timeout = opts.send_timeout
-        deadline = begin + timeout
+        begin = self.clock()
         if message_problem(topic, body) is not None:
             return self._record(begin, topic, None, -1, "error", 0), None  # refused by the client itself
         try:
-            tp = await self._find(topic, deadline)
+            tp = await self._find(topic, begin + opts.send_timeout)
         except RouteUnavailable:
             tp = None
         if tp is None or not tp.ok():
             return self._record(begin, topic, None, -1, "no_route", 0), None
-
+        payload, sys_flag = compress_body(body) if opts.compress_over else (body, 0)
+        send = _Send(topic, begin, payload, sys_flag, tags, keys)
         fault = self.fault
         is_available = fault.is_available if fault is not None else None
         is_reachable = fault.is_reachable if fault is not None else None
         times_total = 1 + opts.retry_times_when_send_failed
-        mq = None  # the queue picked last (Java's ``mq``: the next pick avoids its broker)
-        tried: tuple[str, int] | None = None  # the queue of the last attempt actually made
-        outcome = "error"
-        code = -1
-        attempts = 0
-        result: SendResult | None = None
-        result_broker: str | None = None  # where ``result`` was stored (a later retry may go elsewhere)
-        payload, sys_flag = compress_body(body) if opts.compress_over else (body, 0)
         for times in range(times_total):
             selected = select_queue(
                 tp,
-                last_broker=mq[0] if mq is not None else None,
+                last_broker=send.mq[0] if send.mq is not None else None,
                 is_available=is_available,
                 is_reachable=is_reachable,
                 reset_index=times > 0,
@@ -378,77 +341,94 @@ class SimProducer:
             )
             if selected is None:
                 break
-            mq = selected
-            broker, queue_id = mq
-            attempt_begin = clock()
-            cost = attempt_begin - begin
-            if timeout < cost:
-                outcome = "timeout"  # Java: RemotingTooMuchRequestException("sendDefaultImpl call timeout")
+            send.mq = selected
+            step = await self._attempt(send, last=times + 1 == times_total)
+            if step is _STORED:
+                result = send.result
+                assert result is not None
+                return self._record(begin, topic, send.result_broker, result.queue_id, "ok", send.attempts,
+                                    result.queue_offset, send.code, result.msg_id), result
+            if step is _STOP:
                 break
-            cur_timeout = timeout - cost
-            per_request = opts.send_msg_max_timeout_per_request
-            if per_request is not None and times + 1 < times_total and cur_timeout > per_request:
-                cur_timeout = per_request
-            attempts += 1
-            tried = mq
-            addrs = self.broker_addrs.get(broker)
-            addr = addrs.get(MASTER_ID) if addrs else None
-            if addr is None:
-                outcome = "error"  # MQClientException("The broker[...] not exist")
-                self._penalize(broker, clock() - attempt_begin, isolation=False, reachable=True)
-                continue
-            uniq = self._ids.next(int(time.time() * 1000))
-            cmd = send_message_v2(
-                group=opts.group,
-                topic=topic,
-                queue_id=queue_id,
-                broker_name=broker,
-                body=payload,
-                properties=message_properties(uniq, tags, keys),
-                sys_flag=sys_flag,
-                default_topic=opts.default_topic,
-                default_topic_queue_nums=opts.default_topic_queue_nums,
-            )
+        return self._sent(send)
+
+    async def _attempt(self, send: _Send, *, last: bool) -> str:
+        """One attempt on ``send.mq``: _RETRY (the next queue), _STOP, or _STORED (the answer is final)."""
+        opts, clock = self.options, self.clock
+        assert send.mq is not None
+        broker, queue_id = send.mq
+        attempt_begin = clock()
+        cost = attempt_begin - send.begin
+        if opts.send_timeout < cost:
+            send.outcome = "timeout"  # Java: RemotingTooMuchRequestException("sendDefaultImpl call timeout")
+            return _STOP
+        cur_timeout = opts.send_timeout - cost
+        per_request = opts.send_msg_max_timeout_per_request
+        if per_request is not None and not last and cur_timeout > per_request:
+            cur_timeout = per_request
+        send.attempts += 1
+        send.tried = send.mq
+        addrs = self.broker_addrs.get(broker)
+        addr = addrs.get(MASTER_ID) if addrs else None
+        if addr is None:
+            send.outcome = "error"  # MQClientException("The broker[...] not exist")
+            self._penalize(broker, clock() - attempt_begin, isolation=False, reachable=True)
+            return _RETRY
+        uniq = self._ids.next(int(time.time() * 1000))
+        cmd = send_message_v2(
+            group=opts.group,
+            topic=send.topic,
+            queue_id=queue_id,
+            broker_name=broker,
+            body=send.payload,
+            properties=message_properties(uniq, send.tags, send.keys),
+            sys_flag=send.sys_flag,
+            default_topic=opts.default_topic,
+            default_topic_queue_nums=opts.default_topic_queue_nums,
+        )
+        try:
+            resp = await self.pool.invoke(addr, cmd, cur_timeout)
+        except RemotingTimeout:
+            send.outcome = "timeout"
+            self._penalize(broker, clock() - attempt_begin, isolation=True, reachable=True)
+            return _RETRY
+        except (ConnectError, RemotingError):
+            send.outcome = "conn_error"
+            self._penalize(broker, clock() - attempt_begin, isolation=True, reachable=True)
+            return _RETRY
+        return self._answered(send, broker, resp, uniq, clock() - attempt_begin)
+
+    def _answered(self, send: _Send, broker: str, resp: RemotingCommand, uniq: str, latency: float) -> str:
+        """What a broker's answer to one attempt means for the send (see :meth:`_attempt`)."""
+        code = send.code = resp.code
+        if code in STORED_CODES:
             try:
-                resp = await self.pool.invoke(addr, cmd, cur_timeout)
-            except RemotingTimeout:
-                outcome = "timeout"
-                self._penalize(broker, clock() - attempt_begin, isolation=True, reachable=True)
-                continue
-            except (ConnectError, RemotingError):
-                outcome = "conn_error"
-                self._penalize(broker, clock() - attempt_begin, isolation=True, reachable=True)
-                continue
-            latency = clock() - attempt_begin
-            code = resp.code
-            if code in STORED_CODES:
-                try:
-                    result = parse_send_response(resp, uniq)
-                    result_broker = broker
-                except BadSendResponse:
-                    outcome = "error"  # a RemotingCommandException: isolated like a remoting error
-                    self._penalize(broker, latency, isolation=True, reachable=True)
-                    continue
-                self._penalize(broker, latency, isolation=False, reachable=True)
-                outcome = "ok"
-                if code != ResponseCode.SUCCESS and opts.retry_another_broker_when_not_store_ok:
-                    continue
-                return self._record(
-                    begin, topic, broker, result.queue_id, "ok", attempts, result.queue_offset, code, result.msg_id
-                ), result
-            self._penalize(broker, latency, isolation=True, reachable=False)
-            outcome = "rejected"
-            if code in RETRY_RESPONSE_CODES:
-                continue
-            break
-        if result is not None:
-            broker = result_broker
-            return self._record(
-                begin, topic, broker, result.queue_id, "ok", attempts, result.queue_offset, result.code, result.msg_id
-            ), result
+                send.result = parse_send_response(resp, uniq)
+                send.result_broker = broker
+            except BadSendResponse:
+                send.outcome = "error"  # a RemotingCommandException: isolated like a remoting error
+                self._penalize(broker, latency, isolation=True, reachable=True)
+                return _RETRY
+            self._penalize(broker, latency, isolation=False, reachable=True)
+            send.outcome = "ok"
+            if code != ResponseCode.SUCCESS and self.options.retry_another_broker_when_not_store_ok:
+                return _RETRY
+            return _STORED
+        self._penalize(broker, latency, isolation=True, reachable=False)
+        send.outcome = "rejected"
+        return _RETRY if code in RETRY_RESPONSE_CODES else _STOP
+
+    def _sent(self, send: _Send) -> tuple[SendRecord, SendResult | None]:
+        """The record of a send whose attempts ended without a final answer."""
+        result = send.result
+        if result is not None:  # stored, then retried elsewhere (retryAnotherBrokerWhenNotStoreOK) in vain
+            return self._record(send.begin, send.topic, send.result_broker, result.queue_id, "ok", send.attempts,
+                                result.queue_offset, result.code, result.msg_id), result
+        tried = send.tried
         if tried is None:
-            return self._record(begin, topic, None, -1, outcome, attempts, -1, code), None
-        return self._record(begin, topic, tried[0], tried[1], outcome, attempts, -1, code), None
+            return self._record(send.begin, send.topic, None, -1, send.outcome, send.attempts, -1, send.code), None
+        return self._record(send.begin, send.topic, tried[0], tried[1], send.outcome, send.attempts, -1,
+                            send.code), None
 
     # ------------------------------------------------------------------
     # background work
@@ -501,4 +481,4 @@ class SimProducer:
                         pass
 
 
-__all__ = ["MAX_MESSAGE_SIZE", "ProducerOptions", "RouteUnavailable", "SimProducer", "message_problem"]
+__all__ = ["RouteUnavailable", "SimProducer"]

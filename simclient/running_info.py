@@ -18,28 +18,32 @@ Java thread dump to give.
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from remoting.codes import CURRENT_VERSION, ResponseCode, version_desc
 from remoting.command import RemotingCommand, response_to
 from remoting.mqjson import MessageQueue as JavaQueue
 from remoting.mqjson import dumps
-from simclient.consumer_options import CONSUME_FROM_WHERE
-
-if TYPE_CHECKING:
-    from simclient.consumer import SimConsumer
+from simclient.consumer_options import CONSUME_FROM_WHERE, ConsumerOptions
+from simclient.consumer_wire import Subscription
+from simclient.process_queue import ProcessQueue
+from simclient.rebalance import MessageQueue
 
 NOT_SET_REMARK = "not set any response code"  # RemotingCommand.createResponseCommand's default remark
 ZERO_STATUS = {"consumeFailedMsgs": 0, "consumeFailedTPS": 0.0, "consumeOKTPS": 0.0, "consumeRT": 0.0,
                "pullRT": 0.0, "pullTPS": 0.0}
 
 
-def running_info(consumer: SimConsumer, now_ms: int | None = None) -> dict[str, Any]:
-    """ConsumerRunningInfo of ``consumer``, fields in fastjson's (alphabetical) order."""
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    opts = consumer.options
-    started_ms = now_ms - int((consumer.now() - consumer.started_at) * 1000)
+def running_info(
+    opts: ConsumerOptions,
+    subs: Mapping[str, Subscription],
+    process_queues: Mapping[MessageQueue, ProcessQueue],
+    offsets: Mapping[MessageQueue, int],
+    *,
+    started_ms: int,
+) -> dict[str, Any]:
+    """ConsumerRunningInfo of a consumer, fields in fastjson's (alphabetical) order."""
     properties = {
         "consumerGroup": opts.group,
         "messageModel": "CLUSTERING",
@@ -60,17 +64,17 @@ def running_info(consumer: SimConsumer, now_ms: int | None = None) -> dict[str, 
         "PROP_CLIENT_VERSION": version_desc(CURRENT_VERSION),
         "PROP_CONSUMER_START_TIMESTAMP": str(started_ms),
     }
-    subscriptions = sorted(consumer.subs.values(), key=lambda s: f"{s.topic}@{s.expression}")
+    subscriptions = sorted(subs.values(), key=lambda s: f"{s.topic}@{s.expression}")
     mq_table: dict[JavaQueue, dict[str, Any]] = {}
-    for mq in sorted(consumer.process_queues):
-        pq = consumer.process_queues[mq]
+    for mq in sorted(process_queues):
+        pq = process_queues[mq]
         waiting = list(pq.msgs)
         mq_table[JavaQueue(mq[0], mq[1], mq[2])] = {
             "cachedMsgCount": len(waiting),
             "cachedMsgMaxOffset": pq.max_offset if waiting else 0,
             "cachedMsgMinOffset": waiting[0] if waiting else 0,
             "cachedMsgSizeInMiB": 0,
-            "commitOffset": consumer.offsets.get(mq, 0),
+            "commitOffset": offsets.get(mq, 0),
             "droped": pq.dropped,
             "lastConsumeTimestamp": pq.last_consume_ms,
             "lastLockTimestamp": pq.created_ms,
@@ -85,15 +89,15 @@ def running_info(consumer: SimConsumer, now_ms: int | None = None) -> dict[str, 
         "mqPopTable": {},
         "mqTable": mq_table,
         "properties": properties,
-        "statusTable": {topic: dict(ZERO_STATUS) for topic in sorted(consumer.subs)},
+        "statusTable": {topic: dict(ZERO_STATUS) for topic in sorted(subs)},
         "subscriptionSet": [s.to_json() for s in subscriptions],
         "userConsumerInfo": {},
     }
 
 
-def running_info_response(consumer: SimConsumer, req: RemotingCommand) -> RemotingCommand:
+def response(req: RemotingCommand, info: dict[str, Any]) -> RemotingCommand:
     """The response a Java client sends to a broker's GET_CONSUMER_RUNNING_INFO."""
-    return response_to(req, ResponseCode.SUCCESS, NOT_SET_REMARK, body=dumps(running_info(consumer)))
+    return response_to(req, ResponseCode.SUCCESS, NOT_SET_REMARK, body=dumps(info))
 
 
-__all__ = ["running_info", "running_info_response"]
+__all__ = ["response", "running_info"]

@@ -13,13 +13,13 @@ import trio
 
 from namesrv.request_classes import REQUEST_CLASSES
 from remoting import acl
-from remoting.access import settings_from
-from remoting.acl_accounts import parse_accounts
+from security.access import settings_from
+from security.acl_accounts import parse_accounts
 from remoting.codec import FrameDecoder, decode_frame, encode
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, request, response_to
-from remoting.gate import Gate
-from remoting.ratelog import RateLimitedLog
+from security.gate import Gate
+from server_runtime.ratelog import RateLimitedLog
 
 ADMIN = acl.Credentials("adminKey01", "adminSecret01")
 USER = acl.Credentials("userKey001", "userSecret01")

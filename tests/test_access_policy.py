@@ -16,7 +16,7 @@ from broker_stub.processor import BrokerProcessor
 from broker_stub.request_classes import REQUEST_CLASSES as BROKER_CLASSES
 from namesrv.request_classes import REQUEST_CLASSES as NAMESRV_CLASSES
 from remoting import acl
-from remoting.access import (
+from security.access import (
     AccessSettings,
     ConfigValueError,
     RequestClass,
@@ -25,8 +25,8 @@ from remoting.access import (
     settings_from,
     unsigned_classes,
 )
-from remoting.acl_accounts import AccountsError, AccountsFile, parse_accounts
-from remoting.acl_addresses import AddressPatternError, parse_list, parse_pattern, peer_ip
+from security.acl_accounts import AccountsError, AccountsFile, parse_accounts
+from security.acl_addresses import AddressPatternError, parse_list, parse_pattern, peer_ip
 from remoting.command import request
 
 C = RequestClass

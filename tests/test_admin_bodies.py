@@ -31,7 +31,8 @@ from remoting.admin_bodies import (
     subscription_group_config,
 )
 from remoting.codes import version_desc
-from remoting.mqjson import MessageQueue, MqJsonError, dumps, java_double, loads, mq_table
+from remoting.mqjson import MessageQueue, MqJsonError, dumps, loads, mq_table
+from remoting.fastjson import java_double
 
 # What Java 5.x writes (fastjson: MessageQueue keys inlined as objects, fields sorted, doubles as Double.toString).
 JAVA_TOPIC_STATS = (b'{"offsetTable":{{"brokerName":"broker-a","queueId":3,"topic":"MyTopic"}:'

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from remoting import bodies, fastjson, properties
+from remoting import bodies, fastjson, properties, register_body
 from remoting.register_body import RegisterLimits
 from remoting.bodies import (
     BodyError,
@@ -29,12 +29,14 @@ from remoting.bodies import (
     TopicConfig,
     TopicRouteData,
     encode_kv_table,
-    encode_register_body,
     encode_topic_list,
     parse_kv_table,
-    parse_register_body,
     parse_topic_list,
     perm_to_string,
+)
+from remoting.register_body import (
+    encode_register_body,
+    parse_register_body,
 )
 
 PROPS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -398,7 +400,7 @@ def test_inflate_limit_boundary() -> None:
 
 
 def test_default_inflate_limit_is_16_mib() -> None:
-    assert bodies.DEFAULT_REGISTER_LIMITS.max_inflated_bytes == 16 * 1024 * 1024
+    assert register_body.DEFAULT_REGISTER_LIMITS.max_inflated_bytes == 16 * 1024 * 1024
 
 
 @pytest.mark.parametrize("version", [407, 479])

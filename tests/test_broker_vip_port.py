@@ -18,7 +18,7 @@ import pytest
 from remoting.bodies import parse_kv_table
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import request
-from remoting.tls_context import client_context
+from security.tls_context import client_context
 from remoting.transport import RemotingError, connect
 from tests.broker_procs import broker_command
 from tests.metrics_scrape import scrape

@@ -23,11 +23,11 @@ from broker_stub.offset_store import OFFSETS_FILE_MAX_BYTES
 from broker_stub.subgroups import GROUPS_FILE_MAX_BYTES
 from broker_stub.topic_store import TOPICS_FILE_MAX_BYTES
 from namesrv.snapshot import MAX_SNAPSHOT_BYTES
-from remoting.acl_accounts import MAX_FILE_BYTES as ACCOUNTS_FILE_MAX_BYTES
+from security.acl_accounts import MAX_FILE_BYTES as ACCOUNTS_FILE_MAX_BYTES
 from remoting.codes import RequestCode
 from remoting.command import request
-from remoting.regular_file import CONFIG_FILE_MAX_BYTES, RefusedFile, read_regular_file
-from remoting.tls_config import MAX_CONFIG_FILE_BYTES as TLS_CONFIG_FILE_MAX_BYTES
+from server_runtime.regular_file import CONFIG_FILE_MAX_BYTES, RefusedFile, read_regular_file
+from security.tls_config import MAX_CONFIG_FILE_BYTES as TLS_CONFIG_FILE_MAX_BYTES
 from remoting.transport import connect
 from tests.broker_procs import BrokerProcess, broker_command
 from tests.peers import write_accounts

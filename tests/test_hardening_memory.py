@@ -24,7 +24,7 @@ from remoting.bodies import DataVersion, TopicConfig
 from remoting.codec import FrameDecoder, encode
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
-from remoting.limits import ReadBudget, default_max_connections, water_marks
+from server_runtime.limits import ReadBudget, default_max_connections, water_marks
 from tests.broker_procs import broker_command
 from tests.broker_wire import socket_call
 from tests.procs import NamesrvProcess

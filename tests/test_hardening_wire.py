@@ -27,8 +27,9 @@ from remoting.bodies import DataVersion
 from remoting.codec import FrameDecoder, ProtocolError, decode_frame, encode
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand, request, response_to
-from remoting.ratelog import ClipArgs, RateLimitedLog, clip
-from remoting.reactor import Reactor
+from remoting.clip import clip
+from server_runtime.ratelog import ClipArgs, RateLimitedLog
+from server_runtime.reactor import Reactor
 from remoting.transport import connect
 from tests.broker_procs import BrokerProcess
 from tests.procs import NamesrvProcess

@@ -80,6 +80,11 @@ def test_java_config_is_small_and_on_loopback(tmp_path: Path) -> None:
     assert props["brokerRole"] == "SLAVE" and props["haListenPort"] == 20912 and props["bindAddress"] == "127.0.0.1"
     assert props["namesrvAddr"] == "127.0.0.1:1;127.0.0.1:2" and props["mappedFileSizeCommitLog"] == 16 * 2**20
     assert props["enableSlaveActingMaster"] is True and props["brokerNotActiveTimeoutMillis"] == 20000
+    assert props["timerWheelEnable"] is False and "mappedFileSizeTimerLog" not in props
+    popping = servers.broker_properties(cluster="C", broker_name="broker-a", broker_id=0, port=20911,
+                                        namesrv_addrs=["127.0.0.1:1"], store=tmp_path, timer_wheel=True)
+    assert popping["timerWheelEnable"] is True and popping["mappedFileSizeTimerLog"] == 16 * 2**20  # for --proxy
+    assert servers.Sizing().with_timer_wheel().direct_memory == servers.TIMER_DIRECT_MEMORY
     text = servers.properties_text(props)
     assert "autoCreateTopicEnable=true\n" in text and "timerWheelEnable=false\n" in text
     base = servers.free_port_block(servers.PORT_OFFSETS["broker"])

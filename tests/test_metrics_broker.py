@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand, request
-from remoting.metrics_families import package_version
+from server_runtime.metrics_families import package_version
 from remoting.transport import connect
 from tests.broker_wire import create_topic, props_5x, pull, send_v2
 from tests.metrics_scrape import Scrape, scrape, until

@@ -22,8 +22,8 @@ from remoting import requests as rq
 from remoting.bodies import DataVersion, TopicConfig
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand, request
-from remoting.metering import SAMPLE_EVERY
-from remoting.metrics_families import package_version
+from server_runtime.metering import SAMPLE_EVERY
+from server_runtime.metrics_families import package_version
 from remoting.transport import connect, parse_addr
 from tests.metrics_scrape import Scrape, scrape, until
 from tests.peers import write_accounts

@@ -23,10 +23,10 @@ from remoting.bodies import DataVersion, TopicConfig
 from remoting.codec import decode_frame, encode
 from remoting.codes import ResponseCode, SerializeType
 from remoting.command import RemotingCommand, response_to
-from remoting.metering import RequestMeter, result_of
-from remoting.metrics_families import registry_of
-from remoting.metrics_http import MAX_CLIENTS, MetricsEndpoint
-from remoting.reactor import Reactor
+from server_runtime.metering import RequestMeter, result_of
+from server_runtime.metrics_families import registry_of
+from server_runtime.metrics_http import MAX_CLIENTS, MetricsEndpoint
+from server_runtime.reactor import Reactor
 from tests.metrics_scrape import parse
 
 

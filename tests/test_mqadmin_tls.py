@@ -20,7 +20,7 @@ import trio
 
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import request
-from remoting.tls_context import client_context, self_signed_pem
+from security.tls_context import client_context, self_signed_pem
 from remoting.transport import RemotingError, connect
 from tests.mqadmin_procs import cli_env, mqadmin, running_cluster
 from tests.test_mqadmin_auth import (

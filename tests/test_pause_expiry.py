@@ -23,7 +23,7 @@ from remoting import requests as rq
 from remoting.bodies import TopicRouteData
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import request
-from remoting.pause import PAUSE_SLACK, paused_for
+from server_runtime.pause import PAUSE_SLACK, paused_for
 from remoting.transport import RemotingClient, RemotingError, connect
 from tests.procs import NamesrvProcess
 

@@ -15,12 +15,14 @@ import orjson
 import pytest
 import trio
 
-from namesrv.register_apply import APPLY_SLICE
-from namesrv.register_scan import CHUNK_ITEMS, RawBody
-from namesrv.registration import PLAN_SLICE_TOPICS, run_to_end
-from namesrv.routes import Registration, RouteOptions, RouteTable
+from namesrv.registration.body import RawBody
+from namesrv.registration.compact import CHUNK_ITEMS
+from namesrv.registration.topics import PLAN_SLICE_TOPICS
+from namesrv.routes import APPLY_SLICE, Registration, RouteOptions, RouteTable
+from namesrv.slices import run_to_end
 from remoting import requests as rq
-from remoting.bodies import BodyError, DataVersion, RegisterBody, TopicConfig, encode_register_body, parse_register_body
+from remoting.bodies import BodyError, DataVersion, TopicConfig
+from remoting.register_body import RegisterBody, encode_register_body, parse_register_body
 from remoting.codec import FrameDecoder, encode
 from remoting.codes import RequestCode, ResponseCode, Version
 from remoting.command import request
@@ -254,7 +256,7 @@ def test_large_registration_is_sliced_and_invisible_until_applied(form: str) -> 
 def test_brokers_with_the_same_table_share_chunk_names_and_the_store_stays_bounded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("namesrv.registration.CHUNK_NAMES_SLACK", 16)
+    monkeypatch.setattr("namesrv.routes.CHUNK_NAMES_SLACK", 16)
     table = RouteTable()
     table._chunk_names_limit = 16
     configs = [TopicConfig(f"t{i:05d}", 8, 8, 6) for i in range(5000)]

@@ -1,7 +1,7 @@
 """Register bodies that once looped or grew without bound, and the topic table's bound (issue 20).
 
 The wire fuzzer (seed 1) found a compressed REGISTER_BROKER body that put
-the NameServer in an endless loop in ``register_scan._runs``, appending to
+the NameServer in an endless loop in ``registration.compact._runs``, appending to
 a list for ever (5.4 GB in 65 s): a body declaring more topics than it
 holds, whose items end exactly at the end of the body. Every scan step
 must now advance or fail; these tests drive the scan generator step by
@@ -24,14 +24,15 @@ import trio
 from namesrv.config import NamesrvConfig
 from namesrv.kvconfig import KVConfig
 from namesrv.processor import NameServerProcessor
-from namesrv.register_plan import TopicTableFull
 from namesrv.register_requests import STOPPING_REMARK
-from namesrv.register_scan import RawBody
-from namesrv.registration import run_to_end
+from namesrv.registration.body import RawBody
+from namesrv.route_model import TopicTableFull
 from namesrv.routes import Registration, RouteOptions, RouteTable
+from namesrv.slices import run_to_end
 from namesrv.server import NameServer
 from remoting import requests as rq
-from remoting.bodies import BodyError, DataVersion, TopicConfig, encode_register_body, parse_register_body
+from remoting.bodies import BodyError, DataVersion, TopicConfig
+from remoting.register_body import encode_register_body, parse_register_body
 from remoting.codec import FrameDecoder, decode_frame, encode
 from remoting.codes import ResponseCode, Version
 from remoting.command import RemotingCommand
@@ -64,19 +65,20 @@ def parse(body: bytes, compressed: bool, version: int):  # type: ignore[no-untyp
     return parse_register_body(body, compressed=compressed, version=version)
 
 
-#: Lines of namesrv/register_scan.py one test body may execute: a loop that never yields
+#: Lines of the scan (namesrv/registration/body.py, scan.py, compact.py) one test body may execute: a loop that never yields
 #: (as the old one did) fails the test after this many instead of hanging it for ever.
 MAX_SCAN_LINES = 3_000_000
+SCAN_FILES = ("registration/body.py", "registration/scan.py", "registration/compact.py")
 
 
 class LineBudget:
-    """A trace function counting the lines run in register_scan.py; AssertionError past the budget."""
+    """A trace function counting the lines run in the scan's modules; AssertionError past the budget."""
 
     def __init__(self, budget: int) -> None:
         self.left = budget
 
     def __call__(self, frame, event, arg):  # type: ignore[no-untyped-def]
-        if event == "call" and frame.f_code.co_filename.endswith("register_scan.py"):
+        if event == "call" and frame.f_code.co_filename.endswith(SCAN_FILES):
             return self.line
         return None
 

@@ -119,9 +119,9 @@ def test_a_name_still_held_by_a_live_entry_is_not_forgotten() -> None:
 #: creates with the bytes Python holds after a full collection: an exact figure, not the RSS.
 MEASURED_SERVER = """
 import gc, os, sys, threading, time, tracemalloc
-import namesrv.registration, namesrv.routes
+import namesrv.routes
 from namesrv.cli import entry
-namesrv.routes.FORGET_SLACK = namesrv.routes.CHUNK_NAMES_SLACK = namesrv.registration.CHUNK_NAMES_SLACK = 64
+namesrv.routes.FORGET_SLACK = namesrv.routes.CHUNK_NAMES_SLACK = 64
 tracemalloc.start(1)
 def answer(ask, reply):
     while True:

@@ -30,9 +30,9 @@ from remoting.bodies import (
     ClusterInfo,
     DataVersion,
     QueueData,
-    RegisterBody,
     TopicRouteData,
 )
+from remoting.register_body import RegisterBody
 
 C1 = "cluster-1"
 C2 = "cluster-2"

@@ -80,7 +80,7 @@ def test_a_consumption_becomes_a_consume_record_with_end_to_end_latency() -> Non
 
 
 def test_allocations_become_ownership_events_the_rebalance_verdict_reads() -> None:
-    from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
+    from mqadmin.scenario.model import ConsumerGroupSpec
     from simclient import OwnershipEvent
 
     spec = ConsumerGroupSpec("cg", 2, ("T",), "*", 0, "last_offset", 30, 30, 20, 5, 15000, 0, 20, 0, client="go")

@@ -430,7 +430,7 @@ async def test_broker_killed_under_load_loses_no_send_and_every_producer_drops_i
 
 
 def test_messages_the_java_client_refuses_are_not_sent() -> None:
-    from simclient.producer import message_problem
+    from simclient.producer_options import message_problem
 
     assert message_problem("Fine_Topic-1", b"x") is None
     assert "blank" in (message_problem(" ", b"x") or "")

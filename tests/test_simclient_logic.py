@@ -21,7 +21,7 @@ from simclient.fault import (
     not_available_duration_ms,
 )
 from simclient.load import LoadSpec, LoadSummary
-from simclient.producer import ProducerOptions
+from simclient.producer_options import ProducerOptions
 from simclient.records import OUTCOMES, RecordWriter, SendRecord, read_records
 from simclient.route import (
     TopicPublish,

@@ -25,12 +25,12 @@ from remoting.bodies import ClusterInfo, DataVersion, TopicConfig
 from remoting.codec import FrameDecoder, encode
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
-from remoting.tls_context import client_context, self_signed_pem
-from remoting.tls_gate import HANDSHAKE_TIMEOUT, HANDSHAKES_PER_TURN
+from security.tls_context import client_context, self_signed_pem
+from server_runtime.tls_gate import HANDSHAKE_TIMEOUT, HANDSHAKES_PER_TURN
 from remoting.transport import ConnectError, RemotingError, connect
 from simclient.load import LoadSpec, run_load
 from simclient.pool import ClientPool
-from simclient.producer import ProducerOptions
+from simclient.producer_options import ProducerOptions
 from remoting.codes import RequestCode
 from remoting.command import request
 from tests.broker_wire import create_topic, props_5x, send_v2, socket_call

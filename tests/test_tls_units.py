@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from namesrv.config import ConfigError, NamesrvConfig
-from remoting.connection import Connection
-from remoting.tls_config import TlsConfigError, TlsSettings
-from remoting.tls_context import client_context, self_signed_context, self_signed_pem, server_context
-from remoting.tls_gate import HANDSHAKE_TIMEOUT, HANDSHAKES_PER_TURN, TlsGate, TlsRefused
-from remoting.tls_session import (
+from server_runtime.connection import Connection
+from security.tls_config import TlsConfigError, TlsSettings
+from security.tls_context import client_context, self_signed_context, self_signed_pem, server_context
+from server_runtime.tls_gate import HANDSHAKE_TIMEOUT, HANDSHAKES_PER_TURN, TlsGate, TlsRefused
+from server_runtime.tls_session import (
     MAX_HANDSHAKE_BYTES,
     PLAINTEXT,
     TLS,

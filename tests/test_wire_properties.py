@@ -16,6 +16,8 @@ from remoting.bodies import (
     DataVersion,
     TopicConfig,
     TopicRouteData,
+)
+from remoting.register_body import (
     encode_register_body,
     parse_register_body,
 )

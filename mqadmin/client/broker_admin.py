@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import trio
 
 from mqadmin.client import AdminClient
-from mqadmin.client.errors import AdminError, NotFound, PerServer, code_name
+from mqadmin.client.errors import AdminError, ConsumerNotOnline, NotFound, PerServer, check_answer, parse_answer
 from remoting import properties
 from remoting.admin_bodies import (
     BrokerStatsData,
@@ -36,7 +36,7 @@ from remoting.admin_bodies import (
 from remoting.bodies import BrokerData, TopicConfig, TopicRouteData
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand, request
-from remoting.mqjson import MessageQueue, MqJsonError, loads
+from remoting.mqjson import MessageQueue, loads
 
 T = TypeVar("T")
 RETRY_PREFIX = "%RETRY%"
@@ -47,37 +47,13 @@ GROUP_GET_NUMS = "GROUP_GET_NUMS"
 PARALLEL = 16  # brokers or topics asked at once
 
 
-class ConsumerNotOnline(AdminError):
-    """CONSUMER_NOT_ONLINE (206): the group has no consumer connected (Java falls back to the old reset)."""
-
-
 def select_addr(bd: BrokerData) -> str | None:
     """BrokerData.selectBrokerAddr: the master, else a slave."""
     return bd.master_addr or next((a for _, a in sorted(bd.broker_addrs.items())), None)
 
 
-def _decode(addr: str, what: str, parse: Callable[[bytes], T], body: bytes) -> T:
-    try:
-        return parse(body)
-    except (MqJsonError, ValueError, TypeError, AttributeError) as exc:
-        raise AdminError(f"{addr}: malformed answer to {what}: {exc}") from None
-
-
-def _checked(addr: str, resp: RemotingCommand, what: str) -> RemotingCommand:
-    """A SUCCESS answer, else the error naming the address, the code and the remark's first line."""
-    if resp.code == ResponseCode.SUCCESS:
-        return resp
-    remark = (resp.remark or "").strip().splitlines()[0] if (resp.remark or "").strip() else ""
-    message = f"{addr}: {what} failed: {code_name(resp.code)}" + (f" ({remark})" if remark else "")
-    if resp.code == ResponseCode.CONSUMER_NOT_ONLINE:
-        raise ConsumerNotOnline(message)
-    if resp.code == ResponseCode.TOPIC_NOT_EXIST:
-        raise NotFound(message)
-    raise AdminError(message)
-
-
 async def _call(client: AdminClient, addr: str, req: RemotingCommand, what: str) -> RemotingCommand:
-    return _checked(addr, await client.invoke(addr, req), what)
+    return check_answer(addr, await client.invoke(addr, req), what)
 
 
 async def _each(client: AdminClient, addrs: list[str], make: Callable[[], RemotingCommand], what: str) -> list[PerServer]:
@@ -114,36 +90,36 @@ async def gather(items: list[Any], fn: Callable[[Any], Any]) -> list[Any]:
 
 async def topic_stats(client: AdminClient, addr: str, topic: str) -> TopicStatsTable:
     resp = await _call(client, addr, request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}), f"stats of {topic}")
-    return _decode(addr, "GET_TOPIC_STATS_INFO", TopicStatsTable.decode, resp.body)
+    return parse_answer(addr, TopicStatsTable.decode, resp.body, "GET_TOPIC_STATS_INFO")
 
 
 async def view_stats(client: AdminClient, addr: str, name: str, key: str) -> BrokerStatsData:
     req = request(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
     resp = await _call(client, addr, req, f"stats {name} {key}")
-    return _decode(addr, "VIEW_BROKER_STATS_DATA", BrokerStatsData.decode, resp.body)
+    return parse_answer(addr, BrokerStatsData.decode, resp.body, "VIEW_BROKER_STATS_DATA")
 
 
 async def consume_stats(client: AdminClient, addr: str, group: str, topic: str | None = None) -> ConsumeStats:
     ext = {"consumerGroup": group, **({"topic": topic} if topic else {})}
     resp = await _call(client, addr, request(RequestCode.GET_CONSUME_STATS, ext), f"consume stats of {group}")
-    return _decode(addr, "GET_CONSUME_STATS", ConsumeStats.decode, resp.body)
+    return parse_answer(addr, ConsumeStats.decode, resp.body, "GET_CONSUME_STATS")
 
 
 async def consumer_connection(client: AdminClient, addr: str, group: str) -> ConsumerConnection:
     req = request(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group})
     resp = await _call(client, addr, req, f"consumer connections of {group}")
-    return _decode(addr, "GET_CONSUMER_CONNECTION_LIST", ConsumerConnection.decode, resp.body)
+    return parse_answer(addr, ConsumerConnection.decode, resp.body, "GET_CONSUMER_CONNECTION_LIST")
 
 
 async def producer_connection(client: AdminClient, addr: str, group: str) -> list[Connection]:
     req = request(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group})
     resp = await _call(client, addr, req, f"producer connections of {group}")
-    return _decode(addr, "GET_PRODUCER_CONNECTION_LIST", decode_producer_connection, resp.body)
+    return parse_answer(addr, decode_producer_connection, resp.body, "GET_PRODUCER_CONNECTION_LIST")
 
 
 async def broker_config(client: AdminClient, addr: str) -> dict[str, str]:
     resp = await _call(client, addr, request(RequestCode.GET_BROKER_CONFIG), "GET_BROKER_CONFIG")
-    return _decode(addr, "GET_BROKER_CONFIG", lambda b: properties.loads(b.decode("utf-8")), resp.body)
+    return parse_answer(addr, lambda b: properties.loads(b.decode("utf-8")), resp.body, "GET_BROKER_CONFIG")
 
 
 async def update_broker_config(client: AdminClient, addrs: list[str], key: str, value: str) -> list[PerServer]:
@@ -174,7 +150,7 @@ async def reset_offset(client: AdminClient, addr: str, topic: str, group: str, t
     else:
         ext.update(queueId=queue_id, offset=-1 if offset is None else offset)
     resp = await _call(client, addr, request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ext), f"reset offset of {group}")
-    return _decode(addr, "INVOKE_BROKER_TO_RESET_OFFSET", decode_reset_offsets, resp.body) if resp.body else {}
+    return parse_answer(addr, decode_reset_offsets, resp.body, "INVOKE_BROKER_TO_RESET_OFFSET") if resp.body else {}
 
 
 async def update_consumer_offset(client: AdminClient, addr: str, group: str, mq: MessageQueue, offset: int) -> None:
@@ -422,5 +398,5 @@ async def topic_config_of(client: AdminClient, addr: str, topic: str) -> TopicCo
     resp = await client.invoke(addr, request(RequestCode.GET_TOPIC_CONFIG, {"topic": topic, "lo": True}))
     if resp.code == ResponseCode.TOPIC_NOT_EXIST:
         return None
-    resp = _checked(addr, resp, f"config of {topic}")
-    return _decode(addr, "GET_TOPIC_CONFIG", lambda b: TopicConfig.from_obj(topic, loads(b)), resp.body)
+    resp = check_answer(addr, resp, f"config of {topic}")
+    return parse_answer(addr, lambda b: TopicConfig.from_obj(topic, loads(b)), resp.body, "GET_TOPIC_CONFIG")

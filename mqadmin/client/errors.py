@@ -12,8 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from mqadmin.client import messages
-from remoting.bodies import BodyError
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 
@@ -26,6 +24,10 @@ class AdminError(Exception):
 
 class NotFound(AdminError):
     """The server answered that the thing asked for does not exist."""
+
+
+class ConsumerNotOnline(AdminError):
+    """CONSUMER_NOT_ONLINE (206): the group has no consumer connected (Java falls back to the old reset)."""
 
 
 @dataclass
@@ -75,23 +77,29 @@ def code_name(code: int) -> str:
 
 
 def check_answer(addr: str, resp: RemotingCommand, what: str, ok: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
-    """``resp`` if its code is one of ``ok``, else the one-line error every caller prints.
+    """``resp`` if its code is one of ``ok``, else the one-line error every caller prints: the address,
+    what was asked, the code's name and the remark's first line.
 
     TOPIC_NOT_EXIST and QUERY_NOT_FOUND become :class:`NotFound` so callers
-    can fall back (TBW102, an empty KV value) without parsing messages.
+    can fall back (TBW102, an empty KV value) without parsing messages;
+    CONSUMER_NOT_ONLINE becomes :class:`ConsumerNotOnline` (resetOffsetByTime's fallback).
     """
     if resp.code in ok:
         return resp
-    remark = (resp.remark or "").strip().splitlines()[0] if resp.remark else ""
-    message = f"{addr}: {what} failed: {code_name(resp.code)}" + (f" ({remark})" if remark else "")
+    remark = (resp.remark or "").strip()
+    message = f"{addr}: {what} failed: {code_name(resp.code)}" + (f" ({remark.splitlines()[0]})" if remark else "")
     if resp.code in (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.QUERY_NOT_FOUND):
         raise NotFound(message)
+    if resp.code == ResponseCode.CONSUMER_NOT_ONLINE:
+        raise ConsumerNotOnline(message)
     raise AdminError(message)
 
 
-def parse_answer(addr: str, parse: Callable[[bytes], T], body: bytes) -> T:
-    """``parse(body)``, with a malformed body reported as an :class:`AdminError` naming ``addr``."""
+def parse_answer(addr: str, parse: Callable[[bytes], T], body: bytes, what: str | None = None) -> T:
+    """``parse(body)``, with a malformed body reported as an :class:`AdminError` naming ``addr`` (and
+    the request, ``what``). A body of the wrong shape fails in the decoders with ValueError (every
+    body error of ours is one), TypeError or AttributeError: all three are a malformed answer."""
     try:
         return parse(body)
-    except (BodyError, messages.MessageFormatError) as exc:
-        raise AdminError(f"{addr}: malformed answer: {exc}") from None
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise AdminError(f"{addr}: malformed answer{f' to {what}' if what else ''}: {exc}") from None

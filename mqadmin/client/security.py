@@ -53,8 +53,8 @@ class TlsOptions:
 
 @functools.lru_cache(maxsize=8)
 def _client_context(trust_cert: str) -> ssl.SSLContext:
-    from remoting.tls_config import TlsConfigError
-    from remoting.tls_context import client_context
+    from security.tls_config import TlsConfigError
+    from security.tls_context import client_context
 
     try:
         return client_context(verify=bool(trust_cert), trust_cert_path=trust_cert)

@@ -171,27 +171,7 @@ def broker_fault(
     timeout: float = TimeoutOpt,
 ) -> None:
     """With no fault option, show the switchboard; otherwise change one thing and show the result."""
-    chosen: list[tuple[str, dict[str, object]]] = []
-    if latency is not None:
-        chosen.append(("latency", {"millis": latency}))
-    if reject is not None:
-        chosen.append(("reject", {"code": reject, **({"remark": remark} if remark else {})}))
-    elif remark is not None:
-        raise bad_option("--remark", "only goes with --reject")
-    if hang:
-        chosen.append(("hang", {}))
-    if resume:
-        chosen.append(("resume", {}))
-    if partition is not None:
-        chosen.append(("partition", {"namesrv": addr_opt("--partition", partition)}))
-    if heal is not None:
-        chosen.append(("heal", {} if heal.strip().lower() == "all" else {"namesrv": addr_opt("--heal", heal)}))
-    if clear:
-        chosen.append(("clear", {}))
-    if len(chosen) > 1:
-        given = "/".join(given_spelling(f"--{action}") for action, _ in chosen)
-        raise bad_option(given, "give at most one of --latency, --reject, --hang, --resume, --partition, --heal, --clear")
-    action, params = chosen[0] if chosen else ("status", {})
+    action, params = _chosen_fault(latency, reject, remark, hang, resume, partition, heal, clear)
     by_addr = ":" in broker or _is_ip(broker)
     fault_addr = addr_opt("-b", broker) if by_addr else None  # an address without its port is a usage error
 
@@ -224,6 +204,37 @@ def broker_fault(
     state = run(call)
     if routed is not None:  # cut off through the proxy or by the switchboard: the broker is partitioned
         state["partitioned"] = sorted({*(state.get("partitioned") or []), *routed[0]})
+    _print_switchboard(addr, action, state, as_json)
+
+
+def _chosen_fault(latency: int | None, reject: int | None, remark: str | None, hang: bool, resume: bool,
+                  partition: str | None, heal: str | None, clear: bool) -> tuple[str, dict[str, object]]:
+    """The one fault action the options ask for (``status`` when none), checked before anything is sent."""
+    chosen: list[tuple[str, dict[str, object]]] = []
+    if latency is not None:
+        chosen.append(("latency", {"millis": latency}))
+    if reject is not None:
+        chosen.append(("reject", {"code": reject, **({"remark": remark} if remark else {})}))
+    elif remark is not None:
+        raise bad_option("--remark", "only goes with --reject")
+    if hang:
+        chosen.append(("hang", {}))
+    if resume:
+        chosen.append(("resume", {}))
+    if partition is not None:
+        chosen.append(("partition", {"namesrv": addr_opt("--partition", partition)}))
+    if heal is not None:
+        chosen.append(("heal", {} if heal.strip().lower() == "all" else {"namesrv": addr_opt("--heal", heal)}))
+    if clear:
+        chosen.append(("clear", {}))
+    if len(chosen) > 1:
+        given = "/".join(given_spelling(f"--{action}") for action, _ in chosen)
+        raise bad_option(given, "give at most one of --latency, --reject, --hang, --resume, --partition, --heal, --clear")
+    return chosen[0] if chosen else ("status", {})
+
+
+def _print_switchboard(addr: str, action: str, state: dict[str, Any], as_json: bool) -> None:
+    """The broker stub's fault switchboard after ``action``, as a table or JSON."""
     if as_json:
         print_json({"broker": addr, "action": action, "state": state})
         return

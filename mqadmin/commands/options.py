@@ -41,6 +41,13 @@ TimeoutOpt = typer.Option(3.0, "--timeout", min=0.05, help="Seconds to wait for 
 #: the terminal's real width (Click's default caps it at 80 and cuts command summaries with "...").
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 250}
 
+
+def command_group(help: str) -> typer.Typer:
+    """A Typer app or command group with mqadmin's settings: -h, plain help text, no tracebacks of its own
+    (errors are one line, shown by the entry point), and help when called without a command."""
+    return typer.Typer(add_completion=False, context_settings=CONTEXT_SETTINGS, pretty_exceptions_enable=False,
+                       rich_markup_mode=None, no_args_is_help=True, help=help)
+
 #: Apache's TopicValidator and Validators.checkGroup: the characters of a topic or group name, and their
 #: longest lengths. Checked before anything is sent, in every command that takes a name.
 NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")

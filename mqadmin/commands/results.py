@@ -35,7 +35,7 @@ import typer
 
 from mqadmin.client.errors import AdminError, PerServer, error_about
 from mqadmin.output.console import ReaderGone, out, print_json
-from remoting.climain import first_of
+from server_runtime.climain import first_of
 
 #: Exit statuses (documented once, in the README).
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130

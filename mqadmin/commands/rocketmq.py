@@ -14,19 +14,9 @@ import time
 
 import typer
 
-from mqadmin.commands.options import CONTEXT_SETTINGS, JsonOpt
+from mqadmin.commands.options import JsonOpt, command_group
 from mqadmin.output.console import make_console, out, print_json
 from mqadmin.rocketmq.artifacts import COMPONENTS, FIRST_MAJOR, ArtifactError, cache_root, cached, check_version, find_java, resolve
-
-app = typer.Typer(
-    add_completion=False,
-    context_settings=CONTEXT_SETTINGS,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    no_args_is_help=True,
-    help="Apache's Java RocketMQ as the local cluster, scenarios and benchmarks run it: resolve and list versions.",
-)
-
 
 def artifact_failure(exc: ArtifactError) -> typer.Exit:
     """One line on stderr and exit 2: what is missing is the user's to install or correct."""
@@ -43,7 +33,6 @@ def _components(version: str, wanted: str | None) -> list[str]:
     return names
 
 
-@app.command("fetch", help="Resolve VERSION's jars (servers, client and, from 5.0, the Proxy) with Maven into the cache.")
 def fetch_cmd(
     version: str = typer.Argument(..., metavar="VERSION", help="A published version: 4.9.7, 5.3.3, 5.5.0, ..."),
     components: str | None = typer.Option(None, "--components", metavar="A,B",
@@ -83,7 +72,6 @@ def fetch_cmd(
     out.print(f"cache: {cache_root() / version}", highlight=False)
 
 
-@app.command("list", help="The versions and components in the cache, and where it is.")
 def list_cmd(as_json: bool = JsonOpt) -> None:
     root = cache_root()
     rows = []
@@ -105,5 +93,8 @@ def list_cmd(as_json: bool = JsonOpt) -> None:
               highlight=False)
 
 
-def register(root: typer.Typer) -> None:
-    root.add_typer(app, name="rocketmq")
+def register(app: typer.Typer) -> None:
+    rocketmq = command_group("Apache's Java RocketMQ as the local cluster, scenarios and benchmarks run it: resolve and list versions.")
+    rocketmq.command("fetch", help="Resolve VERSION's jars (servers, client and, from 5.0, the Proxy) with Maven into the cache.")(fetch_cmd)
+    rocketmq.command("list", help="The versions and components in the cache, and where it is.")(list_cmd)
+    app.add_typer(rocketmq, name="rocketmq")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from mqadmin.commands.options import CONTEXT_SETTINGS, check_output
+from mqadmin.commands.options import check_output, command_group
 from mqadmin.commands.results import write_output
 from mqadmin.output.console import make_console, out, print_json
 from mqadmin.output.plotmarks import PLOT_INSTALL, PLOT_SUFFIXES
@@ -27,20 +27,10 @@ from mqadmin.rocketmq.artifacts import ArtifactError
 from mqadmin.scenario import schema
 from mqadmin.scenario.shipped import resolve, shipped_dir
 from mqadmin.scenario.values import ScenarioError
-from remoting.climain import first_of
+from server_runtime.climain import first_of
 
 if TYPE_CHECKING:
     from mqadmin.scenario.runner import RunResult
-
-app = typer.Typer(
-    add_completion=False,
-    context_settings=CONTEXT_SETTINGS,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    no_args_is_help=True,
-    help="Stage outages on a local cluster from a YAML scenario and check expectations.",
-)
-
 
 ReportOpt = typer.Option(None, "--report", metavar="OUT.json", help="Write the full result as JSON.")
 PlotOpt = typer.Option(None, "--plot", metavar="OUT.png", help="Draw sends per second and route changes.")
@@ -54,7 +44,6 @@ def _fail(code: int, message: str) -> typer.Exit:
     return typer.Exit(code)
 
 
-@app.command("run", help="Run a scenario: start its cluster, load and timeline, print the verdict (exit 0 iff all hold).")
 def run_cmd(
     file: str = typer.Argument(..., metavar="FILE", help="Scenario YAML (or the name of a shipped one)."),
     report: Path | None = ReportOpt,
@@ -130,6 +119,7 @@ def run_cmd(
 def _compare(file: str, given: list[str], *, report: Path | None, plot: Path | None, records: Path | None,
              keep_dir: bool, quiet: bool, as_json: bool, metrics: bool) -> None:
     """``run --compare``: both runs, one after the other, then the side-by-side report (exit 0 iff both pass)."""
+    from mqadmin.localcluster import java
     from mqadmin.scenario import compare, runner
     from mqadmin.scenario.overrides import parse_override
 
@@ -141,8 +131,13 @@ def _compare(file: str, given: list[str], *, report: Path | None, plot: Path | N
     except schema.ScenarioError as exc:
         raise _fail(2, f"{exc}" if str(exc).startswith("--compare") else f"--compare {' '.join(given)}: {exc}") from None
     check_output("--report", report)
-    cmp = compare.Comparison(overrides)
     err = make_console(stderr=True)
+    try:  # every Java version either run names, before the first run: an unpublished one costs no run
+        for scn in scenarios:
+            java.resolve(runner.start_options(scn).java_versions(), None if quiet or as_json else err.print)
+    except ArtifactError as exc:
+        raise _fail(2, str(exc)) from None
+    cmp = compare.Comparison(overrides)
     for label, scn in zip(cmp.labels, scenarios):
         progress = (lambda line: None) if (quiet or as_json) else (
             lambda line, label=label: err.print(f"[{scn.name}: {label}] {line}"))
@@ -198,7 +193,6 @@ def _partial_report(result: object, path: Path | None) -> str:
     return f"; the run so far (t={doc['end']:.1f} s, {doc['sends']['total']} sends, marked interrupted) is in {path}"
 
 
-@app.command("list", help="The shipped scenarios, one line each (or those in --dir).")
 def list_cmd(
     directory: Path | None = ListDirOpt,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -223,3 +217,11 @@ def list_cmd(
         dur = f"{r['duration']:>4g} s" if r["valid"] else "  ?  "
         line = f"{r['name']:<{width}}  {dur}  {r['description']}"
         out.print(line, style=None if r["valid"] else "red")
+
+
+def register(app: typer.Typer) -> None:
+    scenario = command_group("Stage outages on a local cluster from a YAML scenario and check expectations.")
+    scenario.command("run", help="Run a scenario: start its cluster, load and timeline, print the verdict "
+                                 "(exit 0 iff all hold).")(run_cmd)
+    scenario.command("list", help="The shipped scenarios, one line each (or those in --dir).")(list_cmd)
+    app.add_typer(scenario, name="scenario")

@@ -33,7 +33,7 @@ from mqadmin.output.console import out, print_json
 from mqadmin.output.tables import Col, fit_table
 from remoting.bodies import ClusterInfo, TopicConfig, TopicRouteData
 from remoting.codes import FLAG_UNIT, FLAG_UNIT_SUB
-from remoting.mqjson import java_double
+from remoting.fastjson import java_double
 
 TOPIC_PERMS = (2, 4, 6)
 

@@ -21,8 +21,8 @@ from mqadmin.client.errors import AdminError, NotFound
 from mqadmin.client.security import UNSIGNED, ClientSecurity
 from mqadmin.fanout import FanoutError
 from remoting.bodies import TopicConfig
-from remoting.climain import first_of
 from remoting.codes import MASTER_ID
+from server_runtime.climain import first_of
 
 #: Every read of the brokers is bounded by this (s); a silent broker counts as unreachable.
 PROBE_TIMEOUT = 3.0

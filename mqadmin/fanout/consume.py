@@ -33,7 +33,7 @@ from simclient.pool import ClientPool
 
 if TYPE_CHECKING:
     from mqadmin.fanout.brokers import ClusterView
-    from mqadmin.fanout.partition import FanoutPlan
+    from mqadmin.fanout.plan import FanoutPlan
 
 GROUP_PREFIX = "fanout_consumer_group_"
 STOP_TIMEOUT = 5.0  # s for every consumer of a partition to commit and unregister

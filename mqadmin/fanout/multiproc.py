@@ -15,7 +15,8 @@ import threading
 from multiprocessing.pool import Pool
 
 from mqadmin.fanout import FanoutError
-from mqadmin.fanout.partition import FanoutPlan, run_partition
+from mqadmin.fanout.partition import run_partition
+from mqadmin.fanout.plan import FanoutPlan
 
 
 def _run(args: tuple[int, FanoutPlan]) -> bytes:

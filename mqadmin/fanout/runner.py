@@ -32,7 +32,7 @@ from mqadmin.fanout import FanoutError
 from mqadmin.fanout.brokers import ClusterView, Counter, StoredCount, probe
 from mqadmin.fanout.metrics import FanoutMetrics, merge_blobs
 from mqadmin.fanout.options import FanoutOptions
-from mqadmin.fanout.partition import FanoutPlan
+from mqadmin.fanout.plan import FanoutPlan
 from mqadmin.fanout.timeline import Event, KillTimeline, ScenarioTimeline, Timeline
 from mqadmin.localcluster import processes
 from mqadmin.localcluster.accounts import admin_security

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqadmin.fanout import FanoutError, FanoutUsageError
-from mqadmin.fanout.partition import FanoutPlan, run_partition
+from mqadmin.fanout.partition import run_partition
+from mqadmin.fanout.plan import FanoutPlan
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -221,6 +222,28 @@ def start_session(
     log4j.write_text(LOG4J2)
     log_path = work / "spark.log"
     local = is_local(master)
+    settings = _session_settings(master, conf, work, log4j)
+    builder = SparkSession.builder.master(master)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = _create(builder, master, local, executor_timeout, log_path)
+    try:
+        sc = session.sparkContext
+        sc.setLogLevel("ERROR")
+        if not local:
+            _wait_for_executors(session, master, executor_timeout)
+        if ship_code:
+            sc.addPyFile(str(package_zip(work)))
+    except BaseException:
+        session.stop()
+        raise
+    return session
+
+
+def _session_settings(master: str, conf: dict[str, str] | None, work: Path, log4j: Path) -> dict[str, str]:
+    """The session's Spark settings (the user's ``conf`` last) and the Python environment variables
+    PySpark reads: loopback only when the master is on this host."""
+    local = is_local(master)
     loopback = on_this_host(master)  # local, or a standalone master on 127.0.0.1: nothing leaves loopback
     settings: dict[str, str] = {
         "spark.app.name": "mqadmin-fanout",
@@ -245,9 +268,12 @@ def start_session(
     if extra:  # the user's JVM options too, not instead of the log configuration (whose output we read)
         settings["spark.driver.extraJavaOptions"] += f" {extra}"
     settings.update(given)
-    builder = SparkSession.builder.master(master)
-    for key, value in settings.items():
-        builder = builder.config(key, value)
+    return settings
+
+
+def _create(builder: Any, master: str, local: bool, executor_timeout: float, log_path: Path) -> SparkSession:
+    """``builder.getOrCreate()`` in a thread, waited for a bounded time; FanoutError (one line, from
+    Spark's log where it says why) if it fails or does not answer."""
     created: list[SparkSession] = []
     failed: list[BaseException] = []
 
@@ -281,18 +307,7 @@ def start_session(
         raise FanoutError(f"Spark master {master} accepted a connection but did not register the application "
                           f"within {executor_timeout:g} s (is it a Spark master, does it have free workers?): "
                           f"{why} (log: {log_path})")
-    session = created[0]
-    try:
-        sc = session.sparkContext
-        sc.setLogLevel("ERROR")
-        if not local:
-            _wait_for_executors(session, master, executor_timeout)
-        if ship_code:
-            sc.addPyFile(str(package_zip(work)))
-    except BaseException:
-        session.stop()
-        raise
-    return session
+    return created[0]
 
 
 def _wait_for_executors(session: SparkSession, master: str, timeout: float) -> None:

@@ -33,7 +33,7 @@ def key_path(state_dir: Path) -> Path:
 
 def create_certificate(state_dir: Path) -> Path:
     """A new certificate and key for a cluster about to start in ``state_dir``; returns the certificate's path."""
-    from remoting.tls_context import self_signed_pem
+    from security.tls_context import self_signed_pem
 
     directory = tls_dir(state_dir)
     for d in (directory.parent, directory):

@@ -412,7 +412,8 @@ class _Setup:
             scan = opts.scan_interval_ms if servers.scan_interval_key(impl.version or "") else None
             props = {**servers.namesrv_properties(port=0, workdir=work, scan_interval_ms=scan),
                      **dict(opts.namesrv_props)}
-            java.prepare(proc, self.builds[impl.version or ""], props, opts.java_sizing, self.shim)
+            sizing = opts.java_sizing.with_timer_wheel() if opts.proxy is not None else opts.java_sizing
+            java.prepare(proc, self.builds[impl.version or ""], props, sizing, self.shim)
             return proc
         _write_props(Path(proc.config), {
             "listenPort": 0, "bindAddress": "127.0.0.1", "kvConfigPath": work / "kvConfig.json", "logFile": proc.log,
@@ -431,9 +432,11 @@ class _Setup:
             props = {**servers.broker_properties(
                 cluster=opts.cluster, broker_name=name, broker_id=broker_id, port=0,
                 namesrv_addrs=namesrv_addr.split(";"), store=store, sizing=opts.java_sizing,
-                register_period_ms=opts.register_period_ms, heartbeat_timeout_ms=expiry),
+                register_period_ms=opts.register_period_ms, heartbeat_timeout_ms=expiry,
+                timer_wheel=opts.proxy is not None),  # POP, for the RocketMQ Proxy, needs the timer wheel
                 **client_props, **dict(opts.broker_props)}  # brokerIP2 (HA) stays 127.0.0.1
-            java.prepare(proc, self.builds[impl.version or ""], props, opts.java_sizing, self.shim)
+            sizing = opts.java_sizing.with_timer_wheel() if opts.proxy is not None else opts.java_sizing
+            java.prepare(proc, self.builds[impl.version or ""], props, sizing, self.shim)
             return
         _write_props(Path(proc.config), {
             "brokerClusterName": opts.cluster, "brokerName": name, "brokerId": broker_id,

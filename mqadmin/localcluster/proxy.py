@@ -6,7 +6,9 @@ calls to the brokers. Here the Proxy is Apache's own, from Maven Central
 (:func:`mqadmin.rocketmq.artifacts.resolve`, component ``proxy``, cached after the first use), started in
 cluster mode over the cluster's NameServers and broker stubs (which serve POP consumption for it), with
 the JVM flags of :mod:`mqadmin.rocketmq.jvm`. Its gRPC port and its remoting port are a pair (P, P+1) free
-on 127.0.0.1; the Proxy itself, as Apache ships it, listens on every interface (it has no bind address).
+on 127.0.0.1; the Proxy, as Apache ships it, has no bind address, so the Java roles' loopback shim
+(:func:`mqadmin.localcluster.java.loopback_shim`) keeps its ports on 127.0.0.1 (without a C compiler
+it listens on every interface).
 
 Like the other processes it outlives ``mqadmin start``, is recorded in ``cluster.json`` (kind ``proxy``,
 its address the gRPC endpoint) and is stopped by ``mqadmin stop``.
@@ -21,6 +23,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from mqadmin.localcluster.java import loopback_shim
 from mqadmin.localcluster.state import ClusterError, ClusterState, Proc, start_ticks
 from mqadmin.rocketmq.artifacts import ArtifactError, resolve
 from mqadmin.rocketmq.jvm import PROXY_MAIN, java_command, java_env, rocketmq_home
@@ -69,9 +72,10 @@ def start_proxy(state: ClusterState, version: str) -> Proc:
     config.write_text(json.dumps(proxy_config(state, port), indent=2))
     proc = Proc("proxy", "proxy-0", str(config), str(work / "proxy.log"), port=port, version=version)
     cmd = java_command(artifacts, PROXY_MAIN, ["-pc", str(config), "-pm", "cluster"], home, heap=HEAP)
+    shim, _ = loopback_shim()
     with open(proc.log, "ab") as log:
         child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=work,
-                                 env=java_env(home), start_new_session=True)  # outlives `mqadmin start`
+                                 env=java_env(home, loopback_shim=shim), start_new_session=True)  # outlives `mqadmin start`
     proc.pid = child.pid
     proc.started = start_ticks(child.pid) or 0
     _wait_boot(proc, child)

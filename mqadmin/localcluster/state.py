@@ -16,8 +16,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mqadmin.localcluster import prometheus_sd
+from server_runtime.regular_file import load_text
 
 STATE_FILE = "cluster.json"
+#: Largest cluster.json read (one of 26 broker groups with slaves, NameServers and proxy paths is a few KB).
+STATE_MAX_BYTES = 4 * 1024 * 1024
 
 
 class ClusterError(Exception):
@@ -128,12 +131,10 @@ class ClusterState:
     @classmethod
     def load(cls, directory: Path) -> ClusterState:
         path = directory / STATE_FILE
+        text = load_text(str(path), ClusterError, what="the cluster record", max_bytes=STATE_MAX_BYTES,
+                         missing=f"no local cluster in {directory} (start one with: mqadmin start)")
         try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ClusterError(f"no local cluster in {directory} (start one with: mqadmin start)") from None
-        except OSError as exc:
-            raise ClusterError(f"cannot read {path}: {exc.strerror or exc}") from None
+            data = json.loads(text)
         except ValueError as exc:
             raise ClusterError(f"cannot read {path}: {exc}") from None
         try:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mqadmin.rocketmq.jvm import BROKER_MAIN, NAMESRV_MAIN, Runnable, java_command
@@ -61,6 +61,15 @@ class Sizing:
 
     def heap(self, role: str) -> str:
         return self.namesrv_heap if role == "namesrv" else self.broker_heap
+
+    def with_timer_wheel(self) -> Sizing:
+        """A broker's sizing with its timer wheel on: each timer and POP revive thread holds a direct
+        buffer of maxMessageSize (4 MB), more than the default direct memory allows."""
+        return replace(self, direct_memory=TIMER_DIRECT_MEMORY)
+
+
+#: Direct memory of a broker whose timer wheel is on (a cap, not a reservation).
+TIMER_DIRECT_MEMORY = "256m"
 
 
 def major(version: str) -> int:
@@ -137,13 +146,16 @@ def namesrv_properties(*, port: int, workdir: Path, scan_interval_ms: int | None
 
 def broker_properties(*, cluster: str, broker_name: str, broker_id: int, port: int, namesrv_addrs: list[str],
                       store: Path, sizing: Sizing = Sizing(), register_period_ms: int = 30_000,
-                      heartbeat_timeout_ms: int | None = None) -> dict[str, object]:
+                      heartbeat_timeout_ms: int | None = None, timer_wheel: bool = False) -> dict[str, object]:
     """A broker's broker.properties: a master (id 0) or a slave of ``broker_name``, on loopback, its store
     in ``store`` (kept across restarts), small mapped files.
 
     ``heartbeat_timeout_ms``: the expiry the broker asks every NameServer to apply to it (5.x); Java
     sends it only with enableSlaveActingMaster=true, which also makes it send a BROKER_HEARTBEAT every
     second between registrations.
+
+    ``timer_wheel``: the timer wheel on (its log in files of the commit log's size), as a 5.x broker needs
+    it to serve POP (Apache's RocketMQ Proxy receives with POP); off, it saves a large mapped file.
     """
     props: dict[str, object] = {
         "brokerClusterName": cluster, "brokerName": broker_name, "brokerId": broker_id,
@@ -159,6 +171,8 @@ def broker_properties(*, cluster: str, broker_name: str, broker_id: int, port: i
     }
     if heartbeat_timeout_ms is not None:
         props.update(enableSlaveActingMaster=True, brokerNotActiveTimeoutMillis=heartbeat_timeout_ms)
+    if timer_wheel:
+        props.update(timerWheelEnable=True, mappedFileSizeTimerLog=sizing.commitlog_file_bytes)
     return props
 
 

@@ -25,10 +25,10 @@ from mqadmin.client.errors import AdminError
 from mqadmin.localcluster import faultpaths, processes
 from mqadmin.localcluster.accounts import admin_security
 from mqadmin.localcluster.state import ClusterError, ClusterState, Proc
-from mqadmin.scenario.consumer_schema import ACTION_KINDS as CONSUMER_ACTIONS
 from mqadmin.scenario.expectations import holds, holds_through, stable_hold
+from mqadmin.scenario.model import CONSUMER_ACTION_KINDS as CONSUMER_ACTIONS
+from mqadmin.scenario.model import NETWORK_ACTION_KINDS as NETWORK_ACTIONS
 from mqadmin.scenario.model import Action
-from mqadmin.scenario.network_schema import ACTION_KINDS as NETWORK_ACTIONS
 from mqadmin.scenario.network_schema import fault_of
 from mqadmin.scenario.observer import Observer
 from remoting.bodies import TopicConfig

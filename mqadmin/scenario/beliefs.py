@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mqadmin.scenario.consumer_schema import ACTION_KINDS as CONSUMER_ACTIONS
+from mqadmin.scenario.model import CONSUMER_ACTION_KINDS as CONSUMER_ACTIONS
 from mqadmin.scenario.observer import Observer, Summary, diff_text, present
 
 if TYPE_CHECKING:

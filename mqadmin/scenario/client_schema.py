@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any
 from mqadmin.rocketmq.artifacts import ArtifactError, check_version
 
 if TYPE_CHECKING:
-    from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
-    from mqadmin.scenario.model import ClusterSpec, ProducerGroup
+    from mqadmin.scenario.model import ClusterSpec, ConsumerGroupSpec, ProducerGroup
     from mqadmin.scenario.values import _Section
 
 SIM = "sim"

@@ -18,7 +18,7 @@ from rich.text import Text
 from mqadmin.output.tables import Col, fit_table, status_text
 from mqadmin.scenario import report
 from mqadmin.scenario.beliefs import AfterAction, TopicBeliefs, beliefs
-from mqadmin.scenario.expectations import Verdict
+from mqadmin.scenario.verdict import Verdict
 from mqadmin.scenario.overrides import Override, describe
 from mqadmin.scenario.runner import RunResult
 

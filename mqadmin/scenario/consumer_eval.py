@@ -25,16 +25,16 @@ from __future__ import annotations
 import bisect
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from mqadmin.scenario.verdict import Verdict
 from simclient import SendRecord
 from simclient.consume_records import ConsumeRecord
 
 if TYPE_CHECKING:
     from mqadmin.scenario.consumers import ConsumerRun
-    from mqadmin.scenario.expectations import Verdict
     from mqadmin.scenario.model import Expectation, Scenario
 
 
@@ -182,83 +182,139 @@ def evaluate(
     end: float,
     accounts: dict[str, GroupAccount] | None = None,
 ) -> Verdict:
-    from mqadmin.scenario.expectations import Verdict
-
-    def verdict(passed: bool, measured: float | None, text: str, target: str, detail: str = "") -> Verdict:
-        return Verdict(index, exp.kind, exp.describe(), exp.line, passed, measured, text, target, detail)
-
+    """One consumer expectation: its window and groups worked out here, its measure by its kind (_JUDGES)."""
     ref = label_times.get(exp.after, math.nan) if exp.after else 0.0
     if exp.after and math.isnan(ref):
-        return verdict(False, None, "not measured", "-", f"action {exp.after!r} did not run")
+        return Verdict(index, exp.kind, exp.describe(), exp.line, False, None, "not measured", "-",
+                       f"action {exp.after!r} did not run")
     if run is None:
-        return verdict(False, None, "not measured", "-", "this run had no consumers")
-    accounts = accounts if accounts is not None else account(records, run)
-    thr = exp.threshold or 0.0
+        return Verdict(index, exp.kind, exp.describe(), exp.line, False, None, "not measured", "-",
+                       "this run had no consumers")
     lo = ref + (exp.window.start if exp.window.start is not None else (0.0 if exp.after else -math.inf))
     hi = ref + exp.window.end if exp.window.end is not None else math.inf
-    span = f"[{max(lo, 0.0):.2f}, {min(hi, end):.2f}] s"
-    groups = _groups(exp, run)
-    details: list[str] = []
-    values: list[float | None] = []
+    judging = _Judging(scn, exp, index, run, accounts if accounts is not None else account(records, run),
+                       _groups(exp, run), ref, lo, hi, end)
+    return _JUDGES.get(exp.kind, _consumed_from)(judging)
 
-    if exp.kind == "max_consume_lag":
-        for g in groups:
-            lag, when = accounts[g].max_lag(max(lo, 0.0), min(hi, end))
-            values.append(float(lag))
-            details.append(f"{g}: max {lag} at t={when:.2f} s")
-        worst = max(v for v in values if v is not None)
-        return verdict(worst <= thr, worst, f"{worst:g}", f"≤ {thr:g}", f"{span}; " + "; ".join(details))
-    if exp.kind == "max_duplicates":
-        for g in groups:
-            n = sum(1 for t in accounts[g].duplicate_times if lo <= t < hi)
-            values.append(float(n))
-            details.append(f"{g}: {n} of {len(accounts[g].consumed_times)} consumptions")
-        worst = max(v for v in values if v is not None)
-        return verdict(worst <= thr, worst, f"{worst:g}", f"≤ {thr:g}", f"{span}; " + "; ".join(details))
-    if exp.kind == "max_lost":
-        include = exp.extra.get("include_broker_loss", True)
-        for g in groups:
-            a = accounts[g]
-            n = len(a.lost) if include else len(a.lost) - len(a.lost_with_broker)
-            values.append(float(n))
-            details.append(f"{g}: {len(a.lost)} of {len(a.acked)} acknowledged never consumed, "
-                           f"{len(a.lost_with_broker)} of them lost with a memory-only broker")
-        worst = max(v for v in values if v is not None)
-        return verdict(worst <= thr, worst, f"{worst:g}", f"≤ {thr:g}", "; ".join(details))
-    if exp.kind == "all_consumed_within":
-        stop = load_end(scn)
-        for g in groups:
-            a = accounts[g]
-            missing = [m for m in a.acked if m not in a.first]
-            if missing:
-                values.append(None)
-                details.append(f"{g}: {len(missing)} of {len(a.acked)} never consumed")
-                continue
-            last = max((a.first[m] for m in a.acked), default=stop)
-            values.append(max(0.0, last - stop))
-            details.append(f"{g}: last of {len(a.acked)} consumed at t={last:.2f} s")
-        detail = f"load ends at t={stop:.2f} s; " + "; ".join(details)
-        if any(v is None for v in values):
-            return verdict(False, None, "never", f"≤ {thr:g} s", detail)
-        worst = max(v for v in values if v is not None)
-        return verdict(worst <= thr, round(worst, 4), f"{worst:.2f} s", f"≤ {thr:g} s", detail)
-    if exp.kind == "rebalance_within":
-        for g in groups:
-            took = rebalance_time(run, g, ref, end)
-            values.append(took)
-            details.append(f"{g}: " + ("never balanced" if took is None else f"balanced at t={ref + took:.2f} s"))
-        if any(v is None for v in values):
-            return verdict(False, None, f"never (watched {max(0.0, end - ref):.2f} s)", f"≤ {thr:g} s", "; ".join(details))
-        worst = max(v for v in values if v is not None)
-        return verdict(worst <= thr, round(worst, 4), f"{worst:.2f} s", f"≤ {thr:g} s", "; ".join(details))
-    # min_consumed_from / max_consumed_from
+
+@dataclass
+class _Judging:
+    """What every consumer expectation's judge reads: the run, the groups it is about, its window."""
+
+    scn: Scenario
+    exp: Expectation
+    index: int
+    run: ConsumerRun
+    accounts: dict[str, GroupAccount]
+    groups: list[str]
+    ref: float  # when the `after` action took effect (0: time zero)
+    lo: float
+    hi: float
+    end: float
+
+    @property
+    def thr(self) -> float:
+        return self.exp.threshold or 0.0
+
+    @property
+    def span(self) -> str:
+        return f"[{max(self.lo, 0.0):.2f}, {min(self.hi, self.end):.2f}] s"
+
+    def verdict(self, passed: bool, measured: float | None, text: str, target: str, detail: str = "") -> Verdict:
+        exp = self.exp
+        return Verdict(self.index, exp.kind, exp.describe(), exp.line, passed, measured, text, target, detail)
+
+
+def _max_consume_lag(j: _Judging) -> Verdict:
+    values: list[float] = []
+    details: list[str] = []
+    for g in j.groups:
+        lag, when = j.accounts[g].max_lag(max(j.lo, 0.0), min(j.hi, j.end))
+        values.append(float(lag))
+        details.append(f"{g}: max {lag} at t={when:.2f} s")
+    worst = max(values)
+    return j.verdict(worst <= j.thr, worst, f"{worst:g}", f"≤ {j.thr:g}", f"{j.span}; " + "; ".join(details))
+
+
+def _max_duplicates(j: _Judging) -> Verdict:
+    values: list[float] = []
+    details: list[str] = []
+    for g in j.groups:
+        n = sum(1 for t in j.accounts[g].duplicate_times if j.lo <= t < j.hi)
+        values.append(float(n))
+        details.append(f"{g}: {n} of {len(j.accounts[g].consumed_times)} consumptions")
+    worst = max(values)
+    return j.verdict(worst <= j.thr, worst, f"{worst:g}", f"≤ {j.thr:g}", f"{j.span}; " + "; ".join(details))
+
+
+def _max_lost(j: _Judging) -> Verdict:
+    include = j.exp.extra.get("include_broker_loss", True)
+    values: list[float] = []
+    details: list[str] = []
+    for g in j.groups:
+        a = j.accounts[g]
+        n = len(a.lost) if include else len(a.lost) - len(a.lost_with_broker)
+        values.append(float(n))
+        details.append(f"{g}: {len(a.lost)} of {len(a.acked)} acknowledged never consumed, "
+                       f"{len(a.lost_with_broker)} of them lost with a memory-only broker")
+    worst = max(values)
+    return j.verdict(worst <= j.thr, worst, f"{worst:g}", f"≤ {j.thr:g}", "; ".join(details))
+
+
+def _all_consumed_within(j: _Judging) -> Verdict:
+    stop = load_end(j.scn)
+    values: list[float | None] = []
+    details: list[str] = []
+    for g in j.groups:
+        a = j.accounts[g]
+        missing = [m for m in a.acked if m not in a.first]
+        if missing:
+            values.append(None)
+            details.append(f"{g}: {len(missing)} of {len(a.acked)} never consumed")
+            continue
+        last = max((a.first[m] for m in a.acked), default=stop)
+        values.append(max(0.0, last - stop))
+        details.append(f"{g}: last of {len(a.acked)} consumed at t={last:.2f} s")
+    detail = f"load ends at t={stop:.2f} s; " + "; ".join(details)
+    if any(v is None for v in values):
+        return j.verdict(False, None, "never", f"≤ {j.thr:g} s", detail)
+    worst = max(v for v in values if v is not None)
+    return j.verdict(worst <= j.thr, round(worst, 4), f"{worst:.2f} s", f"≤ {j.thr:g} s", detail)
+
+
+def _rebalance_within(j: _Judging) -> Verdict:
+    values: list[float | None] = []
+    details: list[str] = []
+    for g in j.groups:
+        took = rebalance_time(j.run, g, j.ref, j.end)
+        values.append(took)
+        details.append(f"{g}: " + ("never balanced" if took is None else f"balanced at t={j.ref + took:.2f} s"))
+    if any(v is None for v in values):
+        return j.verdict(False, None, f"never (watched {max(0.0, j.end - j.ref):.2f} s)", f"≤ {j.thr:g} s",
+                         "; ".join(details))
+    worst = max(v for v in values if v is not None)
+    return j.verdict(worst <= j.thr, round(worst, 4), f"{worst:.2f} s", f"≤ {j.thr:g} s", "; ".join(details))
+
+
+def _consumed_from(j: _Judging) -> Verdict:
+    """min_consumed_from / max_consumed_from."""
+    exp = j.exp
     node = exp.extra.get("broker_id")
-    wire = {s.group for s in run.specs if s.name in groups}
-    n = sum(1 for r in run.records if r.outcome == "ok" and r.group in wire and r.broker == exp.broker
-            and (node is None or r.broker_id == node) and lo <= r.t < hi)
-    ok = n >= thr if exp.kind == "min_consumed_from" else n <= thr
-    target = f"≥ {thr:g}" if exp.kind == "min_consumed_from" else f"≤ {thr:g}"
-    return verdict(ok, float(n), str(n), target, f"{span}; groups {', '.join(groups)}")
+    wire = {s.group for s in j.run.specs if s.name in j.groups}
+    n = sum(1 for r in j.run.records if r.outcome == "ok" and r.group in wire and r.broker == exp.broker
+            and (node is None or r.broker_id == node) and j.lo <= r.t < j.hi)
+    ok = n >= j.thr if exp.kind == "min_consumed_from" else n <= j.thr
+    target = f"≥ {j.thr:g}" if exp.kind == "min_consumed_from" else f"≤ {j.thr:g}"
+    return j.verdict(ok, float(n), str(n), target, f"{j.span}; groups {', '.join(j.groups)}")
+
+
+_JUDGES: dict[str, Callable[[_Judging], Verdict]] = {
+    "max_consume_lag": _max_consume_lag,
+    "max_duplicates": _max_duplicates,
+    "max_lost": _max_lost,
+    "all_consumed_within": _all_consumed_within,
+    "rebalance_within": _rebalance_within,
+}
 
 
 __all__ = ["GroupAccount", "account", "balanced_times", "evaluate", "load_end", "rebalance_time"]

@@ -27,33 +27,34 @@ producer-side schema stays as it was::
 Actions ``start_consumer: GROUP`` (``count``), ``stop_consumer: GROUP`` and
 ``kill_consumer: GROUP`` (``consumer``: its index in the group, by start
 order; default the newest one running). Expectations, see
-:data:`EXPECT_KINDS` and :func:`describe`.
+:data:`EXPECT_KINDS`. The shapes these become, and their text, are in
+:mod:`mqadmin.scenario.model`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mqadmin.scenario import client_schema
+from mqadmin.scenario.model import CONSUMER_ACTION_KINDS as ACTION_KINDS
+from mqadmin.scenario.model import CONSUMER_EXPECT_KINDS as EXPECT_KINDS
+from mqadmin.scenario.model import ConsumerGroupSpec
+from mqadmin.scenario.reader import ScenarioReader
+from mqadmin.scenario.values import (
+    MAX_DURATION,
+    _Bad,
+    _Section,
+    boolean,
+    choice,
+    integer,
+    list_of,
+    number,
+    text,
+    topic_name,
+)
 from mqadmin.scenario.yamlnodes import LMap, LSeq
 
-if TYPE_CHECKING:
-    from mqadmin.scenario.model import Expectation
-    from mqadmin.scenario.schema import _Parser
-    from mqadmin.scenario.values import _Section
-
-ACTION_KINDS = ("start_consumer", "stop_consumer", "kill_consumer")
-EXPECT_KINDS = (
-    "max_consume_lag",
-    "all_consumed_within",
-    "max_duplicates",
-    "max_lost",
-    "rebalance_within",
-    "min_consumed_from",
-    "max_consumed_from",
-)
 #: the parameter each kind's own key carries
 MAIN_PARAM = {
     **dict.fromkeys(ACTION_KINDS, "group"),
@@ -69,40 +70,7 @@ MAX_CONSUMERS = 64
 CONSUME_FROM = ("last_offset", "first_offset", "timestamp")
 
 
-@dataclass(frozen=True)
-class ConsumerGroupSpec:
-    """Consumers of one group sharing options; each is one DefaultMQPushConsumer, simulated unless ``client``
-    names a real one."""
-
-    name: str
-    count: int
-    topics: tuple[str, ...]
-    subscription: str
-    start: float
-    consume_from: str
-    poll_interval: float
-    heartbeat_interval: float
-    rebalance_interval: float
-    persist_interval: float
-    suspend_ms: int
-    consume_delay_ms: float
-    consume_threads: int
-    failure_rate: float
-    pull_batch_size: int = 32
-    pull_threshold: int = 1000
-    client: str = "sim"  # sim, go, java:VERSION, grpc-python or grpc-java:VERSION (mqadmin.scenario.client_schema)
-    api: str = "push"  # push, or simple (RocketMQ 5 clients: receive, ack)
-    invisible_time: float = 15.0  # s: a simple consumer's messages stay invisible this long after a receive
-
-    @property
-    def group(self) -> str:
-        """The consumer group name on the wire."""
-        return f"scenario_{self.name}"
-
-
-def parse_group(p: _Parser, sec: _Section, name: str, duration: float) -> ConsumerGroupSpec:
-    from mqadmin.scenario.values import choice, integer, list_of, number, text, topic_name
-
+def parse_group(p: ScenarioReader, sec: _Section, name: str, duration: float) -> ConsumerGroupSpec:
     topics = sec.get("topics", list_of(topic_name, max_len=32), p.cluster.topics)
     for t in topics:
         p.ctx.deferred.append(("topic", t, sec.line("topics"), sec.path("topics")))
@@ -131,10 +99,8 @@ def parse_group(p: _Parser, sec: _Section, name: str, duration: float) -> Consum
     return spec
 
 
-def parse_consumers(p: _Parser, data: Any, line: int, duration: float) -> tuple[ConsumerGroupSpec, ...]:
+def parse_consumers(p: ScenarioReader, data: Any, line: int, duration: float) -> tuple[ConsumerGroupSpec, ...]:
     """The ``consumers:`` section (absent: no consumers)."""
-    from mqadmin.scenario.values import _Section, text
-
     if data is None:
         return ()
     items = list(zip(data, data.item_lines)) if isinstance(data, LSeq) else [(data, line)]
@@ -157,8 +123,6 @@ def parse_consumers(p: _Parser, data: Any, line: int, duration: float) -> tuple[
 
 
 def _group_value(groups: tuple[ConsumerGroupSpec, ...]) -> Any:
-    from mqadmin.scenario.values import _Bad, text
-
     def parse(v: Any) -> str:
         name = text(v)
         if not any(g.name == name for g in groups):
@@ -168,9 +132,7 @@ def _group_value(groups: tuple[ConsumerGroupSpec, ...]) -> Any:
     return parse
 
 
-def parse_action(p: _Parser, kind: str, sec: _Section) -> dict[str, Any]:
-    from mqadmin.scenario.values import integer
-
+def parse_action(p: ScenarioReader, kind: str, sec: _Section) -> dict[str, Any]:
     args: dict[str, Any] = {"group": sec.get("group", _group_value(p.consumer_groups))}
     if kind == "start_consumer":
         args["count"] = sec.get("count", integer(1, MAX_CONSUMERS), 1)
@@ -179,10 +141,8 @@ def parse_action(p: _Parser, kind: str, sec: _Section) -> dict[str, Any]:
     return args
 
 
-def parse_expectation(p: _Parser, kind: str, sec: _Section) -> dict[str, Any]:
+def parse_expectation(p: ScenarioReader, kind: str, sec: _Section) -> dict[str, Any]:
     """The fields of a consumer expectation: threshold, broker, window and ``extra`` (group, broker id, ...)."""
-    from mqadmin.scenario.values import MAX_DURATION, boolean, integer, number
-
     if not p.consumer_groups:
         raise sec.fail(None, f"{kind} needs a consumers section")
     extra: dict[str, Any] = {"consumers": sec.get("consumers", _group_value(p.consumer_groups), None)}
@@ -207,42 +167,8 @@ def parse_expectation(p: _Parser, kind: str, sec: _Section) -> dict[str, Any]:
     return {"threshold": float(threshold), "broker": broker, "extra": extra}
 
 
-def describe(exp: Expectation) -> str:
-    x = exp.extra
-    who = f" ({x['consumers']})" if x.get("consumers") else ""
-    after = f" after {exp.after}" if exp.after else ""
-    span = exp.window.describe()
-    scope = f" in {span}{after}" if span else (f" from {exp.after} on" if exp.after else "")
-    t = exp.threshold
-    if exp.kind == "max_consume_lag":
-        return f"consume lag <= {t:g}{scope}{who}"
-    if exp.kind == "all_consumed_within":
-        return f"all acknowledged messages consumed within {t:g} s after the load ends{who}"
-    if exp.kind == "max_duplicates":
-        return f"duplicate consumptions <= {t:g}{scope}{who}"
-    if exp.kind == "max_lost":
-        what = "" if x.get("include_broker_loss", True) else " (not counting those lost with a memory-only broker)"
-        return f"lost messages <= {t:g}{what}{who}"
-    if exp.kind == "rebalance_within":
-        return f"every queue has exactly one owner within {t:g} s{after}{who}"
-    node = "" if x.get("broker_id") is None else f"-{x['broker_id']}"
-    cmp = ">=" if exp.kind == "min_consumed_from" else "<="
-    return f"consumed from {exp.broker}{node} {cmp} {t:g}{scope}{who}"
-
-
-def describe_action(kind: str, args: dict[str, Any]) -> str:
-    if kind == "start_consumer":
-        n = args.get("count", 1)
-        return f"start {n} consumer{'s' if n != 1 else ''} in {args['group']}"
-    which = "the newest" if args.get("consumer") is None else f"#{args['consumer']}"
-    verb = "stop" if kind == "stop_consumer" else "kill"
-    return f"{verb} {which} consumer of {args['group']}"
-
-
 def broker_config(value: Any) -> tuple[tuple[str, str], ...]:
     """``cluster.broker_config``: extra broker.properties keys for every broker (e.g. slaveReadEnable)."""
-    from mqadmin.scenario.values import _Bad
-
     if not isinstance(value, LMap):
         raise _Bad("must be a mapping of broker.properties keys to values")
     out = []
@@ -263,8 +189,6 @@ __all__ = [
     "MAIN_PARAM",
     "ConsumerGroupSpec",
     "broker_config",
-    "describe",
-    "describe_action",
     "parse_action",
     "parse_consumers",
     "parse_expectation",

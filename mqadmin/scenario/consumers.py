@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 import trio
 
 from mqadmin.scenario.client_schema import is_real
-from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
-from mqadmin.scenario.model import Action, Scenario
+from mqadmin.scenario.model import Action, ConsumerGroupSpec, Scenario
 from mqadmin.scenario.realclients import STOP_TIMEOUT as REAL_STOP_TIMEOUT
 from mqadmin.scenario.realclients import RealClients, RealConsumer
 from remoting.acl import Credentials

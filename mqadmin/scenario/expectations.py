@@ -11,13 +11,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from mqadmin.scenario import consumer_eval
-from mqadmin.scenario.consumer_schema import EXPECT_KINDS as CONSUMER_EXPECT_KINDS
+from mqadmin.scenario.model import CONSUMER_EXPECT_KINDS, Condition, Expectation, Scenario
 from mqadmin.scenario.observer import Observer, present, writable
-from mqadmin.scenario.model import Condition, Expectation, Scenario
+from mqadmin.scenario.verdict import Verdict
 from simclient import SendRecord
 
 
@@ -63,24 +62,6 @@ def first_true(cond: Condition, obs: Observer, ref: float, end: float, namesrv_c
 def stable_hold(interval: float) -> float:
     """How long a route condition must last to count: longer than one polling interval."""
     return 1.5 * interval
-
-
-@dataclass
-class Verdict:
-    index: int
-    kind: str
-    text: str
-    line: int
-    passed: bool
-    measured: float | None  # the number compared with the target (None: nothing to measure)
-    measured_text: str
-    target: str
-    detail: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "kind": self.kind, "expectation": self.text, "line": self.line,
-                "passed": self.passed, "measured": self.measured, "measuredText": self.measured_text,
-                "target": self.target, "detail": self.detail}
 
 
 def percentile(values: Sequence[float], p: float) -> float:

@@ -25,7 +25,7 @@ from mqadmin.rocketmq import harness
 from mqadmin.rocketmq.jvm import java_command, java_env
 from mqadmin.scenario.client_lines import _float, _int, _str, send_record as remoting_send_record
 from mqadmin.scenario.client_schema import GRPC_PYTHON, family, grpc_java_version
-from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
+from mqadmin.scenario.model import ConsumerGroupSpec
 from mqadmin.scenario.model import ProducerGroup
 from simclient import ConsumeRecord, ConsumeStats, SendRecord
 

@@ -1,7 +1,8 @@
-"""The scenario model: frozen dataclasses a validated scenario file becomes.
+"""The scenario model: frozen dataclasses a validated scenario file becomes, and the text each is shown with.
 
-Apart from the parser (:mod:`mqadmin.scenario.schema`) so the runner, the
-actions and the expectations depend on the shapes only, not on YAML.
+Apart from the parsers (:mod:`mqadmin.scenario.schema` and its consumer and
+network sides) so the runner, the actions and the expectations depend on the
+shapes only, not on YAML; the parsers import this module, never the other way.
 """
 
 from __future__ import annotations
@@ -10,13 +11,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mqadmin.scenario import consumer_schema, network_schema
-from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
-
-
-
 #: fault operations, exactly one per fault action
 FAULT_OPS = ("latency_ms", "reject", "hang", "resume", "clear")
+#: the consumer side's actions and expectations (parsed by :mod:`mqadmin.scenario.consumer_schema`)
+CONSUMER_ACTION_KINDS = ("start_consumer", "stop_consumer", "kill_consumer")
+CONSUMER_EXPECT_KINDS = (
+    "max_consume_lag",
+    "all_consumed_within",
+    "max_duplicates",
+    "max_lost",
+    "rebalance_within",
+    "min_consumed_from",
+    "max_consumed_from",
+)
+#: the fault proxy's actions (parsed by :mod:`mqadmin.scenario.network_schema`)
+NETWORK_ACTION_KINDS = ("partition", "heal", "network_fault")
+#: a network_fault's operations, exactly one per action
+NETWORK_FAULT_OPS = ("refuse", "blackhole", "latency_ms", "bandwidth_kbps", "reset")
 
 
 @dataclass(frozen=True)
@@ -115,8 +126,8 @@ class Action:
 
     def describe(self) -> str:
         a = self.args
-        if self.kind in consumer_schema.ACTION_KINDS:
-            return consumer_schema.describe_action(self.kind, dict(a))
+        if self.kind in CONSUMER_ACTION_KINDS:
+            return _consumer_action_text(self.kind, a)
         if self.kind == "wait_until":
             assert self.condition is not None
             return f"wait_until {self.condition.describe()} (≤ {a['timeout']:g} s)"
@@ -125,8 +136,8 @@ class Action:
             return f"fault {_broker_text(a)} {what}"
         if self.kind in ("kill_namesrv", "restart_namesrv"):
             return f"{self.kind} namesrv-{a['namesrv']}"
-        if self.kind in network_schema.ACTION_KINDS:
-            return network_schema.describe_action(self.kind, a)
+        if self.kind in NETWORK_ACTION_KINDS:
+            return _network_action_text(self.kind, a)
         if self.kind == "create_topic":
             return f"create_topic {a['topic']} ({a['queues']} queues)"
         if "broker" in a:
@@ -136,6 +147,28 @@ class Action:
 
 def _broker_text(a: Mapping[str, Any]) -> str:
     return f"{a['broker']}-{a.get('broker_id', 0)}" if "broker_id" in a else str(a["broker"])
+
+
+def _consumer_action_text(kind: str, args: Mapping[str, Any]) -> str:
+    if kind == "start_consumer":
+        n = args.get("count", 1)
+        return f"start {n} consumer{'s' if n != 1 else ''} in {args['group']}"
+    which = "the newest" if args.get("consumer") is None else f"#{args['consumer']}"
+    verb = "stop" if kind == "stop_consumer" else "kill"
+    return f"{verb} {which} consumer of {args['group']}"
+
+
+def _network_action_text(kind: str, args: Mapping[str, Any]) -> str:
+    who = f"{args['broker']}-{args.get('broker_id', 0)}"
+    where = (" (clients' path)" if args.get("clients") else
+             "" if args.get("namesrv") is None else f" {'from' if kind == 'partition' else 'to'} namesrv-{args['namesrv']}")
+    if kind != "network_fault":
+        return f"{kind} {who}{where}"
+    op = next(k for k in NETWORK_FAULT_OPS if k in args)
+    value = {"latency_ms": lambda: f"latency {args['latency_ms']}" + (f"±{args['jitter_ms']}" if args["jitter_ms"] else "")
+             + f" ms {args['stream']}", "bandwidth_kbps": lambda: f"bandwidth {args['bandwidth_kbps']} KB/s {args['stream']}",
+             "blackhole": lambda: f"blackhole {args['blackhole']}"}.get(op, lambda: op)()
+    return f"network_fault {who}{where}: {value}"
 
 
 @dataclass(frozen=True)
@@ -170,8 +203,8 @@ class Expectation:
     extra: Mapping[str, Any] = field(default_factory=dict)  # consumer expectations: group, broker id, ...
 
     def describe(self) -> str:
-        if self.kind in consumer_schema.EXPECT_KINDS:
-            return consumer_schema.describe(self)
+        if self.kind in CONSUMER_EXPECT_KINDS:
+            return _consumer_expectation_text(self)
         after = f" after {self.after}" if self.after else ""
         scope = ""
         if self.window.describe():
@@ -200,6 +233,60 @@ class Expectation:
         if self.kind == "min_sends_to":
             return f"sends stored on {self.broker} >= {t:g}{scope}"
         return self.kind
+
+
+def _consumer_expectation_text(exp: Expectation) -> str:
+    x = exp.extra
+    who = f" ({x['consumers']})" if x.get("consumers") else ""
+    after = f" after {exp.after}" if exp.after else ""
+    span = exp.window.describe()
+    scope = f" in {span}{after}" if span else (f" from {exp.after} on" if exp.after else "")
+    t = exp.threshold
+    if exp.kind == "max_consume_lag":
+        return f"consume lag <= {t:g}{scope}{who}"
+    if exp.kind == "all_consumed_within":
+        return f"all acknowledged messages consumed within {t:g} s after the load ends{who}"
+    if exp.kind == "max_duplicates":
+        return f"duplicate consumptions <= {t:g}{scope}{who}"
+    if exp.kind == "max_lost":
+        what = "" if x.get("include_broker_loss", True) else " (not counting those lost with a memory-only broker)"
+        return f"lost messages <= {t:g}{what}{who}"
+    if exp.kind == "rebalance_within":
+        return f"every queue has exactly one owner within {t:g} s{after}{who}"
+    node = "" if x.get("broker_id") is None else f"-{x['broker_id']}"
+    cmp = ">=" if exp.kind == "min_consumed_from" else "<="
+    return f"consumed from {exp.broker}{node} {cmp} {t:g}{scope}{who}"
+
+
+@dataclass(frozen=True)
+class ConsumerGroupSpec:
+    """Consumers of one group sharing options; each is one DefaultMQPushConsumer, simulated unless ``client``
+    names a real one."""
+
+    name: str
+    count: int
+    topics: tuple[str, ...]
+    subscription: str
+    start: float
+    consume_from: str
+    poll_interval: float
+    heartbeat_interval: float
+    rebalance_interval: float
+    persist_interval: float
+    suspend_ms: int
+    consume_delay_ms: float
+    consume_threads: int
+    failure_rate: float
+    pull_batch_size: int = 32
+    pull_threshold: int = 1000
+    client: str = "sim"  # sim, go, java:VERSION, grpc-python or grpc-java:VERSION (mqadmin.scenario.client_schema)
+    api: str = "push"  # push, or simple (RocketMQ 5 clients: receive, ack)
+    invisible_time: float = 15.0  # s: a simple consumer's messages stay invisible this long after a receive
+
+    @property
+    def group(self) -> str:
+        """The consumer group name on the wire."""
+        return f"scenario_{self.name}"
 
 
 @dataclass(frozen=True)

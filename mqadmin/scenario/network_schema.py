@@ -16,30 +16,26 @@ Kept apart from :mod:`mqadmin.scenario.schema` (which calls in here), like the c
       - heal: broker-a         # every network fault of its paths (to namesrv, or every path of the broker)
 
 ``broker_id`` (default 0) picks a slave. Every action is recorded in the report with its start and
-end like any other; :func:`describe_action` is the text it is shown with.
+end like any other, with the text :class:`mqadmin.scenario.model.Action` gives it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from mqadmin.scenario.model import Action, ClusterSpec
-    from mqadmin.scenario.schema import _Parser
-    from mqadmin.scenario.values import _Ctx, _Section
+from mqadmin.scenario.model import NETWORK_ACTION_KINDS as ACTION_KINDS
+from mqadmin.scenario.model import NETWORK_FAULT_OPS as FAULT_OPS
+from mqadmin.scenario.model import Action, ClusterSpec
+from mqadmin.scenario.reader import ScenarioReader
+from mqadmin.scenario.values import _Ctx, _Section, boolean, choice, integer
 
-ACTION_KINDS = ("partition", "heal", "network_fault")
-#: a network_fault's operations, exactly one per action
-FAULT_OPS = ("refuse", "blackhole", "latency_ms", "bandwidth_kbps", "reset")
 MAIN_PARAM = dict.fromkeys(ACTION_KINDS, "broker")
 STREAMS = ("both", "upstream", "downstream")
 
 
-def parse_action(p: _Parser, kind: str, sec: _Section) -> dict[str, Any]:
-    from mqadmin.scenario.values import boolean, choice, integer
-
+def parse_action(p: ScenarioReader, kind: str, sec: _Section) -> dict[str, Any]:
     args: dict[str, Any] = {"broker": p.broker(sec), "broker_id": p.broker_id(sec)}
     if kind == "partition":
         args["namesrv"] = p.namesrv(sec)
@@ -82,19 +78,6 @@ def fault_of(args: Mapping[str, Any]) -> dict[str, Any]:
     if "blackhole" in args:
         return {"fault": "blackhole", "stream": args["blackhole"]}
     return {"fault": "refuse" if "refuse" in args else "reset"}
-
-
-def describe_action(kind: str, args: Mapping[str, Any]) -> str:
-    who = f"{args['broker']}-{args.get('broker_id', 0)}"
-    where = (" (clients' path)" if args.get("clients") else
-             "" if args.get("namesrv") is None else f" {'from' if kind == 'partition' else 'to'} namesrv-{args['namesrv']}")
-    if kind != "network_fault":
-        return f"{kind} {who}{where}"
-    op = next(k for k in FAULT_OPS if k in args)
-    value = {"latency_ms": lambda: f"latency {args['latency_ms']}" + (f"±{args['jitter_ms']}" if args["jitter_ms"] else "")
-             + f" ms {args['stream']}", "bandwidth_kbps": lambda: f"bandwidth {args['bandwidth_kbps']} KB/s {args['stream']}",
-             "blackhole": lambda: f"blackhole {args['blackhole']}"}.get(op, lambda: op)()
-    return f"network_fault {who}{where}: {value}"
 
 
 def resolve_fault_proxy(ctx: _Ctx, cluster: ClusterSpec, actions: Sequence[Action], line: int) -> ClusterSpec:

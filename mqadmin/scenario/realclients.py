@@ -32,7 +32,7 @@ from mqadmin.rocketmq.jvm import java_command, java_env
 from mqadmin.scenario import client_lines, grpc_clients
 from mqadmin.scenario.client_procs import ClientProcess
 from mqadmin.scenario.client_schema import GRPC_PYTHON, family, grpc_java_version, is_grpc, is_real, java_version
-from mqadmin.scenario.consumer_schema import ConsumerGroupSpec
+from mqadmin.scenario.model import ConsumerGroupSpec
 from mqadmin.scenario.model import ProducerGroup, Scenario
 from remoting.acl import Credentials
 from simclient import ConsumeRecord, ConsumeStats, LoadSummary, OwnershipEvent, SendRecord

@@ -133,6 +133,18 @@ def _impls(specs: tuple[str, ...]) -> str:
 
 
 def render(result: RunResult, console: Console) -> None:
+    """The report on the terminal: what ran, then each part of the run, then the verdicts."""
+    _render_setup(result, console)
+    _render_timeline(result, console)
+    _render_routes(result, console)
+    _render_sends(result, console)
+    consumer_report.render(result, phases(result), console)
+    metrics_watch.render(result.metrics, console)
+    _render_verdicts(result, console)
+
+
+def _render_setup(result: RunResult, console: Console) -> None:
+    """The scenario, its cluster and load, and how long setup, run and teardown took."""
     scn = result.scenario
     c = scn.cluster
     console.print(Text(f"Scenario {scn.name}", style="bold") + Text(f"  ({scn.path})"))
@@ -154,58 +166,70 @@ def render(result: RunResult, console: Console) -> None:
     console.print(f"setup {result.setup_seconds:.1f} s, run {result.end:.1f} s, teardown {result.teardown_seconds:.1f} s"
                   + (f"; logs kept in {result.state_dir}" if result.state_dir else ""))
 
-    if result.actions:
-        rows = [[f"{a.start:.2f}", f"{(a.end - a.start) * 1000:.0f} ms", a.text, status_text(a.ok, "ok" if a.ok else "FAILED"),
-                 a.detail] for a in result.actions]
-        console.print()
-        console.print(fit_table([Col("t (s)", justify="right"), Col("took", justify="right"), Col("action"),
-                                 Col("result"), Col("detail", wrap=True, drop=1)], rows, title="Timeline", console=console))
 
+def _render_timeline(result: RunResult, console: Console) -> None:
+    """Each action: when it started, how long it took, how it ended."""
+    if not result.actions:
+        return
+    rows = [[f"{a.start:.2f}", f"{(a.end - a.start) * 1000:.0f} ms", a.text, status_text(a.ok, "ok" if a.ok else "FAILED"),
+             a.detail] for a in result.actions]
+    console.print()
+    console.print(fit_table([Col("t (s)", justify="right"), Col("took", justify="right"), Col("action"),
+                             Col("result"), Col("detail", wrap=True, drop=1)], rows, title="Timeline", console=console))
+
+
+def _render_routes(result: RunResult, console: Console) -> None:
+    """The route changes the observer saw on each NameServer (the first MAX_ROUTE_ROWS)."""
     obs = result.observer
-    if obs is not None:
-        rows = []
-        for e in obs.events:
-            change = f"initial: {summary_text(e.after)}" if e.first else diff_text(e.before, e.after)
-            rows.append([f"{max(e.t, 0.0) if e.first else e.t:.2f}", f"namesrv-{e.namesrv}", e.topic, change])
-        more = len(rows) - MAX_ROUTE_ROWS
-        rows = rows[:MAX_ROUTE_ROWS] + ([["", "", "", f"... {more} more (see --report)"]] if more > 0 else [])
-        console.print()
-        console.print(fit_table([Col("t (s)", justify="right"), Col("namesrv"), Col("topic", drop=1), Col("route change", wrap=True)],
-                                rows, title=f"Route changes (polled every {scn.observe_interval:g} s)", console=console))
+    if obs is None:
+        return
+    rows = []
+    for e in obs.events:
+        change = f"initial: {summary_text(e.after)}" if e.first else diff_text(e.before, e.after)
+        rows.append([f"{max(e.t, 0.0) if e.first else e.t:.2f}", f"namesrv-{e.namesrv}", e.topic, change])
+    more = len(rows) - MAX_ROUTE_ROWS
+    rows = rows[:MAX_ROUTE_ROWS] + ([["", "", "", f"... {more} more (see --report)"]] if more > 0 else [])
+    console.print()
+    console.print(fit_table([Col("t (s)", justify="right"), Col("namesrv"), Col("topic", drop=1), Col("route change", wrap=True)],
+                            rows, title=f"Route changes (polled every {result.scenario.observe_interval:g} s)", console=console))
 
-    if result.records:
-        rows = []
-        for name, lo, hi in phases(result):
-            st = phase_stats(result.records, lo, hi)
-            fails = ", ".join(f"{k} {v}" for k, v in sorted(st["failed"].items())) or "-"
-            ok_pct = f"{st['ok'] / st['sends'] * 100:.2f}%" if st["sends"] else "-"
-            ms = (lambda x: "-" if x is None else f"{x:.1f}")
-            brokers = " ".join(f"{k}:{v}" for k, v in st["storedByBroker"].items()) or "-"
-            rows.append([f"{lo:.1f}-{hi:.1f}", name, str(st["sends"]), ok_pct, fails, str(st["retried"]),
-                         ms(st["p50Ms"]), ms(st["p99Ms"]), ms(st["maxMs"]), brokers])
-        console.print()
-        console.print(fit_table(
-            [Col("t (s)"), Col("phase", wrap=True), Col("sends", justify="right"), Col("ok", justify="right"),
-             Col("failed", wrap=True), Col("retried", justify="right", drop=3), Col("p50 ms", justify="right", drop=2),
-             Col("p99 ms", justify="right"), Col("max ms", justify="right", drop=2), Col("stored on", wrap=True, drop=1)],
-            rows, title="Sends by phase", console=console))
-        secs = per_second(result.records, result.end)
-        ok = [s["ok"] for s in secs]
-        bad = [sum(v for k, v in s.items() if k != "ok") for s in secs]
-        top = max(ok + bad + [1])
-        marks = [" "] * len(secs)
-        for a in result.actions:
-            i = min(len(secs) - 1, int(a.start))
-            marks[i] = "^"
-        console.print()
-        console.print(f"sends per second (one column per second, full bar = {top}/s; ^ = action)")
-        console.print(f"  ok     |{_bar_line(ok, top)}|")
-        console.print(Text(f"  failed |{_bar_line(bad, top)}|", style="red" if any(bad) else ""))
-        console.print(f"         |{''.join(marks)}|")
 
-    consumer_report.render(result, phases(result), console)
-    metrics_watch.render(result.metrics, console)
+def _render_sends(result: RunResult, console: Console) -> None:
+    """Sends by phase, and one bar per second of ok and failed sends under the actions' marks."""
+    if not result.records:
+        return
+    rows = []
+    for name, lo, hi in phases(result):
+        st = phase_stats(result.records, lo, hi)
+        fails = ", ".join(f"{k} {v}" for k, v in sorted(st["failed"].items())) or "-"
+        ok_pct = f"{st['ok'] / st['sends'] * 100:.2f}%" if st["sends"] else "-"
+        ms = (lambda x: "-" if x is None else f"{x:.1f}")
+        brokers = " ".join(f"{k}:{v}" for k, v in st["storedByBroker"].items()) or "-"
+        rows.append([f"{lo:.1f}-{hi:.1f}", name, str(st["sends"]), ok_pct, fails, str(st["retried"]),
+                     ms(st["p50Ms"]), ms(st["p99Ms"]), ms(st["maxMs"]), brokers])
+    console.print()
+    console.print(fit_table(
+        [Col("t (s)"), Col("phase", wrap=True), Col("sends", justify="right"), Col("ok", justify="right"),
+         Col("failed", wrap=True), Col("retried", justify="right", drop=3), Col("p50 ms", justify="right", drop=2),
+         Col("p99 ms", justify="right"), Col("max ms", justify="right", drop=2), Col("stored on", wrap=True, drop=1)],
+        rows, title="Sends by phase", console=console))
+    secs = per_second(result.records, result.end)
+    ok = [s["ok"] for s in secs]
+    bad = [sum(v for k, v in s.items() if k != "ok") for s in secs]
+    top = max(ok + bad + [1])
+    marks = [" "] * len(secs)
+    for a in result.actions:
+        i = min(len(secs) - 1, int(a.start))
+        marks[i] = "^"
+    console.print()
+    console.print(f"sends per second (one column per second, full bar = {top}/s; ^ = action)")
+    console.print(f"  ok     |{_bar_line(ok, top)}|")
+    console.print(Text(f"  failed |{_bar_line(bad, top)}|", style="red" if any(bad) else ""))
+    console.print(f"         |{''.join(marks)}|")
 
+
+def _render_verdicts(result: RunResult, console: Console) -> None:
+    """The expectations' verdicts and the run's PASS or FAIL line."""
     if result.verdicts:
         rows = [[str(v.index), v.text, v.target, v.measured_text, status_text(v.passed, "PASS" if v.passed else "FAIL"), v.detail]
                 for v in result.verdicts]

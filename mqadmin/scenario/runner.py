@@ -26,17 +26,18 @@ import trio
 from mqadmin.localcluster import processes, prometheus_sd
 from mqadmin.localcluster.accounts import admin_security, app_credentials
 from mqadmin.localcluster.state import ClusterError, ClusterState, Proc
+from mqadmin.rocketmq.artifacts import ArtifactError
 from mqadmin.rocketmq.servers import Sizing
 from mqadmin.scenario.actions import ActionError, Executor
 from mqadmin.scenario.client_schema import is_real
 from mqadmin.scenario.consumers import ConsumerFleet, ConsumerRun
-from mqadmin.scenario.expectations import Verdict, evaluate_all
+from mqadmin.scenario.expectations import evaluate_all
 from mqadmin.scenario.metrics_watch import MetricsWatch
 from mqadmin.scenario.model import Action, ProducerGroup, Scenario
 from mqadmin.scenario.observer import Observer
 from mqadmin.scenario.realclients import ClientStartError, RealClients, clients_of, prepare
-from mqadmin.rocketmq.artifacts import ArtifactError
-from remoting.climain import first_of
+from mqadmin.scenario.verdict import Verdict
+from server_runtime.climain import first_of
 from simclient import (
     ClientPool,
     ConsumeRecord,

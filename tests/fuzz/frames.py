@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import orjson
 
-from remoting.bodies import DataVersion, TopicConfig, encode_register_body
+from remoting.bodies import DataVersion, TopicConfig
+from remoting.register_body import encode_register_body
 from tests.fuzz.encoding import binary_header, frame_bytes, json_header
 from tests.fuzz.register_bodies import REGISTER_BROKER, register_frame
 

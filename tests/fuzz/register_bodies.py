@@ -3,7 +3,7 @@
 Why: flipping bytes of a compressed body almost always breaks the zlib
 stream, so random mutation never gets a corrupted *item table* past
 inflation; and a JSON body flipped at random rarely keeps the layout the
-NameServer's chunk scan (``namesrv/register_scan.py``) looks for, so the
+NameServer's chunk scan (``namesrv/registration/scan.py``) looks for, so the
 scan's cutting never meets a hostile body. Here a body is built from its
 parts (compressed form: data version, topic count, length-prefixed topic
 items, filter servers, mapping infos; JSON form: the text as brokers lay it
@@ -29,7 +29,8 @@ from collections.abc import Callable
 
 import orjson
 
-from remoting.bodies import DataVersion, TopicConfig, encode_register_body
+from remoting.bodies import DataVersion, TopicConfig
+from remoting.register_body import encode_register_body
 from tests.fuzz.encoding import binary_header, frame_bytes, json_header
 
 _I32 = struct.Struct(">i")

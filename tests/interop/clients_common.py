@@ -4,6 +4,7 @@ a tag expression, and the check that what arrived is exactly what was sent (minu
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +39,18 @@ def message_specs() -> list[str]:
     return specs
 
 
-def create_topic(namesrv: str, cluster: str, topic: str) -> None:
-    """The topic on every master of the cluster (our mqadmin), so a consumer can start first."""
-    done = mqadmin("updateTopic", "-n", namesrv, "-c", cluster, "-t", topic, "-r", "4", "-w", "4")
+def create_topic(namesrv: str, cluster: str, topic: str, wait: float = 90.0) -> None:
+    """The topic on every master of the cluster (our mqadmin), so a consumer can start first.
+
+    A broker starved on a busy machine may not be registered yet (or again, after its registration
+    expired): the cluster unknown to the NameServer is asked again until ``wait`` seconds have passed.
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        done = mqadmin("updateTopic", "-n", namesrv, "-c", cluster, "-t", topic, "-r", "4", "-w", "4")
+        if done.returncode == 0 or "is not known to the NameServer" not in done.stderr or time.monotonic() > deadline:
+            break
+        time.sleep(1.0)
     assert done.returncode == 0, done.stderr
 
 

@@ -14,7 +14,7 @@ import yaml
 from remoting.acl import Credentials
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import request
-from remoting.tls_context import client_context
+from security.tls_context import client_context
 from remoting.transport import connect
 from tests.broker_procs import BrokerProcess
 from tests.interop.java_procs import JavaBroker, JavaNamesrv

@@ -50,8 +50,16 @@ class JavaLocal:
     def json(self, *args: str) -> Any:
         return json.loads(self.run(*args, "--json").stdout)
 
-    def procs(self) -> dict[str, dict[str, Any]]:
-        return {p["name"]: p for p in json.loads(self.run("status", "--json").stdout)["procs"]}
+    def procs(self, *, healthy: bool = True) -> dict[str, dict[str, Any]]:
+        """``status --json``'s processes; ``healthy``: every one running, so status (a health check) exits 0;
+        else it exits 1 with one line naming the processes that are not running."""
+        done = self.run("status", "--json", ok=healthy)
+        procs = {p["name"]: p for p in json.loads(done.stdout)["procs"]}
+        down = [f"{name} ({p['state']})" for name, p in procs.items() if p["state"] != "running"]
+        assert bool(down) != healthy, procs
+        if down:
+            assert done.returncode == 1 and done.stderr.count("\n") == 1 and ", ".join(down) in done.stderr
+        return procs
 
     def route_addrs(self, namesrv: str, topic: str = "TBW102") -> dict[str, dict[int, str]]:
         """broker name -> {brokerId: addr} of a topic's route on one NameServer ({} when it has none)."""
@@ -118,6 +126,9 @@ def test_status_names_each_implementation_and_java_listens_on_loopback_only(java
                      if c.status == psutil.CONN_LISTEN}
         assert p["addr"] in listening, (name, listening)
         assert all(a.startswith("127.0.0.1:") for a in listening), (name, listening)
+        if p["kind"] == "broker":  # Java's fast (VIP) channel, listenPort - 2, shown as a stub's is
+            host, port = p["addr"].rsplit(":", 1)
+            assert p["vipAddr"] == f"{host}:{int(port) - 2}" and p["vipAddr"] in listening, (name, p, listening)
 
 
 def test_java_brokers_reach_every_namesrv_through_the_fault_proxy(java_local: JavaLocal) -> None:
@@ -171,7 +182,7 @@ def all_routed(routes: dict[str, dict[int, str]]) -> bool:
 def test_sigstop_and_sigcont_a_java_slave_and_the_java_namesrv(java_local: JavaLocal) -> None:
     out = java_local.run("killBroker", "-b", "broker-b", "--id", "1", "--signal", "STOP").stdout
     assert out.rstrip().endswith("paused (SIGSTOP)")
-    assert java_local.procs()["broker-b-1"]["state"] == "paused (SIGSTOP)"
+    assert java_local.procs(healthy=False)["broker-b-1"]["state"] == "paused (SIGSTOP)"  # status exits 1
     out = java_local.run("killNamesrv", "-i", "1", "--signal", "STOP").stdout
     assert out.rstrip().endswith("paused (SIGSTOP)")
     assert java_local.route_addrs(java_local.namesrvs[1]) == {}  # a paused JVM answers nothing (times out)

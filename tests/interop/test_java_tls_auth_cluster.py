@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from remoting.tls_context import self_signed_pem
+from security.tls_context import self_signed_pem
 from tests.interop.clusters import AuthCluster
 from tests.interop.harness_build import JAVA_VERSIONS, JavaBuild
 from tests.interop.java_procs import run_java_client

@@ -12,7 +12,7 @@ import trio
 from remoting import requests as rq
 from remoting.bodies import ClusterInfo
 from remoting.codes import ResponseCode
-from remoting.tls_context import client_context
+from security.tls_context import client_context
 from remoting.transport import connect
 from tests.interop.harness_build import JavaBuild
 from tests.interop.java_procs import JavaBroker, java_servers

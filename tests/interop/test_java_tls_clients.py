@@ -22,7 +22,7 @@ from remoting import requests as rq
 from remoting.bodies import TopicRouteData
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
-from remoting.tls_context import client_context
+from security.tls_context import client_context
 from remoting.transport import connect
 from tests.broker_wire import create_topic as create_topic_request
 from tests.interop.clients_common import EXPRESSION, create_topic, exchange, message_specs
