@@ -39,10 +39,11 @@ prometheus:
 	@sh .ci/install-prometheus
 
 # Two workers, each test file on one of them (its module fixtures shared): most tests wait on real
-# processes, so two run in about the time of one; TEST_WORKERS=0 runs them in this process.
+# processes, so two run in about the time of one; TEST_WORKERS=0 runs them in this process. The 40 slowest
+# tests are listed at the end, to keep CI under its 25 minutes.
 TEST_WORKERS ?= 2
 test: $(VENV)/.installed-test interop prometheus
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=40
 
 bench: $(VENV)/.installed-test
 	$(PY) bench/namesrv_bench.py

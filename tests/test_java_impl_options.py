@@ -1,7 +1,7 @@
 """Choosing Java implementations for the local cluster and scenarios: what is accepted, and what is
 refused in one line before anything starts (no JVM runs in this module: the refusals come first).
 
-The Java processes themselves are tests/interop/test_java_local_cluster.py and test_java_scenario.py.
+The Java processes themselves are tests/interop/test_java_local_cluster.py and test_java_shipped_scenarios.py.
 """
 
 from __future__ import annotations

@@ -163,3 +163,16 @@ def test_compare_usage_errors_exit_2_before_any_run(base: Path, args: list[str],
     rc, out, err = finish(start_cli("scenario", "run", str(path), *args, base=base))
     assert rc == 2 and err.startswith(message) and len(err.strip().splitlines()) == 1, err
     assert cluster_procs(base) == []
+
+
+def test_compare_resolves_its_java_versions_before_the_first_run(base: Path) -> None:  # noqa: F811
+    """A Java version the second run names that cannot be had (here: nothing cached, no mvn on PATH) is
+    found before the first run starts, not after it."""
+    path = base / "hang.yaml"
+    path.write_text(HANG)
+    env = {"MQADMIN_CACHE_DIR": str(base / "empty-cache"), "PATH": str(base / "no-tools")}
+    rc, out, err = finish(start_cli("scenario", "run", str(path), "--compare", "namesrv_impl=java:5.5.0",
+                                    base=base, env=env))
+    assert rc == 2 and err.startswith("mqadmin: ") and "not found" in err, err
+    assert len(err.strip().splitlines()) == 1 and "starting" not in err and out == "", (out, err)
+    assert cluster_procs(base) == []

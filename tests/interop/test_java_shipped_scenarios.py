@@ -25,8 +25,9 @@ from tests.test_scenario_run import base, cluster_procs, finish, start_cli  # no
 RUN_TIMEOUT = 600
 
 
-def run_shipped(base: Path, name: str) -> dict[str, Any]:  # noqa: F811
-    """``mqadmin scenario run NAME --report``: exit 0, every expectation held, nothing left running."""
+def run_shipped(base: Path, name: str) -> tuple[dict[str, Any], str]:  # noqa: F811
+    """``mqadmin scenario run NAME --report``: exit 0, every expectation held, nothing left running, none
+    of it killed for want of stopping (the Java servers are SIGKILLed on purpose, first); (report, stdout)."""
     out_json = base / f"{name}.json"
     rc, out, err = finish(start_cli("scenario", "run", name, "--report", str(out_json), base=base), timeout=RUN_TIMEOUT)
     assert cluster_procs(base) == []
@@ -36,7 +37,8 @@ def run_shipped(base: Path, name: str) -> dict[str, Any]:  # noqa: F811
     assert rc == 0 and doc["passed"] is True, (failed, out[-3000:], err[-3000:])
     assert f"PASS: all {len(doc['expectations'])} expectations hold" in out
     assert all(a["ok"] for a in doc["actions"]), doc["actions"]
-    return doc
+    assert doc["forceKilled"] == []
+    return doc, out
 
 
 def route_events(doc: dict[str, Any], namesrv: int) -> list[dict[str, Any]]:
@@ -48,17 +50,22 @@ def action(doc: dict[str, Any], label: str) -> dict[str, Any]:
 
 
 def test_java_broker_crash(base: Path) -> None:  # noqa: F811
-    doc = run_shipped(base, "java-broker-crash")
+    """Also the clients' fault proxy in front of Java brokers (client_proxy): the Java producers reach
+    them through it, and a latency on the survivor's path is applied and healed."""
+    doc, out = run_shipped(base, "java-broker-crash")
+    assert "cluster: 2 NameServer(s), 2 broker group(s) (java 5.3.3) x 1" in out
     assert doc["cluster"]["impls"] == {"namesrv-0": "toolkit", "namesrv-1": "toolkit",
                                        "broker-a-0": "java 5.3.3", "broker-b-0": "java 5.3.3"}
     assert "SIGKILL to broker-a-0" in action(doc, "crash")["detail"]
+    assert "clients.broker-b-0: latency 50 ms" in action(doc, "slow")["detail"]
+    assert "clients.broker-b-0: -" in action(doc, "healed")["detail"]
     crash = doc["expectations"][0]
     assert crash["kind"] == "route_excludes" and 0 <= crash["measured"] < 1.0  # on connection close
     assert doc["sends"]["total"] > 200  # the Java producers' own records
 
 
 def test_java_broker_partition(base: Path) -> None:  # noqa: F811
-    doc = run_shipped(base, "java-broker-partition")
+    doc, _ = run_shipped(base, "java-broker-partition")
     assert doc["cluster"]["impls"]["namesrv-1"] == "java 5.5.0"
     assert doc["cluster"]["impls"]["broker-a-0"] == "java 5.3.3"
     assert "broker-a-0.namesrv-1: partition" in action(doc, "split-a")["detail"]
@@ -72,7 +79,7 @@ def test_java_broker_partition(base: Path) -> None:  # noqa: F811
 
 
 def test_namesrv_restart_java_vs_toolkit(base: Path) -> None:  # noqa: F811
-    doc = run_shipped(base, "namesrv-restart-java-vs-toolkit")
+    doc, _ = run_shipped(base, "namesrv-restart-java-vs-toolkit")
     assert doc["cluster"]["impls"] == {"namesrv-0": "toolkit", "namesrv-1": "java 5.5.0",
                                        "broker-a-0": "java 4.9.7", "broker-b-0": "java 4.9.7"}
     warm_at, cold_at = action(doc, "warm")["start"], action(doc, "cold")["start"]
@@ -85,7 +92,7 @@ def test_namesrv_restart_java_vs_toolkit(base: Path) -> None:  # noqa: F811
 
 
 def test_java_consumer_rebalance(base: Path) -> None:  # noqa: F811
-    doc = run_shipped(base, "java-consumer-rebalance")
+    doc, _ = run_shipped(base, "java-consumer-rebalance")
     assert doc["cluster"]["impls"]["broker-a-0"] == "java 5.3.3"
     (group,) = doc["consumers"]["groups"]
     assert group["client"] == "java:5.3.3" and group["consumers"] == 3
