@@ -35,6 +35,7 @@ import time
 from typing import Any
 
 CLOSE_SECONDS = 8.0
+START_ATTEMPTS = 5
 _OUT = threading.Lock()
 _STOP = threading.Event()
 
@@ -70,6 +71,22 @@ def watch_stop() -> None:
     _STOP.set()
 
 
+def started(make: Any, what: str) -> Any:
+    """``make()`` started; a start that failed (a starved machine: settings or routes not in time) is tried
+    again, :data:`START_ATTEMPTS` in all, each failure a {"event":"start","error":..} line."""
+    for attempt in range(1, START_ATTEMPTS + 1):
+        client = make()
+        try:
+            client.startup()
+            return client
+        except Exception as exc:  # noqa: BLE001 - reported, then tried again
+            emit(event="start", what=what, attempt=attempt, error=error_text(exc))
+            if attempt == START_ATTEMPTS:
+                raise
+            time.sleep(1.0)
+    raise AssertionError("unreachable")
+
+
 def config(args: argparse.Namespace) -> Any:
     from rocketmq.v5.client import ClientConfiguration, Credentials
 
@@ -86,9 +103,7 @@ def produce(args: argparse.Namespace) -> None:
     producers = []
     try:
         for _ in range(args.producers):
-            producer = Producer(config(args), tuple(args.topic))
-            producer.startup()
-            producers.append(producer)
+            producers.append(started(lambda: Producer(config(args), tuple(args.topic)), "producer"))
         emit(event="ready")
         if not wait_for_stdin_word("go"):
             return
@@ -168,8 +183,8 @@ def consume(args: argparse.Namespace) -> None:
     if not wait_for_stdin_word("go"):
         return
     subscription = {t: FilterExpression(args.expression) for t in args.topic}
-    consumer = push_consumer(args, subscription) if args.api == "push" else simple_consumer(args, subscription)
-    consumer.startup()
+    make = push_consumer if args.api == "push" else simple_consumer
+    consumer = started(lambda: make(args, subscription), "consumer")
     worker = None
     if args.api == "simple":
         worker = threading.Thread(target=receive_loop, args=(consumer, args), daemon=True)

@@ -277,12 +277,12 @@ def run(
 
 
 def _kill_java(procs: list[Proc]) -> None:
-    """SIGKILL the run's Java servers at its end. Nothing is measured after the run and its cluster is
+    """SIGKILL the run's Java servers (and Apache's Proxy) at its end. Nothing is measured after the run and its cluster is
     thrown away, while a Java broker's graceful shutdown takes about 10 s (3 s of it a fixed sleep in its
     message store): a run on Java would spend longer stopping than most of its timelines last. Ours
     stop gracefully in well under a second, and still do."""
     for p in procs:
-        if p.java and p.alive():
+        if (p.java or p.kind == "proxy") and p.alive():  # Apache's Proxy is a JVM thrown away with the rest
             try:
                 os.kill(p.pid, signal.SIGKILL)
             except ProcessLookupError:

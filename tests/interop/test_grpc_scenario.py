@@ -17,7 +17,7 @@ from tests.test_scenario_run import base  # noqa: F401 (a fixture)
 
 
 def test_grpc_broker_crash(base: Path) -> None:  # noqa: F811
-    doc = run_shipped(base, "grpc-broker-crash")
+    doc, _ = run_shipped(base, "grpc-broker-crash")
     assert "SIGKILL to broker-a-0" in action(doc, "crash")["detail"]
     assert {g["name"]: g["client"] for g in doc["load"]} == {"java5": "grpc-java:5.0.7", "python5": "grpc-python"}
     sends = doc["sends"]

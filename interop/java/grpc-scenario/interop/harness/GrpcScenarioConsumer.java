@@ -27,7 +27,8 @@ import org.apache.rocketmq.client.apis.message.MessageView;
  *                      [--api push|simple] [--threads 20] [--delay-ms 0] [--failure-rate 0]
  *                      [--invisible-s 15] [--timeout-ms 3000]
  * </pre>
- * It prints {"event":"ready"}, builds (starts) its consumer on "go", and on "stop" or the end of stdin
+ * It prints {"event":"ready"}, builds (starts) its consumer on "go" (up to 5 attempts, each failure a
+ * {"event":"start","error":..} line: a start can time out on a starved machine), and on "stop" or the end of stdin
  * closes it (at most 8 s) and prints {"event":"stopped","closed":BOOL}. One line per message handed to the application:
  * {"event":"consumed","t":WALL_MS,"msgId":..,"topic":..,"handle":RECEIPT_HANDLE,"attempt":N,
  * "storeMs":BORN_MS,"outcome":"ok"|"retry"} (retry: failed at --failure-rate; a push consumer answers
@@ -36,6 +37,7 @@ import org.apache.rocketmq.client.apis.message.MessageView;
  */
 public final class GrpcScenarioConsumer {
     private static final long CLOSE_MS = 8_000;
+    private static final int START_ATTEMPTS = 5;
     private static volatile boolean stopped;
 
     private GrpcScenarioConsumer() {
@@ -57,29 +59,28 @@ public final class GrpcScenarioConsumer {
         if (!"go".equals(stdin.readLine())) {
             System.exit(0);
         }
-        AutoCloseable consumer;
+        AutoCloseable consumer = null;
         Thread receiver = null;
-        if ("simple".equals(args.get("api", "push"))) {
-            SimpleConsumer simple = provider.newSimpleConsumerBuilder().setClientConfiguration(config)
-                .setConsumerGroup(args.get("group")).setAwaitDuration(Duration.ofSeconds(5))
-                .setSubscriptionExpressions(subscriptions).build();
+        boolean simple = "simple".equals(args.get("api", "push"));
+        for (int attempt = 1; consumer == null; attempt++) {
+            try {
+                consumer = simple ? simpleConsumer(provider, config, args, subscriptions)
+                    : pushConsumer(provider, config, args, subscriptions, delay, failureRate);
+            } catch (Exception e) {  // a start that timed out on a starved machine (its settings, its routes)
+                Json.of("event", "start").put("t", WallClock.millis()).put("attempt", attempt)
+                    .put("error", GrpcScenarioProducer.chain(e)).println();
+                if (attempt >= START_ATTEMPTS) {
+                    throw e;
+                }
+                Thread.sleep(1000);
+            }
+        }
+        if (simple) {
+            SimpleConsumer receiving = (SimpleConsumer) consumer;
             Duration invisible = Duration.ofMillis((long) (Double.parseDouble(args.get("invisible-s", "15")) * 1000));
-            receiver = new Thread(() -> receive(simple, invisible, delay, failureRate), "receiver");
+            receiver = new Thread(() -> receive(receiving, invisible, delay, failureRate), "receiver");
             receiver.setDaemon(true);
             receiver.start();
-            consumer = simple;
-        } else {
-            consumer = provider.newPushConsumerBuilder().setClientConfiguration(config)
-                .setConsumerGroup(args.get("group")).setSubscriptionExpressions(subscriptions)
-                .setConsumptionThreadCount(Integer.parseInt(args.get("threads", "20")))
-                .setMessageListener(view -> {
-                    if (work(delay, failureRate)) {
-                        consumed(view, "ok").println();
-                        return ConsumeResult.SUCCESS;
-                    }
-                    consumed(view, "retry").println();
-                    return ConsumeResult.FAILURE;
-                }).build();
         }
         String line;
         while ((line = stdin.readLine()) != null && !"stop".equals(line)) {
@@ -91,9 +92,10 @@ public final class GrpcScenarioConsumer {
         }
         // close() waits for the receives in flight (long polls of up to 30 s): bounded here, so that the
         // runner's stop is an application's shutdown and not a kill
+        AutoCloseable started = consumer;
         Thread closer = new Thread(() -> {
             try {
-                consumer.close();
+                started.close();
             } catch (Exception e) {
                 System.err.println("close: " + e);
             }
@@ -103,6 +105,28 @@ public final class GrpcScenarioConsumer {
         closer.join(CLOSE_MS);
         Json.of("event", "stopped").put("closed", !closer.isAlive()).println();
         System.exit(0);
+    }
+
+    private static SimpleConsumer simpleConsumer(ClientServiceProvider provider, ClientConfiguration config, Args args,
+                                                 Map<String, FilterExpression> subscriptions) throws Exception {
+        return provider.newSimpleConsumerBuilder().setClientConfiguration(config).setConsumerGroup(args.get("group"))
+            .setAwaitDuration(Duration.ofSeconds(5)).setSubscriptionExpressions(subscriptions).build();
+    }
+
+    private static PushConsumer pushConsumer(ClientServiceProvider provider, ClientConfiguration config, Args args,
+                                             Map<String, FilterExpression> subscriptions, long delay,
+                                             double failureRate) throws Exception {
+        return provider.newPushConsumerBuilder().setClientConfiguration(config).setConsumerGroup(args.get("group"))
+            .setSubscriptionExpressions(subscriptions)
+            .setConsumptionThreadCount(Integer.parseInt(args.get("threads", "20")))
+            .setMessageListener(view -> {
+                if (work(delay, failureRate)) {
+                    consumed(view, "ok").println();
+                    return ConsumeResult.SUCCESS;
+                }
+                consumed(view, "retry").println();
+                return ConsumeResult.FAILURE;
+            }).build();
     }
 
     /** The application's work on one message: whether it succeeded. */

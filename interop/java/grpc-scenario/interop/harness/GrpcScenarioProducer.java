@@ -48,9 +48,7 @@ public final class GrpcScenarioProducer {
         List<Producer> producers = new ArrayList<>();
         try {
             for (int i = 0; i < count; i++) {
-                producers.add(provider.newProducerBuilder().setClientConfiguration(config)
-                    .setTopics(topics.toArray(new String[0]))
-                    .setMaxAttempts(Integer.parseInt(args.get("retries", "2")) + 1).build());
+                producers.add(start(provider, config, topics, Integer.parseInt(args.get("retries", "2")) + 1));
             }
             Json.of("event", "ready").println();
             BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -80,6 +78,23 @@ public final class GrpcScenarioProducer {
             }
         }
         System.exit(0);
+    }
+
+    /** A started producer; a start that timed out (a starved machine) is tried again, 5 times in all. */
+    private static Producer start(ClientServiceProvider provider, ClientConfiguration config, List<String> topics,
+                                  int maxAttempts) throws Exception {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                return provider.newProducerBuilder().setClientConfiguration(config)
+                    .setTopics(topics.toArray(new String[0])).setMaxAttempts(maxAttempts).build();
+            } catch (Exception e) {
+                System.err.println("producer start, attempt " + attempt + ": " + chain(e));
+                if (attempt >= 5) {
+                    throw e;
+                }
+                Thread.sleep(1000);
+            }
+        }
     }
 
     private static void watch(BufferedReader stdin) {
