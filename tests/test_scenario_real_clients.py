@@ -123,7 +123,7 @@ def test_client_kinds_parse(client: str) -> None:
 
 
 @pytest.mark.parametrize("client, extra, message", [
-    ("java", "", "c.yaml:3: load.client: must be sim, go or java:VERSION (e.g. java:5.3.3, java:4.9.7), got 'java'"),
+    ("java", "", "c.yaml:3: load.client: must be sim, go, java:VERSION, grpc-python or grpc-java[:VERSION] (e.g. java:5.3.3, grpc-java:5.0.7), got 'java'"),
     ("java:5", "", "c.yaml:3: load.client: RocketMQ version '5' is not a version number like 5.3.3"),
     ("go", "  latency_fault: true\n", "c.yaml:4: load.latency_fault: not with client go: the Go client has no "
                                         "latency fault tolerance"),

@@ -31,9 +31,11 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
     "server": ("rocketmq-namesrv", "rocketmq-broker", "rocketmq-tools"),
     "proxy": ("rocketmq-proxy",),
     "client": ("rocketmq-client", "rocketmq-tools"),
+    # RocketMQ 5's gRPC client; its versions are its own (5.0.x), not the servers'
+    "grpc-client": ("rocketmq-client-java",),
 }
 #: Components that exist only from a major version on (the Proxy came with 5.0).
-FIRST_MAJOR = {"proxy": 5}
+FIRST_MAJOR = {"proxy": 5, "grpc-client": 5}
 VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:-[A-Za-z0-9.]+)?$")
 #: How long one Maven resolution may take (a cold ~/.m2 downloads about 100 MB for the Proxy).
 RESOLVE_TIMEOUT = 1800.0

@@ -9,6 +9,11 @@ from a clone of the repository (``pip install -e``), as it does for the shipped 
 - Java: ``javac`` compiles the scenario programs (and the harness classes they use) against the
   version's client jars, which :func:`mqadmin.rocketmq.artifacts.resolve` provides, into
   ``~/.cache/mqadmin/harness/java/<version>-<sources hash>/classes``.
+- Java gRPC (``client: grpc-java:VERSION``): ``javac`` likewise compiles the programs of
+  ``interop/java/grpc-scenario/`` (with the harness classes they share) against that version of
+  ``rocketmq-client-java`` into ``~/.cache/mqadmin/harness/grpc-java/<version>-<sources hash>/classes``.
+- Python gRPC (``client: grpc-python``): nothing to build; ``interop/python/grpc_scenario.py`` runs in
+  mqadmin's own Python, which needs PyPI's ``rocketmq-python-client`` (:func:`grpc_python_program`).
 - Go: ``go build`` (modules from the Go module proxy, pinned by ``interop/go/go.sum``) into
   ``~/.cache/mqadmin/harness/go/<sources hash>/interop-go``.
 
@@ -37,6 +42,10 @@ GO_SOURCES = INTEROP / "go"
 PRODUCER_MAIN = "interop.harness.ScenarioProducer"
 CONSUMER_MAIN = "interop.harness.ScenarioConsumer"
 JAVA_PROGRAMS = (PRODUCER_MAIN, CONSUMER_MAIN)
+GRPC_JAVA_SOURCES = INTEROP / "java" / "grpc-scenario"
+GRPC_PRODUCER_MAIN = "interop.harness.GrpcScenarioProducer"
+GRPC_CONSUMER_MAIN = "interop.harness.GrpcScenarioConsumer"
+GRPC_PYTHON_PROGRAM = INTEROP / "python" / "grpc_scenario.py"
 GO_BINARY_NAME = "interop-go"
 BUILD_TIMEOUT = 1200.0  # s: a cold Go module cache downloads the client's modules
 
@@ -74,6 +83,37 @@ def java_programs(version: str, *, progress: Progress | None = None) -> JavaProg
     """The Java programs for RocketMQ ``version``'s client: from the cache, or resolved and compiled now."""
     client = resolve(version, "client", progress=progress)
     where = harness_root() / "java" / f"{version}-{sources_hash(JAVA_SOURCES, ('.java',))}"
+    entries = [JAVA_SOURCES / (main.replace(".", "/") + ".java") for main in JAVA_PROGRAMS]
+    return _built(where, client.classpath, version, f"RocketMQ {version}", [JAVA_SOURCES], entries, progress)
+
+
+def grpc_java_programs(version: str, *, progress: Progress | None = None) -> JavaPrograms:
+    """The gRPC scenario programs for rocketmq-client-java ``version``: from the cache, or compiled now."""
+    client = resolve(version, "grpc-client", progress=progress)
+    key = sources_hash(GRPC_JAVA_SOURCES, (".java",)) + sources_hash(JAVA_SOURCES, (".java",))[:6]
+    where = harness_root() / "grpc-java" / f"{version}-{key}"
+    entries = [GRPC_JAVA_SOURCES / (main.replace(".", "/") + ".java") for main in (GRPC_PRODUCER_MAIN, GRPC_CONSUMER_MAIN)]
+    return _built(where, client.classpath, version, f"rocketmq-client-java {version}",
+                  [GRPC_JAVA_SOURCES, JAVA_SOURCES], entries, progress)
+
+
+def grpc_python_program() -> Path:
+    """The Python gRPC scenario program, once PyPI's rocketmq-python-client is importable (HarnessError)."""
+    try:
+        import rocketmq.v5.client  # noqa: F401 - only whether it is there
+    except ImportError:
+        raise HarnessError("client grpc-python needs PyPI's rocketmq-python-client in mqadmin's environment: "
+                           "pip install 'rocketmq-namesrv-toolkit[grpc]' (or rocketmq-python-client==5.1.2)") from None
+    if not GRPC_PYTHON_PROGRAM.is_file():
+        raise HarnessError(f"the gRPC client program is missing ({GRPC_PYTHON_PROGRAM}): mqadmin runs it from a "
+                           "clone of its repository")
+    return GRPC_PYTHON_PROGRAM
+
+
+def _built(where: Path, classpath: str, version: str, what: str, roots: list[Path], entries: list[Path],
+           progress: Progress | None) -> JavaPrograms:
+    """``entries`` compiled (with what they use from ``roots``) against ``classpath`` (``what``: the client
+    it is, for messages) into ``where``, once."""
     classes = where / "classes"
     if not (classes / "ok").exists():
         javac = shutil.which("javac")
@@ -84,18 +124,17 @@ def java_programs(version: str, *, progress: Progress | None = None) -> JavaProg
         with _locked(where / ".lock"):
             if not (classes / "ok").exists():
                 if progress is not None:
-                    progress(f"compiling the Java client programs against RocketMQ {version}")
-                _compile_java(javac, client.classpath, where, version)
-    return JavaPrograms(version, f"{classes}{os.pathsep}{client.classpath}", find_java())
+                    progress(f"compiling the Java client programs against {what}")
+                _compile_java(javac, classpath, where, what, roots, entries)
+    return JavaPrograms(version, f"{classes}{os.pathsep}{classpath}", find_java())
 
 
-def _compile_java(javac: str, classpath: str, where: Path, version: str) -> None:
+def _compile_java(javac: str, classpath: str, where: Path, what: str, roots: list[Path], entries: list[Path]) -> None:
     staging = Path(tempfile.mkdtemp(prefix="classes-", dir=where))
-    entries = [str(JAVA_SOURCES / (main.replace(".", "/") + ".java")) for main in JAVA_PROGRAMS]
     cmd = [javac, "--release", "17", "-encoding", "UTF-8", "-nowarn", "-d", str(staging), "-cp", classpath,
-           "-sourcepath", str(JAVA_SOURCES), *entries]
+           "-sourcepath", os.pathsep.join(str(r) for r in roots), *(str(e) for e in entries)]
     try:
-        _run(cmd, JAVA_SOURCES, f"javac (the Java client programs against RocketMQ {version})")
+        _run(cmd, roots[0], f"javac (the Java client programs against {what})")
         (staging / "ok").touch()
         shutil.rmtree(where / "classes", ignore_errors=True)
         os.replace(staging, where / "classes")

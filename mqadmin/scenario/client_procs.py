@@ -3,7 +3,8 @@
 The programs (:mod:`mqadmin.rocketmq.harness`) print one JSON object per line on stdout and take
 ``go`` and ``stop`` on stdin; the end of their stdin stops them too, so a runner that died leaves
 no client behind for long. Each runs in a session of its own (a Ctrl-C in the terminal reaches the
-runner, which stops them itself) with its stderr in a file beside its logs.
+runner, which stops them itself) with its stderr in a file beside its logs, and its output lines in
+``stdout.log`` too (up to :data:`MAX_LOG_BYTES`).
 
 Output is bounded: a line longer than :data:`MAX_LINE` is dropped (and counted), and the programs
 themselves send a bounded number of messages for a bounded time. :meth:`ClientProcess.kill` is plain
@@ -25,6 +26,8 @@ import trio
 MAX_LINE = 256 * 1024
 #: How long a killed process may take to be reaped.
 REAP_TIMEOUT = 10.0
+#: How much of its output a program's ``stdout.log`` keeps (what a kept run's directory shows of it).
+MAX_LOG_BYTES = 16 * 1024 * 1024
 
 LineHandler = Callable[[dict[str, Any]], None]
 
@@ -43,6 +46,8 @@ class ClientProcess:
         self.dropped_lines = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._stdout: trio.lowlevel.FdStream | None = None
+        self._log: Any = None
+        self._logged = 0
 
     @property
     def pid(self) -> int:
@@ -56,6 +61,7 @@ class ClientProcess:
         assert self._proc.stdout is not None
         self._stdout = trio.lowlevel.FdStream(os.dup(self._proc.stdout.fileno()))
         self._proc.stdout.close()
+        self._log = open(self.workdir / "stdout.log", "wb")  # noqa: SIM115 - closed when the output ends
 
     async def read(self) -> None:
         """Read its stdout to the end, one JSON object per line to :attr:`on_line` (other lines ignored)."""
@@ -79,9 +85,14 @@ class ClientProcess:
                     for raw in lines:
                         self._line(raw)
         finally:
+            if self._log is not None:
+                self._log.close()
             self.ended.set()
 
     def _line(self, raw: bytes) -> None:
+        if self._log is not None and self._logged < MAX_LOG_BYTES:
+            self._log.write(raw + b"\n")
+            self._logged += len(raw) + 1
         if len(raw) > MAX_LINE:
             self.dropped_lines += 1
             return

@@ -20,7 +20,9 @@ producer-side schema stays as it was::
       failure_rate: 0           # share of consumptions answered RECONSUME_LATER (sent back, retried)
       pull_batch_size: 32       # pullBatchSize
       pull_threshold: 1000      # pullThresholdForQueue: messages pulled ahead per queue before flow control
-      client: sim               # sim | java:VERSION | go (mqadmin.scenario.client_schema)
+      client: sim               # sim | java:VERSION | go | grpc-python | grpc-java[:VERSION] (client_schema)
+      api: push                 # push | simple (RocketMQ 5 clients only)
+      invisible_time: 15        # s, a simple consumer's receive (api: simple)
 
 Actions ``start_consumer: GROUP`` (``count``), ``stop_consumer: GROUP`` and
 ``kill_consumer: GROUP`` (``consumer``: its index in the group, by start
@@ -31,6 +33,7 @@ order; default the newest one running). Expectations, see
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from mqadmin.scenario import client_schema
@@ -90,6 +93,8 @@ def parse_group(p: ScenarioReader, sec: _Section, name: str, duration: float) ->
         pull_threshold=sec.get("pull_threshold", integer(1, 100_000), 1000),
         client=client_schema.read(sec, "consumers"),
     )
+    api, invisible = client_schema.read_api(sec, spec.client)
+    spec = dataclasses.replace(spec, api=api, invisible_time=invisible)
     sec.finish()
     return spec
 

@@ -52,6 +52,7 @@ class ClusterSpec:
     java_opts: tuple[str, ...] = ()  # more JVM options for every Java process (mqadmin start --java-opt)
     fault_proxy: bool | None = False  # a fault proxy on every broker->NameServer path (None only while parsing)
     client_proxy: bool = False  # brokers register the proxy's address: clients reach them through it too
+    proxy: str | None = None  # Apache's RocketMQ Proxy of this version over the cluster (for gRPC clients)
 
     @property
     def broker_names(self) -> list[str]:
@@ -278,7 +279,9 @@ class ConsumerGroupSpec:
     failure_rate: float
     pull_batch_size: int = 32
     pull_threshold: int = 1000
-    client: str = "sim"  # sim, go or java:VERSION (mqadmin.scenario.client_schema)
+    client: str = "sim"  # sim, go, java:VERSION, grpc-python or grpc-java:VERSION (mqadmin.scenario.client_schema)
+    api: str = "push"  # push, or simple (RocketMQ 5 clients: receive, ack)
+    invisible_time: float = 15.0  # s: a simple consumer's messages stay invisible this long after a receive
 
     @property
     def group(self) -> str:

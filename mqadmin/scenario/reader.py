@@ -35,6 +35,7 @@ class ScenarioReader:
         self.groups: dict[str, ProducerGroup] = {}
         self.consumer_groups: tuple[ConsumerGroupSpec, ...] = ()
         self.fault_proxy_line = 0
+        self.proxy_line = 0  # the line of cluster.proxy (or of the cluster section), for its errors
 
     def broker(self, sec: _Section, key: str = "broker", default: Any = REQUIRED) -> str:
         names = self.cluster.broker_names

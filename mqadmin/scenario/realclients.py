@@ -29,9 +29,9 @@ import trio
 from mqadmin.rocketmq import harness
 from mqadmin.rocketmq.artifacts import Progress
 from mqadmin.rocketmq.jvm import java_command, java_env
-from mqadmin.scenario import client_lines
+from mqadmin.scenario import client_lines, grpc_clients
 from mqadmin.scenario.client_procs import ClientProcess
-from mqadmin.scenario.client_schema import family, is_real, java_version
+from mqadmin.scenario.client_schema import GRPC_PYTHON, family, grpc_java_version, is_grpc, is_real, java_version
 from mqadmin.scenario.model import ConsumerGroupSpec
 from mqadmin.scenario.model import ProducerGroup, Scenario
 from remoting.acl import Credentials
@@ -52,10 +52,13 @@ class ClientStartError(Exception):
 
 @dataclass
 class Programs:
-    """What :func:`prepare` built: the Java programs per RocketMQ version, the Go program."""
+    """What :func:`prepare` built: the Java programs per RocketMQ version, the Go program, the gRPC ones
+    (Java per rocketmq-client-java version, the Python script)."""
 
     java: dict[str, harness.JavaPrograms] = field(default_factory=dict)
     go: Path | None = None
+    grpc_java: dict[str, harness.JavaPrograms] = field(default_factory=dict)
+    grpc_python: Path | None = None
 
 
 def clients_of(scn: Scenario) -> set[str]:
@@ -67,9 +70,13 @@ def prepare(scn: Scenario, progress: Progress | None = None) -> Programs:
     """Build (or find in the cache) every program the scenario's real clients need (HarnessError)."""
     programs = Programs()
     for client in sorted(clients_of(scn)):
-        version = java_version(client)
+        version, grpc_version = java_version(client), grpc_java_version(client)
         if version is not None:
             programs.java[version] = harness.java_programs(version, progress=progress)
+        elif grpc_version is not None:
+            programs.grpc_java[grpc_version] = harness.grpc_java_programs(grpc_version, progress=progress)
+        elif family(client) == GRPC_PYTHON:
+            programs.grpc_python = harness.grpc_python_program()
         else:
             programs.go = harness.go_program(progress=progress)
     return programs
@@ -114,8 +121,11 @@ class RealConsumer:
         if self.state not in ("running", "stopping"):
             return
         wall_t0 = self.owner.wall_t0
-        if event == "consumed":
-            rec = client_lines.consume_record(line, self.consumer_id, self.spec.group, wall_t0)
+        if event == "receive":
+            grpc_clients.count_receive(line, self.stats)
+        elif event == "consumed":
+            read = grpc_clients.consume_record if is_grpc(self.spec.client) else client_lines.consume_record
+            rec = read(line, self.consumer_id, self.spec.group, wall_t0)
             self.stats.consumed += 1
             self.stats.retried += rec.outcome == "retry"
             self.emit(rec)
@@ -174,11 +184,12 @@ class RealClients:
     """The real client programs of one run: started before time zero, driven on its timeline, stopped."""
 
     def __init__(self, scn: Scenario, programs: Programs, namesrvs: list[str], workdir: Path, *,
-                 credentials: Credentials | None = None, tls: bool = False,
+                 credentials: Credentials | None = None, tls: bool = False, endpoint: str | None = None,
                  progress: Callable[[str], None] = lambda line: None) -> None:
         self.scn = scn
         self.programs = programs
         self.namesrvs = namesrvs
+        self.endpoint = endpoint  # the Proxy's gRPC endpoint, for RocketMQ 5 clients
         self.workdir = workdir
         self.credentials = credentials
         self.tls = tls
@@ -249,7 +260,9 @@ class RealClients:
         assert self._nursery is not None
         home = self.workdir / "clients" / name
         version = java_version(client)
-        if version is not None:
+        if is_grpc(client):
+            cmd, env = grpc_clients.command(self.programs, name, client, args, home)
+        elif version is not None:
             main = harness.PRODUCER_MAIN if name.startswith("producer") else harness.CONSUMER_MAIN
             jprops = {**(props or {}), **({"tls.enable": "true"} if self.tls else {})}
             cmd = java_command(self.programs.java[version], main, args, home, heap=CLIENT_HEAP, direct="64m",
@@ -273,6 +286,9 @@ class RealClients:
         return args
 
     def _producer_args(self, g: ProducerGroup) -> list[str]:
+        if is_grpc(g.client):
+            assert self.endpoint is not None, "a gRPC client's cluster has a Proxy"
+            return grpc_clients.producer_args(g, self.endpoint)
         args = [*self._common_args(f"scenario_{g.name}"), "--producers", str(g.producers), "--rate", f"{g.rate:g}",
                 "--seconds", f"{g.duration:g}", "--size", str(g.message_size),
                 "--timeout-ms", str(int(g.send_timeout * 1000)), "--retries", str(g.retries)]
@@ -283,6 +299,9 @@ class RealClients:
         return args
 
     def _consumer_args(self, spec: ConsumerGroupSpec) -> list[str]:
+        if is_grpc(spec.client):
+            assert self.endpoint is not None, "a gRPC client's cluster has a Proxy"
+            return grpc_clients.consumer_args(spec, self.endpoint)
         args = [*self._common_args(spec.group), "--expression", spec.subscription,
                 "--from", spec.consume_from.split("_", 1)[0], "--threads", str(spec.consume_threads),
                 "--batch", str(spec.pull_batch_size), "--threshold", str(spec.pull_threshold),
@@ -305,12 +324,13 @@ class RealClients:
 
         def line(data: dict) -> None:
             if data.get("event") == "send":
-                rec = client_lines.send_record(data, g.first_id, self.wall_t0)
+                rec = read(data, g.first_id, self.wall_t0)
                 summary.add(rec)
                 sink(rec)
             elif data.get("event") == "done":
                 done.set()
 
+        read = grpc_clients.send_record if is_grpc(g.client) else client_lines.send_record
         proc.on_line = line
         await trio.sleep_until(self.t0 + g.start)
         begin = trio.current_time()

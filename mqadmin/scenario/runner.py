@@ -160,6 +160,7 @@ def start_options(scn: Scenario, metrics: bool = False) -> processes.StartOption
         java_sizing=Sizing(java_opts=c.java_opts),
         fault_proxy=bool(c.fault_proxy),
         client_proxy=c.client_proxy,
+        proxy=c.proxy,
     )
 
 
@@ -232,8 +233,9 @@ def run(
             result.brokers = {p.name: p.addr for p in state.brokers}
             result.impls = {p.name: p.label for p in [*state.namesrvs, *state.brokers]}
             if programs is not None:
+                endpoint = next((p.addr for p in state.procs if p.kind == "proxy"), None)
                 result.clients = RealClients(scn, programs, result.namesrvs, workdir, credentials=app_credentials(state),
-                                             tls=state.tls, progress=progress)
+                                             tls=state.tls, endpoint=endpoint, progress=progress)
             progress(f"cluster up in {result.setup_seconds:.1f} s; running {scn.duration:g} s of load and timeline")
             if state.metrics:
                 progress(f"metrics: watch the run with {prometheus_sd.prometheus_command(workdir)}")
@@ -275,12 +277,12 @@ def run(
 
 
 def _kill_java(procs: list[Proc]) -> None:
-    """SIGKILL the run's Java servers at its end. Nothing is measured after the run and its cluster is
+    """SIGKILL the run's Java servers (and Apache's Proxy) at its end. Nothing is measured after the run and its cluster is
     thrown away, while a Java broker's graceful shutdown takes about 10 s (3 s of it a fixed sleep in its
     message store): a run on Java would spend longer stopping than most of its timelines last. Ours
     stop gracefully in well under a second, and still do."""
     for p in procs:
-        if p.java and p.alive():
+        if (p.java or p.kind == "proxy") and p.alive():  # Apache's Proxy is a JVM thrown away with the rest
             try:
                 os.kill(p.pid, signal.SIGKILL)
             except ProcessLookupError:

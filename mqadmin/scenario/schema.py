@@ -162,10 +162,12 @@ def parse_cluster(p: ScenarioReader, sec: _Section) -> ClusterSpec:
         **cluster_impls.read(sec, namesrvs, brokers),
         fault_proxy=sec.get("fault_proxy", boolean, None),  # None until the timeline is read: see parse()
         client_proxy=sec.get("client_proxy", boolean, False),
+        proxy=sec.get("proxy", client_schema.proxy_version, None),  # or implied by gRPC clients: see parse()
     )
     if spec.client_proxy and spec.fault_proxy is False:
         raise sec.fail("client_proxy", "needs the fault proxy (fault_proxy: true, or leave it out)")
     p.fault_proxy_line = sec.line("fault_proxy")
+    p.proxy_line = sec.line("proxy")
     sec.finish()
     cluster_impls.check_cluster(sec, spec)
     return spec
@@ -344,6 +346,8 @@ def parse(text_: str, path: str = "<scenario>", overrides: list[Override] | None
     p.topics = set(p.cluster.topics)
     groups = parse_load(p, top.raw("load"), top.line("load"), duration)
     p.consumer_groups = consumer_schema.parse_consumers(p, top.raw("consumers"), top.line("consumers"), duration)
+    p.cluster = client_schema.resolve_proxy(p.cluster, groups, p.consumer_groups,
+                                            lambda msg: ctx.error(p.proxy_line, "cluster.proxy", msg))
 
     observe_interval, observe_timeout, observe_topics = parse_observe(ctx, top)
     actions = parse_timeline(p, top, duration)

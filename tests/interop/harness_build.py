@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mqadmin.rocketmq import artifacts, harness, loopback
+from mqadmin.scenario.client_schema import GRPC_JAVA_DEFAULT
 
 REPO = Path(__file__).resolve().parents[2]
 INTEROP = REPO / "interop"
@@ -137,11 +138,12 @@ def build_go() -> Path:
 
 def build_scenario_clients() -> None:
     """mqadmin's scenario client programs for each version (javac into its cache; nothing when built)."""
-    for version in JAVA_VERSIONS:
-        try:
+    try:
+        for version in JAVA_VERSIONS:
             harness.java_programs(version)
-        except harness.HarnessError as exc:
-            raise HarnessBuildError(str(exc)) from None
+        harness.grpc_java_programs(GRPC_JAVA_DEFAULT)  # RocketMQ 5's gRPC client (`client: grpc-java`)
+    except harness.HarnessError as exc:
+        raise HarnessBuildError(str(exc)) from None
 
 
 def build_shim() -> Path:

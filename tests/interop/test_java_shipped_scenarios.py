@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mqadmin.scenario import schema
+from mqadmin.scenario.client_schema import is_grpc
 from mqadmin.scenario.realclients import clients_of
 from mqadmin.scenario.shipped import shipped_dir
 from tests.test_scenario_run import base, cluster_procs, finish, start_cli  # noqa: F401 (base is a fixture)
@@ -107,7 +108,8 @@ def test_every_shipped_scenario_on_java_is_run_here() -> None:
     for path in shipped_dir().glob("*.yaml"):
         scn = schema.load(path)
         roles = (*scn.cluster.namesrv_impl, *scn.cluster.broker_impl)
-        if any(r.startswith("java:") for r in roles) or clients_of(scn):
+        grpc_only = all(is_grpc(c) for c in clients_of(scn))  # tests/interop/test_grpc_scenario.py runs those
+        if any(r.startswith("java:") for r in roles) or (clients_of(scn) and not grpc_only):
             on_java.add(path.stem)
     tested = {name.removeprefix("test_").replace("_", "-") for name in globals() if name.startswith("test_")}
     assert on_java and on_java <= tested, sorted(on_java - tested)

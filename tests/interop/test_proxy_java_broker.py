@@ -6,12 +6,20 @@ The Proxy receives with POP, which a Java 5.x broker serves only with its timer 
 brokers when --proxy is given. A Python gRPC client (PyPI's ``rocketmq-python-client``) sends through the
 Proxy and receives and acks every message with a simple consumer. The Proxy listens on 127.0.0.1 only
 (the Java roles' loopback shim), and every process is stopped at the end, pass or fail.
+
+The stub's own standard: the Java client flows test_proxy_clients runs over our broker stub
+(:mod:`tests.interop.grpc_flows`, our GrpcFlows program on rocketmq-client-java: receive, ack,
+change-invisible, redelivery after the invisible time with its delivery attempt, a push consumer's failed
+message delivered again, a delay message no earlier than asked) run here over the Java 5.3.3 broker, in a
+JVM started with the module (it overlaps the Python test), and pass the same checks. (The Python flows
+are not run twice: a minute of CI for what the Java flows already show.)
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +27,9 @@ from typing import Any
 
 import psutil
 import pytest
+import trio
 
-from tests.interop import harness_build
+from tests.interop import grpc_flows, harness_build
 from tests.mqadmin_procs import cli_env, mqadmin, stop_all
 
 VERSION = "5.3.3"
@@ -32,22 +41,35 @@ WAIT = 90.0  # s: bounded; a busy machine may need most of it
 def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Any]]]:
     try:
         harness_build.resolve_servers()
+        builds = harness_build.build_extra()
     except harness_build.HarnessBuildError as exc:
         pytest.fail(f"interop harness: {exc}", pytrace=False)
     base = tmp_path_factory.mktemp("proxy-java")
     directory = base / "cluster"
     home = os.environ.get("HOME")
     os.environ["HOME"] = str(base)  # the Python client logs to ~/logs/rocketmq_python from its first import
+    flows: list[subprocess.Popen[str]] = []
     try:
         done = mqadmin("start", "--namesrvs", "1", "--brokers", "1", "--broker-impl", f"java:{VERSION}",
                        "--proxy", VERSION, "--topics", TOPIC, "--dir", str(directory), "--json",
                        env=cli_env(base / "state"), in_process=False, timeout=900)
         assert done.returncode == 0, done.stderr
-        yield directory, json.loads(done.stdout)
+        state = json.loads(done.stdout)
+        broker = next(p["addr"] for p in state["procs"] if p["kind"] == "broker")
+        trio.run(grpc_flows.admin, broker,
+                 *[grpc_flows.topic_request(t, kind) for t, kind in grpc_flows.FLOW_TOPICS.items()])
+        flows.append(grpc_flows.java_program(builds[harness_build.GRPC_CLIENT], base / "java-flows",
+                                             "interop.grpc.GrpcFlows", [state["grpcEndpoint"], *grpc_flows.JAVA_FLOWS]))
+        state["javaFlows"] = flows[0]
+        yield directory, state
         stopped = mqadmin("stop", "--dir", str(directory), env=cli_env(base / "state"), in_process=False,
                           timeout=180)
         assert stopped.returncode == 0, stopped.stderr
     finally:
+        for program in flows:
+            if program.poll() is None:
+                program.kill()
+                program.wait(10)
         stop_all(directory)
         if home is not None:
             os.environ["HOME"] = home
@@ -96,3 +118,15 @@ def test_python_client_sends_and_receives_through_the_proxy(started: tuple[Path,
     finally:
         consumer.shutdown()
         producer.shutdown()
+
+
+# --------------------------------------------------------------------------------------------------
+# the flows the stub is held to (tests.interop.grpc_flows), over the Java broker
+
+
+def test_java_client_flows_as_on_the_stub(started: tuple[Path, dict[str, Any]], capsys: pytest.CaptureFixture[str]) -> None:
+    base = Path(started[0]).parent
+    results = grpc_flows.java_flow_results(started[1]["javaFlows"], base / "java-flows")
+    grpc_flows.check_java_flows(results)
+    with capsys.disabled():  # beside the stub's in test_proxy_clients (docs/INTEROP.md)
+        print(f"\nJava 5.3.3 broker behind the Proxy: {grpc_flows.figures(results)}")

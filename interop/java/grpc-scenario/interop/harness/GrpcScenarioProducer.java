@@ -1,0 +1,172 @@
+package interop.harness;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.lang.reflect.Method;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import org.apache.rocketmq.client.apis.ClientConfiguration;
+import org.apache.rocketmq.client.apis.ClientServiceProvider;
+import org.apache.rocketmq.client.apis.producer.Producer;
+import org.apache.rocketmq.client.apis.producer.SendReceipt;
+
+/**
+ * A scenario's producer group on RocketMQ 5's Java gRPC client, rocketmq-client-java, through a Proxy
+ * (mqadmin scenario run, {@code client: grpc-java:VERSION}): N Producers, each a client of its own,
+ * sending synchronously from its own thread at a fixed rate; one JSON line per send.
+ *
+ * <pre>
+ * GrpcScenarioProducer --endpoint H:P --topic T [--topic T2 ...] --producers N --rate R --seconds S
+ *                      [--size 256] [--timeout-ms 3000] [--retries 2]
+ * </pre>
+ * The line protocol is ScenarioProducer's: {"event":"ready"}, "go" on stdin, one {"event":"send",...}
+ * line per send ("status", "broker", "queue", "offset", "msgId" when stored, else "error"), then
+ * {"event":"done"}; "stop" or the end of stdin stops the sends. --retries R is maxAttempts R+1. The
+ * broker, queue and offset come from the client's receipt (its implementation's getters: the API's
+ * SendReceipt names only the message id).
+ */
+public final class GrpcScenarioProducer {
+    private static volatile boolean stopped;
+
+    private GrpcScenarioProducer() {
+    }
+
+    public static void main(String[] argv) throws Exception {
+        Args args = new Args(argv);
+        int count = Integer.parseInt(args.get("producers"));
+        double rate = Double.parseDouble(args.get("rate"));
+        long seconds = (long) (Double.parseDouble(args.get("seconds")) * 1000);
+        List<String> topics = args.all("topic");
+        byte[] body = new byte[Integer.parseInt(args.get("size", "256"))];
+        new Random().nextBytes(body);
+        ClientServiceProvider provider = ClientServiceProvider.loadService();
+        ClientConfiguration config = ClientConfiguration.newBuilder().setEndpoints(args.get("endpoint"))
+            .setRequestTimeout(Duration.ofMillis(Long.parseLong(args.get("timeout-ms", "3000")))).build();
+        List<Producer> producers = new ArrayList<>();
+        try {
+            for (int i = 0; i < count; i++) {
+                producers.add(start(provider, config, topics, Integer.parseInt(args.get("retries", "2")) + 1));
+            }
+            Json.of("event", "ready").println();
+            BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            if (!"go".equals(stdin.readLine())) {
+                return;
+            }
+            long end = System.nanoTime() + seconds * 1_000_000L;
+            Thread watcher = new Thread(() -> watch(stdin), "stdin");
+            watcher.setDaemon(true);
+            watcher.start();
+            List<Thread> senders = new ArrayList<>();
+            for (int i = 0; i < count; i++) {
+                final int index = i;
+                Producer producer = producers.get(i);
+                Thread sender = new Thread(() -> produce(index, provider, producer, topics, body, rate, end),
+                    "producer-" + i);
+                senders.add(sender);
+                sender.start();
+            }
+            for (Thread sender : senders) {
+                sender.join();
+            }
+            Json.of("event", "done").println();
+        } finally {
+            for (Producer producer : producers) {
+                producer.close();
+            }
+        }
+        System.exit(0);
+    }
+
+    /** A started producer; a start that timed out (a starved machine) is tried again, 5 times in all. */
+    private static Producer start(ClientServiceProvider provider, ClientConfiguration config, List<String> topics,
+                                  int maxAttempts) throws Exception {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                return provider.newProducerBuilder().setClientConfiguration(config)
+                    .setTopics(topics.toArray(new String[0])).setMaxAttempts(maxAttempts).build();
+            } catch (Exception e) {
+                System.err.println("producer start, attempt " + attempt + ": " + chain(e));
+                if (attempt >= 5) {
+                    throw e;
+                }
+                Thread.sleep(1000);
+            }
+        }
+    }
+
+    private static void watch(BufferedReader stdin) {
+        try {
+            String line;
+            while ((line = stdin.readLine()) != null && !"stop".equals(line)) {
+                // only "stop" means something now
+            }
+        } catch (Exception ignored) {
+            // a broken stdin means the runner is gone: stop as well
+        }
+        stopped = true;
+    }
+
+    private static void produce(int index, ClientServiceProvider provider, Producer producer, List<String> topics,
+                                byte[] body, double rate, long end) {
+        long period = (long) (1_000_000_000L / rate);
+        long next = System.nanoTime() + (long) (Math.random() * period);
+        for (long n = 0; !stopped; n++) {
+            long wait = next - System.nanoTime();
+            if (wait > 0) {
+                try {
+                    Thread.sleep(wait / 1_000_000L, (int) (wait % 1_000_000L));
+                } catch (InterruptedException e) {
+                    return;
+                }
+            } else if (-wait > 1_000_000_000L) {
+                next = System.nanoTime();  // more than a second behind: start over, do not burst
+            }
+            if (next >= end || stopped) {
+                return;
+            }
+            send(index, provider, producer, topics.get((int) (n % topics.size())), body);
+            next += period;
+        }
+    }
+
+    private static void send(int index, ClientServiceProvider provider, Producer producer, String topic, byte[] body) {
+        double t = WallClock.millis();
+        long begin = System.nanoTime();
+        Json line = Json.of("event", "send").put("p", index).put("t", t).put("topic", topic);
+        try {
+            SendReceipt receipt = producer.send(provider.newMessageBuilder().setTopic(topic).setBody(body).build());
+            line.put("status", "SEND_OK").put("msgId", receipt.getMessageId().toString());
+            Object queue = call(receipt, "getMessageQueue");
+            line.put("broker", call(call(queue, "getBroker"), "getName")).put("queue", call(queue, "getQueueId"))
+                .put("offset", call(receipt, "getOffset"));
+        } catch (Exception e) {
+            line.put("error", chain(e));
+        }
+        line.put("ms", (System.nanoTime() - begin) / 1e6).println();
+    }
+
+    /** The exception and its causes, "Class: message <- Class: message", for the runner to classify. */
+    static String chain(Throwable error) {
+        StringBuilder out = new StringBuilder();
+        for (Throwable t = error; t != null && out.length() < 2000; t = t.getCause()) {
+            if (out.length() > 0) {
+                out.append(" <- ");
+            }
+            out.append(t.getClass().getSimpleName()).append(": ").append(t.getMessage());
+            if (t.getCause() == t) {
+                break;
+            }
+        }
+        return out.toString();
+    }
+
+    /** A public getter of an implementation class (which may not be public itself). */
+    static Object call(Object target, String getter) throws ReflectiveOperationException {
+        Method method = target.getClass().getMethod(getter);
+        method.setAccessible(true);
+        return method.invoke(target);
+    }
+}
