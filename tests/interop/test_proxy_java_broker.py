@@ -62,9 +62,8 @@ def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, di
                                              "interop.grpc.GrpcFlows", [state["grpcEndpoint"], *grpc_flows.JAVA_FLOWS]))
         state["javaFlows"] = flows[0]
         yield directory, state
-        stopped = mqadmin("stop", "--dir", str(directory), env=cli_env(base / "state"), in_process=False,
-                          timeout=180)
-        assert stopped.returncode == 0, stopped.stderr
+        # No graceful `mqadmin stop` here: a Java broker's and Proxy's shutdown took ~29 s of CI, and it is
+        # test_java_local_cluster.py that checks a graceful stop of Java processes; stop_all leaves nothing.
     finally:
         for program in flows:
             if program.poll() is None:
