@@ -46,43 +46,43 @@ def send_outcome(error: str) -> str:
     return "error"
 
 
-def _int(value: Any, default: int = -1) -> int:
+def line_int(value: Any, default: int = -1) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-def _float(value: Any, default: float = 0.0) -> float:
+def line_float(value: Any, default: float = 0.0) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
 
 
-def _str(value: Any) -> str:
+def line_str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
 def send_record(line: dict[str, Any], first_id: int, wall_t0: float) -> SendRecord:
     """A ``send`` line of a producer program as a SendRecord (producer ids from ``first_id`` on)."""
     error = line.get("error")
-    broker = _str(line.get("broker")) or None
+    broker = line_str(line.get("broker")) or None
     if error is None:
         outcome = "ok"
         code = STATUS_CODES.get(line.get("status"), 0)
     else:
         outcome = send_outcome(str(error))
-        code = _int(line.get("code"))
+        code = line_int(line.get("code"))
         found = GO_CODE.search(str(error))
         if code == -1 and found is not None:
             code = int(found.group(1))
     return SendRecord(
-        t=_float(line.get("t")) / 1000.0 - wall_t0,
-        producer=first_id + _int(line.get("p"), 0),
-        topic=_str(line.get("topic")),
+        t=line_float(line.get("t")) / 1000.0 - wall_t0,
+        producer=first_id + line_int(line.get("p"), 0),
+        topic=line_str(line.get("topic")),
         broker=broker,
-        queue_id=_int(line.get("queue")),
+        queue_id=line_int(line.get("queue")),
         outcome=outcome,
-        latency_ms=_float(line.get("ms")),
-        attempts=_int(line.get("attempts"), 1),
-        queue_offset=_int(line.get("offset")) if outcome == "ok" else -1,
+        latency_ms=line_float(line.get("ms")),
+        attempts=line_int(line.get("attempts"), 1),
+        queue_offset=line_int(line.get("offset")) if outcome == "ok" else -1,
         code=code,
-        msg_id=_str(line.get("msgId")) if outcome == "ok" else "",
+        msg_id=line_str(line.get("msgId")) if outcome == "ok" else "",
     )
 
 
@@ -91,21 +91,21 @@ def consume_record(line: dict[str, Any], consumer: int, group: str, wall_t0: flo
 
     A real client does not say which node of a broker group served a pull: ``broker_id`` is -1.
     """
-    t_ms = _float(line.get("t"))
-    store_ms = _float(line.get("storeMs"), t_ms)
+    t_ms = line_float(line.get("t"))
+    store_ms = line_float(line.get("storeMs"), t_ms)
     return ConsumeRecord(
         t=t_ms / 1000.0 - wall_t0,
         consumer=consumer,
         group=group,
-        topic=_str(line.get("topic")),
-        broker=_str(line.get("broker")),
+        topic=line_str(line.get("topic")),
+        broker=line_str(line.get("broker")),
         broker_id=-1,
-        queue_id=_int(line.get("queue")),
-        queue_offset=_int(line.get("offset")),
-        msg_id=_str(line.get("msgId")),
+        queue_id=line_int(line.get("queue")),
+        queue_offset=line_int(line.get("offset")),
+        msg_id=line_str(line.get("msgId")),
         latency_ms=max(0.0, t_ms - store_ms),
         outcome="retry" if line.get("outcome") == "retry" else "ok",
-        reconsume_times=_int(line.get("reconsume"), 0),
+        reconsume_times=line_int(line.get("reconsume"), 0),
     )
 
 
@@ -121,8 +121,8 @@ def allocation_events(line: dict[str, Any], consumer: int, group: str, wall_t0: 
     """An ``allocate`` line as ownership events: the topic's queues as the consumer sees them, then a
     release of each queue it no longer has and an acquire of each new one. ``owned`` (what the consumer
     held of every topic) is updated in place."""
-    topic = _str(line.get("topic"))
-    t = _float(line.get("t")) / 1000.0 - wall_t0
+    topic = line_str(line.get("topic"))
+    t = line_float(line.get("t")) / 1000.0 - wall_t0
     mine = set(_queues(topic, line.get("mine")))
     held = {q for q in owned if q[0] == topic}
     events = [OwnershipEvent(t, consumer, group, "queues", queues=tuple(sort_queues(_queues(topic, line.get("all")))))]

@@ -6,10 +6,10 @@ mqadmin's own Python; ``client: grpc-java:VERSION`` runs our Java programs on ``
 (:mod:`mqadmin.scenario.realclients`) and are given the Proxy's gRPC endpoint instead of the NameServers:
 a RocketMQ 5 client never talks to a NameServer or a broker.
 
-What differs from a remoting client's lines is read here. A send's answer does not say which broker stored the message (:func:`send_record`); a consumed
-message names no broker, queue or
-offset of its own: its receipt handle does (the broker's POP check-point info, which the Proxy hands
-on: ``ckQueueOffset popTime invisibleTime reviveQid retryFlag brokerName queueId queueOffset``), and its
+What differs from a remoting client's lines is read here. A send's answer does not say which broker
+stored the message (:func:`send_record`); a consumed message names no broker, queue or offset of its
+own: its receipt handle does (the broker's POP check-point info, which the Proxy hands on:
+``ckQueueOffset popTime invisibleTime reviveQid retryFlag brokerName queueId queueOffset``), and its
 delivery attempt counts from 1 where a reconsume count counts from 0. A simple consumer's receives are
 counted as pulls (found, or failed: what a dead broker shows up as).
 """
@@ -23,10 +23,10 @@ from typing import Any
 
 from mqadmin.rocketmq import harness
 from mqadmin.rocketmq.jvm import java_command, java_env
-from mqadmin.scenario.client_lines import _float, _int, _str, send_record as remoting_send_record
+from mqadmin.scenario.client_lines import line_float, line_int, line_str
+from mqadmin.scenario.client_lines import send_record as remoting_send_record
 from mqadmin.scenario.client_schema import GRPC_PYTHON, family, grpc_java_version
-from mqadmin.scenario.model import ConsumerGroupSpec
-from mqadmin.scenario.model import ProducerGroup
+from mqadmin.scenario.model import ConsumerGroupSpec, ProducerGroup
 from simclient import ConsumeRecord, ConsumeStats, SendRecord
 
 CLIENT_HEAP = "96m"
@@ -88,22 +88,22 @@ def handle_fields(handle: str) -> tuple[str, int, int]:
 def consume_record(line: dict[str, Any], consumer: int, group: str, wall_t0: float) -> ConsumeRecord:
     """A gRPC consumer's ``consumed`` line as a ConsumeRecord (latency from the message's birth: a
     RocketMQ 5 client does not see its store time)."""
-    t_ms = _float(line.get("t"))
-    born_ms = _float(line.get("storeMs"), t_ms)
-    broker, queue, offset = handle_fields(_str(line.get("handle")))
+    t_ms = line_float(line.get("t"))
+    born_ms = line_float(line.get("storeMs"), t_ms)
+    broker, queue, offset = handle_fields(line_str(line.get("handle")))
     return ConsumeRecord(
         t=t_ms / 1000.0 - wall_t0,
         consumer=consumer,
         group=group,
-        topic=_str(line.get("topic")),
+        topic=line_str(line.get("topic")),
         broker=broker,
         broker_id=-1,
         queue_id=queue,
         queue_offset=offset,
-        msg_id=_str(line.get("msgId")),
+        msg_id=line_str(line.get("msgId")),
         latency_ms=max(0.0, t_ms - born_ms),
         outcome="retry" if line.get("outcome") == "retry" else "ok",
-        reconsume_times=max(0, _int(line.get("attempt"), 1) - 1),
+        reconsume_times=max(0, line_int(line.get("attempt"), 1) - 1),
     )
 
 
@@ -112,7 +112,7 @@ def count_receive(line: dict[str, Any], stats: ConsumeStats) -> None:
     stats.pulls += 1
     if "error" in line:
         stats.pull_errors += 1
-    elif _int(line.get("n"), 0) > 0:
+    elif line_int(line.get("n"), 0) > 0:
         stats.pulls_found += 1
 
 
