@@ -244,6 +244,8 @@ class RouteSnapshots:
         """
         reuse = self._topics_of
         topics_of = reuse[1] if reuse is not None and reuse[0] == generation else None
+        if topics_of is None:
+            self._topics_of = None  # stale: its topics (departed brokers' among them) go now, not after this capture
         capture = route_state.Capture(self.table, restored=self.restored, topics_of=topics_of)
         while True:
             began = time.perf_counter()

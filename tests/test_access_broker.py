@@ -137,6 +137,10 @@ async def test_brokers_sign_registrations_and_unsigned_ones_need_a_white_address
         return await brokers(strict.addr) == {"broker-signed"} and await brokers(white.addr) == {
             "broker-signed", "broker-unsigned"}
 
+    async def refusal_logged() -> bool:
+        # settled() cannot tell "refused" from "not yet tried": the log line is the refusal's proof
+        return f"register to {strict.addr} refused: code=16" in unsigned.log()
+
     await eventually(settled, 10, "registrations settled")
-    assert f"register to {strict.addr} refused: code=16" in unsigned.log()
+    await eventually(refusal_logged, 10, "the strict NameServer's refusal in the unsigned broker's log")
     assert "broker-control needs a request signed by an admin account" in unsigned.log()

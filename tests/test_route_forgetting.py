@@ -15,6 +15,8 @@ from pathlib import Path
 
 import trio
 
+from namesrv import snapshot
+from namesrv.config import default_snapshot_path
 from namesrv.routes import RouteTable
 from remoting import requests as rq
 from remoting.bodies import ClusterInfo, DataVersion, TopicConfig
@@ -172,12 +174,21 @@ async def churn_server(addr: str, start: int, count: int) -> None:
                 nursery.start_soon(one_connection, first)
 
 
+def snapshot_is_empty(workdir: Path) -> bool:
+    found = snapshot.read(default_snapshot_path(str(workdir / "kvConfig.json")))
+    return found is not None and not found[2]["brokers"] and not found[2]["topics"]
+
+
 async def held_by_server(addr: str, workdir: Path) -> int:
-    """Bytes the server's Python objects hold, once every broker has left."""
+    """Bytes the server's Python objects hold, once every broker has left and the route snapshot
+    (which keeps its last capture for reuse, refreshed within an interval of a change) says so."""
     async with connect(addr) as client:
         with trio.fail_after(30):
             while ClusterInfo.decode((await client.invoke(rq.cluster_info())).body).broker_addr_table:
                 await trio.sleep(0.05)  # the last connections' closes are being handled
+    with trio.fail_after(30):
+        while not snapshot_is_empty(workdir):
+            await trio.sleep(0.05)
     (workdir / "measure").touch()
     with trio.fail_after(30):
         while not (workdir / "traced").exists():

@@ -171,6 +171,18 @@ def test_max_lost_counts_what_a_memory_only_broker_took_apart() -> None:
         (True, 3.0), (False, 3.0), (True, 1.0), (False, 1.0)]
 
 
+def test_a_memory_only_brokers_loss_counts_until_it_was_seen_dead() -> None:
+    # a kill began at 2.0 and the process was seen dead at 2.3: an answer acknowledged at 2.1 came from it
+    scn = schema.parse(HEAD.replace("{brokers: 2, slaves: 1}", "{brokers: 2, slaves: 1, message_store: memory}")
+                       + "timeline: [{at: 2, kill_broker: broker-a}, {at: 5, restart_broker: broker-b},"
+                       " {at: 6, kill_broker: broker-b, broker_id: 1}]\nexpect: [{p99_send_latency: 900}]\n", "c.yaml")
+    done = [runner.ActionResult(i + 1, a, a.describe(), a.at, a.at or 0.0, (a.at or 0.0) + 0.3, True, "")
+            for i, a in enumerate(scn.timeline)]
+    assert runner._broker_losses(scn, done) == [("broker-a", 2.3), ("broker-b", 5.0)]
+    disk = schema.parse(HEAD + "timeline: [{at: 2, kill_broker: broker-a}]\nexpect: [{p99_send_latency: 900}]\n", "c.yaml")
+    assert runner._broker_losses(disk, done[:1]) == []
+
+
 def ev(t: float, c: int, kind: str, q: int = -1, queues: tuple = ()) -> OwnershipEvent:  # type: ignore[type-arg]
     return OwnershipEvent(t, c, "scenario_consumers", kind, "ScenarioTopic" if q >= 0 else "", "broker-a" if q >= 0 else "",
                           q, queues)

@@ -264,11 +264,8 @@ def run(
                 shutil.rmtree(workdir, ignore_errors=True)
         if still:
             raise ScenarioRunError(f"could not stop {', '.join(still)} (state in {workdir})")
-    if result.consumers is not None and scn.cluster.message_store == "memory":
-        result.consumers.broker_losses = [
-            (a.action.args["broker"], a.start) for a in result.actions
-            if a.ok and a.action.kind in LOSING_ACTIONS and a.action.args.get("broker_id", 0) == 0
-        ]
+    if result.consumers is not None:
+        result.consumers.broker_losses = _broker_losses(scn, result.actions)
     result.verdicts = evaluate_all(
         scn, obs=result.observer, records=result.records, label_times=result.label_times, end=result.end,
         consumers=result.consumers,
@@ -379,6 +376,7 @@ async def _main(
             await _run_timeline(scn, executor, result, t0, progress)
         await trio.sleep_until(max(trio.current_time(), t0 + scn.duration) + SETTLE)
         if fleet is not None:
+            fleet.run_data.broker_losses = _broker_losses(scn, result.actions)  # what the drain must not await
             await _drain(result.records, fleet.run_data)
         result.end = obs.now()
         if fleet is not None:
@@ -386,6 +384,20 @@ async def _main(
         if clients is not None:
             clients.kill_all()  # the consumers a start_consumer never asked for
         outer.cancel_scope.cancel()
+
+
+def _broker_losses(scn: Scenario, actions: list[ActionResult]) -> list[tuple[str, float]]:
+    """When a memory-only master lost its messages: (broker name, seconds since time zero) per kill or stop.
+
+    A kill or shutdown ends when the process is seen dead, and until then it may still store and
+    acknowledge (on a busy machine the signal lands some milliseconds after the action began; an answer
+    sent just before it arrives later still): its end is the instant. A restart's end is the new
+    process's start, so there the action's start stands.
+    """
+    if scn.cluster.message_store != "memory":
+        return []
+    return [(a.action.args["broker"], a.start if a.action.kind == "restart_broker" else a.end) for a in actions
+            if a.ok and a.action.kind in LOSING_ACTIONS and a.action.args.get("broker_id", 0) == 0]
 
 
 async def _drain(records: list[SendRecord], run: ConsumerRun) -> None:
