@@ -41,7 +41,7 @@ from namesrv.registration.plan import (
     Verdict,
     plan_registration,
 )
-from namesrv.registration.topics import AppliedTable, TopicPlan
+from namesrv.registration.topics import AppliedTable, ChunkContent, TopicPlan
 from namesrv.route_answers import RouteAnswers
 from namesrv.route_model import (
     DEFAULT_BROKER_CHANNEL_EXPIRED_MS,
@@ -62,7 +62,7 @@ from remoting.register_body import RegisterBody
 #: Departed broker names tolerated before their bookkeeping is dropped (see RouteTable._forget_departed).
 FORGET_SLACK = 1024
 #: Shared chunk name tuples kept beyond twice those in use before a prune.
-CHUNK_NAMES_SLACK = 4096
+CHUNK_CONTENTS_SLACK = 4096
 #: Plans of one registration redone because the table changed under it, before it is refused.
 MAX_ATTEMPTS = 3
 #: Topic writes between two yields of a sliced commit (a few ms), and the most a
@@ -109,10 +109,10 @@ class RouteTable:
         self._epoch: dict[str, int] = {}
         #: Per broker name, what its last topic apply wrote.
         self._applied: dict[str, AppliedTable] = {}
-        #: Chunk digest -> its topic names, shared by the records of brokers that
+        #: Chunk digest -> its parsed topics, shared by the records of brokers that
         #: sent the same bytes (pruned to what records use when it doubles).
-        self._chunk_names: dict[int, tuple[str, ...]] = {}
-        self._chunk_names_limit = CHUNK_NAMES_SLACK
+        self._chunk_contents: dict[int, ChunkContent] = {}
+        self._chunk_contents_limit = CHUNK_CONTENTS_SLACK
         #: Bumped by every change to topics, live entries or addresses.
         self._mutations = 0
         #: True while a registration writes its topics in slices (see commit).
@@ -204,11 +204,15 @@ class RouteTable:
             gc.collect(0)
         return got
 
-    def shared_chunk_names(self, digest: int, names: list[str]) -> tuple[str, ...]:
-        """The one tuple of these topic names that the records of every broker sending this chunk share."""
-        shared = self._chunk_names.get(digest)
-        if shared is None or len(shared) != len(names):
-            shared = self._chunk_names[digest] = tuple(names)
+    def known_chunk(self, digest: int) -> ChunkContent | None:
+        """The content of a chunk some broker sent, by its digest (see ChunkContent)."""
+        return self._chunk_contents.get(digest)
+
+    def shared_chunk(self, digest: int, content: ChunkContent) -> ChunkContent:
+        """The one content of this chunk that the records of every broker sending it share."""
+        shared = self._chunk_contents.get(digest)
+        if shared is None or shared.form != content.form or shared.names != content.names:
+            shared = self._chunk_contents[digest] = content
         return shared
 
     # ------------------------------------------------------------------
@@ -521,14 +525,15 @@ class RouteTable:
             self._applied[name] = plan.applied
         else:
             self._applied.pop(name, None)
-        if len(self._chunk_names) > self._chunk_names_limit:
-            self._prune_chunk_names()
+        if len(self._chunk_contents) > self._chunk_contents_limit:
+            self._prune_chunk_contents()
 
-    def _prune_chunk_names(self) -> None:
-        """Keep only the shared chunk name tuples some broker's record still uses."""
-        live = {d: r.topics for rec in self._applied.values() for d, r in rec.chunks.items()}
-        self._chunk_names = live
-        self._chunk_names_limit = 2 * len(live) + CHUNK_NAMES_SLACK
+    def _prune_chunk_contents(self) -> None:
+        """Keep only the shared chunk contents some broker's record still uses."""
+        known = self._chunk_contents
+        live = {d: known[d] for rec in self._applied.values() for d in rec.chunks if d in known}
+        self._chunk_contents = live
+        self._chunk_contents_limit = 2 * len(live) + CHUNK_CONTENTS_SLACK
 
     def _commit_mappings(self, name: str, infos: dict[str, dict[str, Any]]) -> None:
         for topic, info in infos.items():
@@ -612,7 +617,7 @@ class RouteTable:
         self._by_conn.clear()
         self._removal_epoch.clear()
         self._applied.clear()
-        self._chunk_names.clear()
+        self._chunk_contents.clear()
         self.invalidate_all()
 
     # ------------------------------------------------------------------

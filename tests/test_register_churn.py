@@ -253,19 +253,31 @@ def test_large_registration_is_sliced_and_invisible_until_applied(form: str) -> 
     assert table.route_body("big-059999", True) is not None
 
 
-def test_brokers_with_the_same_table_share_chunk_names_and_the_store_stays_bounded(
+def test_brokers_with_the_same_table_share_chunk_contents_and_the_store_stays_bounded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("namesrv.routes.CHUNK_NAMES_SLACK", 16)
+    monkeypatch.setattr("namesrv.routes.CHUNK_CONTENTS_SLACK", 16)
     table = RouteTable()
-    table._chunk_names_limit = 16
+    table._chunk_contents_limit = 16
     configs = [TopicConfig(f"t{i:05d}", 8, 8, 6) for i in range(5000)]
+    parses = []
+
+    def counted(body: bytes, compressed: bool, version: int) -> RegisterBody:
+        parses.append(len(body))
+        return parse_register_body_(body, compressed, version)
+
     for b in range(4):
         body, c, v = FORMS["java"](configs, DataVersion(1, 1))
-        run_to_end(table.register_raw(reg(f"10.0.0.{b}:1", f"broker-{b}"), RawBody(body, c, v, parse_register_body_), conn=b, now=0))
+        run_to_end(table.register_raw(reg(f"10.0.0.{b}:1", f"broker-{b}"), RawBody(body, c, v, counted), conn=b, now=0))
+        if b == 0:
+            first_parses, parses[:] = len(parses), []
     records = [table._applied[f"broker-{b}"].chunks for b in range(4)]
     assert len(records[0]) > 10 and all(r.keys() == records[0].keys() for r in records)
     assert all(records[b][d].topics is records[0][d].topics for b in range(4) for d in records[0])
+    # the brokers that joined parsed their bodies' rest only, none of the chunks the first one parsed
+    assert first_parses > len(records[0]) and len(parses) == 3, (first_parses, parses)
+    assert all(table.topic_queues[f"t{i:05d}"][f"broker-{b}"] == (f"broker-{b}", 8, 8, 6, 0)
+               for i in (0, 2500, 4999) for b in range(4))
     most = 0
     for counter in range(2, 80):  # one topic changes per registration: a new digest each time
         configs[counter] = TopicConfig(configs[counter].topic_name, counter % 7 + 1, 8, 6)
@@ -273,8 +285,8 @@ def test_brokers_with_the_same_table_share_chunk_names_and_the_store_stays_bound
         run_to_end(table.register_raw(reg("10.0.0.0:1", "broker-0"), RawBody(body, c, v, parse_register_body_), conn=0, now=counter))
         in_use = {d for rec in table._applied.values() for d in rec.chunks}
         most = max(most, len(in_use))
-        assert len(table._chunk_names) <= 2 * most + 16
-        assert in_use <= table._chunk_names.keys()
+        assert len(table._chunk_contents) <= 2 * most + 16
+        assert in_use <= table._chunk_contents.keys()
     assert table.topic_queues["t00079"]["broker-0"][1] == 79 % 7 + 1
 
 

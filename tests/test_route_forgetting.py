@@ -123,7 +123,7 @@ MEASURED_SERVER = """
 import gc, os, sys, threading, time, tracemalloc
 import namesrv.routes
 from namesrv.cli import entry
-namesrv.routes.FORGET_SLACK = namesrv.routes.CHUNK_NAMES_SLACK = 64
+namesrv.routes.FORGET_SLACK = namesrv.routes.CHUNK_CONTENTS_SLACK = 64
 tracemalloc.start(1)
 def answer(ask, reply):
     while True:

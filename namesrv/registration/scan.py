@@ -5,8 +5,9 @@ Why: every broker re-sends its whole topic table on each registration
 it changed. Parsing all of it costs about 8 ms of event-loop time, so
 instead the table's bytes are cut at topic boundaries into chunks of about
 ``CHUNK_BYTES`` (compact form: :data:`namesrv.registration.compact.CHUNK_ITEMS`
-topics), every chunk is hashed, and the plan parses only the chunks it has
-not seen from that broker (:mod:`namesrv.registration.topics`). Chunk
+topics), every chunk is hashed, and the plan compares only the chunks it
+has not seen from that broker, and parses only those no broker sent before
+(:mod:`namesrv.registration.topics`). Chunk
 boundaries are found again on the next registration by searching for the
 same topic keys (the "anchors", :func:`locate`), so adding or removing a
 topic changes one chunk, not every chunk after it. This module holds the
@@ -32,7 +33,8 @@ NameServer's ``parse_register_body``), on small synthetic bodies, so every
 check it makes applies to chunks too. The module does no I/O and keeps no
 state; chunk digests are Python's ``hash`` of the bytes (SipHash with a
 per-process key: a 64-bit collision is what it would take to miss a
-change, and a broker cannot aim for one without the key).
+change or to take another chunk's topics, and a broker cannot aim for one
+without the key).
 """
 
 from __future__ import annotations
