@@ -27,7 +27,7 @@ from typing import Any
 import psutil
 
 from mqadmin.cli import main
-from mqadmin.localcluster import processes
+from mqadmin.localcluster import java, processes
 from mqadmin.localcluster.state import ClusterError, ClusterState
 
 CLI = [sys.executable, "-c", "from mqadmin.cli import entry; entry()"]
@@ -174,6 +174,7 @@ def stop_all(directory: Path) -> None:
     except ClusterError:
         state = None
     if state is not None:
+        java.kill_java(state.procs)  # their graceful stops are test_java_local_cluster's to check
         processes.stop_procs(state.procs, grace=2.0)
     for p in procs_mentioning(str(directory)):
         try:

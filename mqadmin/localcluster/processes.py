@@ -236,7 +236,6 @@ def stop_procs(procs: Iterable[Proc], grace: float = STOP_GRACE) -> list[str]:
     return forced
 
 
-
 def stop_cluster(state: ClusterState, grace: float = STOP_GRACE) -> tuple[list[str], list[str]]:
     """Stop every process (brokers first, so they unregister), then forget the cluster unless one
     survived; returns (the names force-killed, the names still running)."""

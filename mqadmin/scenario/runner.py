@@ -24,7 +24,7 @@ from typing import Any
 
 import trio
 
-from mqadmin.localcluster import processes, prometheus_sd
+from mqadmin.localcluster import java, processes, prometheus_sd
 from mqadmin.localcluster.accounts import admin_security, app_credentials
 from mqadmin.localcluster.state import ClusterError, ClusterState, Proc
 from mqadmin.rocketmq.artifacts import ArtifactError
@@ -256,7 +256,7 @@ def run(
                 result.leftover += result.clients.kill_all()
                 result.client_problems = result.clients.problems
             procs = state.procs if state is not None else _recorded_procs(workdir)
-            _kill_java(procs)
+            java.kill_java(procs)  # nothing is measured after the run (see kill_java)
             result.leftover += processes.stop_procs(procs)
             still = [p.name for p in procs if p.alive()]
             result.teardown_seconds = time.monotonic() - begin
@@ -271,19 +271,6 @@ def run(
         consumers=result.consumers,
     ) if result.observer is not None else []
     return result
-
-
-def _kill_java(procs: list[Proc]) -> None:
-    """SIGKILL the run's Java servers (and Apache's Proxy) at its end. Nothing is measured after the run and its cluster is
-    thrown away, while a Java broker's graceful shutdown takes about 10 s (3 s of it a fixed sleep in its
-    message store): a run on Java would spend longer stopping than most of its timelines last. Ours
-    stop gracefully in well under a second, and still do."""
-    for p in procs:
-        if (p.java or p.kind == "proxy") and p.alive():  # Apache's Proxy is a JVM thrown away with the rest
-            try:
-                os.kill(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def _recorded_procs(workdir: Path) -> list[Proc]:
