@@ -56,8 +56,8 @@ class ChunkContent:
     The brokers of a cluster usually serve the same topics with the same
     settings, so their bodies hold byte-identical chunks: a broker joining a
     cluster of 10,000 topics finds every chunk here and parses none of them
-    (the parse, JSON and checks, and interning its names were about two
-    thirds of such a registration's CPU in the profile: cProfile, 24 joins).
+    (such a broker's first registration: 87-111 -> 52-56 ms, p50 of 24 in
+    bench/namesrv_vs_java.py, BENCHMARKS.md).
     """
 
     form: str  # "json" or "compact"
