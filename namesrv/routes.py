@@ -61,7 +61,7 @@ from remoting.register_body import RegisterBody
 
 #: Departed broker names tolerated before their bookkeeping is dropped (see RouteTable._forget_departed).
 FORGET_SLACK = 1024
-#: Shared chunk name tuples kept beyond twice those in use before a prune.
+#: Shared chunk contents kept beyond twice those in use before a prune.
 CHUNK_CONTENTS_SLACK = 4096
 #: Plans of one registration redone because the table changed under it, before it is refused.
 MAX_ATTEMPTS = 3
@@ -211,7 +211,8 @@ class RouteTable:
     def shared_chunk(self, digest: int, content: ChunkContent) -> ChunkContent:
         """The one content of this chunk that the records of every broker sending it share."""
         shared = self._chunk_contents.get(digest)
-        if shared is None or shared.form != content.form or shared.names != content.names:
+        if shared is None or (shared is not content and (shared.form, shared.version, shared.names) != (
+                content.form, content.version, content.names)):
             shared = self._chunk_contents[digest] = content
         return shared
 

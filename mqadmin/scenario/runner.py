@@ -10,7 +10,6 @@ Ctrl-C (SIGINT), SIGTERM or SIGHUP.
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import tempfile
