@@ -56,21 +56,38 @@ func namesrvList(addrs string) []string {
 	return strings.Split(addrs, ";")
 }
 
+// clientFlags are the flags both scenario programs take: where the NameServers are, the group, how
+// to connect, and the topics.
+type clientFlags struct {
+	namesrv     *string
+	group       *string
+	useTLS      *bool
+	credentials func() *primitive.Credentials
+	topics      multi
+}
+
+func declareClientFlags(fs *flag.FlagSet, role string) *clientFlags {
+	c := &clientFlags{
+		namesrv:     fs.String("namesrv", "", "NameServer addresses, ';' separated"),
+		group:       fs.String("group", "", role+" group"),
+		useTLS:      fs.Bool("tls", false, "connect with TLS (any server certificate is trusted)"),
+		credentials: credentialFlags(fs),
+	}
+	fs.Var(&c.topics, "topic", "a topic (repeatable)")
+	return c
+}
+
 func scenarioProduce(argv []string) error {
 	fs := flag.NewFlagSet("scenario-produce", flag.ExitOnError)
-	namesrv := fs.String("namesrv", "", "NameServer addresses, ';' separated")
-	group := fs.String("group", "", "producer group")
+	common := declareClientFlags(fs, "producer")
 	count := fs.Int("producers", 1, "producers")
 	rate := fs.Float64("rate", 1, "sends per second per producer")
 	seconds := fs.Float64("seconds", 1, "seconds of sends")
 	size := fs.Int("size", 256, "message body bytes")
 	timeoutMs := fs.Int("timeout-ms", 3000, "send timeout")
 	retries := fs.Int("retries", 2, "retries of a failed send")
-	useTLS := fs.Bool("tls", false, "connect with TLS (any server certificate is trusted)")
-	credentials := credentialFlags(fs)
-	var topics multi
-	fs.Var(&topics, "topic", "a topic (repeatable)")
 	fs.Parse(argv)
+	namesrv, group, useTLS, credentials, topics := common.namesrv, common.group, common.useTLS, common.credentials, common.topics
 	body := make([]byte, *size)
 	rand.Read(body)
 	producers := make([]rocketmq.Producer, 0, *count)
@@ -182,8 +199,7 @@ func sendOne(index int, p rocketmq.Producer, topic string, body []byte) {
 
 func scenarioConsume(argv []string) error {
 	fs := flag.NewFlagSet("scenario-consume", flag.ExitOnError)
-	namesrv := fs.String("namesrv", "", "NameServer addresses, ';' separated")
-	group := fs.String("group", "", "consumer group")
+	common := declareClientFlags(fs, "consumer")
 	expression := fs.String("expression", "*", "tag expression")
 	from := fs.String("from", "last", "last | first | timestamp")
 	threads := fs.Int("threads", 20, "consuming goroutines")
@@ -191,11 +207,8 @@ func scenarioConsume(argv []string) error {
 	threshold := fs.Int64("threshold", 1000, "messages pulled ahead per queue")
 	delayMs := fs.Int("delay-ms", 0, "time each message takes")
 	failureRate := fs.Float64("failure-rate", 0, "share of consumptions answered RECONSUME_LATER")
-	useTLS := fs.Bool("tls", false, "connect with TLS (any server certificate is trusted)")
-	credentials := credentialFlags(fs)
-	var topics multi
-	fs.Var(&topics, "topic", "a topic (repeatable)")
 	fs.Parse(argv)
+	namesrv, group, useTLS, credentials, topics := common.namesrv, common.group, common.useTLS, common.credentials, common.topics
 	where := map[string]consumer.ConsumeFromWhere{
 		"first": consumer.ConsumeFromFirstOffset, "timestamp": consumer.ConsumeFromTimestamp,
 	}[*from]
