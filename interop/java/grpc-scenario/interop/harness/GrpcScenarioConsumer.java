@@ -68,7 +68,7 @@ public final class GrpcScenarioConsumer {
                     : pushConsumer(provider, config, args, subscriptions, delay, failureRate);
             } catch (Exception e) {  // a start that timed out on a starved machine (its settings, its routes)
                 Json.of("event", "start").put("t", WallClock.millis()).put("attempt", attempt)
-                    .put("error", GrpcScenarioProducer.chain(e)).println();
+                    .put("error", PacedSends.chain(e)).println();
                 if (attempt >= START_ATTEMPTS) {
                     throw e;
                 }
@@ -159,7 +159,7 @@ public final class GrpcScenarioConsumer {
             try {
                 views = consumer.receive(16, invisible);
             } catch (Exception e) {
-                Json.of("event", "receive").put("t", WallClock.millis()).put("error", GrpcScenarioProducer.chain(e))
+                Json.of("event", "receive").put("t", WallClock.millis()).put("error", PacedSends.chain(e))
                     .println();
                 try {
                     Thread.sleep(500);
@@ -181,7 +181,7 @@ public final class GrpcScenarioConsumer {
                 try {
                     consumer.ack(view);
                 } catch (Exception e) {
-                    ack = GrpcScenarioProducer.chain(e);  // the broker may be gone: it comes again
+                    ack = PacedSends.chain(e);  // the broker may be gone: it comes again
                 }
                 consumed(view, "ok").put("ack", ack).println();
             }

@@ -1,9 +1,6 @@
 package interop.harness;
 
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
 import java.lang.reflect.Method;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -29,8 +26,6 @@ import org.apache.rocketmq.client.apis.producer.SendReceipt;
  * SendReceipt names only the message id).
  */
 public final class GrpcScenarioProducer {
-    private static volatile boolean stopped;
-
     private GrpcScenarioProducer() {
     }
 
@@ -51,26 +46,11 @@ public final class GrpcScenarioProducer {
                 producers.add(start(provider, config, topics, Integer.parseInt(args.get("retries", "2")) + 1));
             }
             Json.of("event", "ready").println();
-            BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-            if (!"go".equals(stdin.readLine())) {
+            if (!PacedSends.awaitGo()) {
                 return;
             }
-            long end = System.nanoTime() + seconds * 1_000_000L;
-            Thread watcher = new Thread(() -> watch(stdin), "stdin");
-            watcher.setDaemon(true);
-            watcher.start();
-            List<Thread> senders = new ArrayList<>();
-            for (int i = 0; i < count; i++) {
-                final int index = i;
-                Producer producer = producers.get(i);
-                Thread sender = new Thread(() -> produce(index, provider, producer, topics, body, rate, end),
-                    "producer-" + i);
-                senders.add(sender);
-                sender.start();
-            }
-            for (Thread sender : senders) {
-                sender.join();
-            }
+            PacedSends.run(count, rate, seconds, (index, n) ->
+                send(index, provider, producers.get(index), topics.get((int) (n % topics.size())), body));
             Json.of("event", "done").println();
         } finally {
             for (Producer producer : producers) {
@@ -88,47 +68,12 @@ public final class GrpcScenarioProducer {
                 return provider.newProducerBuilder().setClientConfiguration(config)
                     .setTopics(topics.toArray(new String[0])).setMaxAttempts(maxAttempts).build();
             } catch (Exception e) {
-                System.err.println("producer start, attempt " + attempt + ": " + chain(e));
+                System.err.println("producer start, attempt " + attempt + ": " + PacedSends.chain(e));
                 if (attempt >= 5) {
                     throw e;
                 }
                 Thread.sleep(1000);
             }
-        }
-    }
-
-    private static void watch(BufferedReader stdin) {
-        try {
-            String line;
-            while ((line = stdin.readLine()) != null && !"stop".equals(line)) {
-                // only "stop" means something now
-            }
-        } catch (Exception ignored) {
-            // a broken stdin means the runner is gone: stop as well
-        }
-        stopped = true;
-    }
-
-    private static void produce(int index, ClientServiceProvider provider, Producer producer, List<String> topics,
-                                byte[] body, double rate, long end) {
-        long period = (long) (1_000_000_000L / rate);
-        long next = System.nanoTime() + (long) (Math.random() * period);
-        for (long n = 0; !stopped; n++) {
-            long wait = next - System.nanoTime();
-            if (wait > 0) {
-                try {
-                    Thread.sleep(wait / 1_000_000L, (int) (wait % 1_000_000L));
-                } catch (InterruptedException e) {
-                    return;
-                }
-            } else if (-wait > 1_000_000_000L) {
-                next = System.nanoTime();  // more than a second behind: start over, do not burst
-            }
-            if (next >= end || stopped) {
-                return;
-            }
-            send(index, provider, producer, topics.get((int) (n % topics.size())), body);
-            next += period;
         }
     }
 
@@ -143,24 +88,9 @@ public final class GrpcScenarioProducer {
             line.put("broker", call(call(queue, "getBroker"), "getName")).put("queue", call(queue, "getQueueId"))
                 .put("offset", call(receipt, "getOffset"));
         } catch (Exception e) {
-            line.put("error", chain(e));
+            line.put("error", PacedSends.chain(e));
         }
         line.put("ms", (System.nanoTime() - begin) / 1e6).println();
-    }
-
-    /** The exception and its causes, "Class: message <- Class: message", for the runner to classify. */
-    static String chain(Throwable error) {
-        StringBuilder out = new StringBuilder();
-        for (Throwable t = error; t != null && out.length() < 2000; t = t.getCause()) {
-            if (out.length() > 0) {
-                out.append(" <- ");
-            }
-            out.append(t.getClass().getSimpleName()).append(": ").append(t.getMessage());
-            if (t.getCause() == t) {
-                break;
-            }
-        }
-        return out.toString();
     }
 
     /** A public getter of an implementation class (which may not be public itself). */

@@ -1,8 +1,5 @@
 package interop.harness;
 
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
@@ -35,7 +32,6 @@ import org.apache.rocketmq.common.message.MessageQueue;
 public final class ScenarioProducer {
     private static final ThreadLocal<int[]> ATTEMPTS = ThreadLocal.withInitial(() -> new int[1]);
     private static final ThreadLocal<MessageQueue[]> LAST_QUEUE = ThreadLocal.withInitial(() -> new MessageQueue[1]);
-    private static volatile boolean stopped;
 
     public static void main(String[] argv) throws Exception {
         Args args = new Args(argv);
@@ -51,25 +47,11 @@ public final class ScenarioProducer {
                 producers.add(start(args, i));
             }
             Json.of("event", "ready").println();
-            BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-            if (!"go".equals(stdin.readLine())) {
+            if (!PacedSends.awaitGo()) {
                 return;
             }
-            long end = System.nanoTime() + seconds * 1_000_000L;
-            Thread watcher = new Thread(() -> watch(stdin), "stdin");
-            watcher.setDaemon(true);
-            watcher.start();
-            List<Thread> senders = new ArrayList<>();
-            for (int i = 0; i < count; i++) {
-                final int index = i;
-                DefaultMQProducer producer = producers.get(i);
-                Thread sender = new Thread(() -> produce(index, producer, topics, body, rate, end), "producer-" + i);
-                senders.add(sender);
-                sender.start();
-            }
-            for (Thread sender : senders) {
-                sender.join();
-            }
+            PacedSends.run(count, rate, seconds, (index, n) ->
+                send(index, producers.get(index), topics.get((int) (n % topics.size())), body));
             Json.of("event", "done").println();
         } finally {
             for (DefaultMQProducer producer : producers) {
@@ -107,38 +89,6 @@ public final class ScenarioProducer {
         return producer;
     }
 
-    /** Reads stdin after "go": "stop" or its end stops the sends early. */
-    private static void watch(BufferedReader stdin) {
-        try {
-            String line;
-            while ((line = stdin.readLine()) != null && !"stop".equals(line)) {
-                // only "stop" means something now
-            }
-        } catch (Exception ignored) {
-            // a broken stdin means the runner is gone: stop as well
-        }
-        stopped = true;
-    }
-
-    private static void produce(int index, DefaultMQProducer producer, List<String> topics, byte[] body, double rate,
-                                long end) {
-        long period = (long) (1_000_000_000L / rate);
-        long next = System.nanoTime() + (long) (Math.random() * period);
-        for (long n = 0; !stopped; n++) {
-            long wait = next - System.nanoTime();
-            if (wait > 0) {
-                sleepNanos(wait);
-            } else if (-wait > 1_000_000_000L) {
-                next = System.nanoTime();  // more than a second behind: start over, do not burst
-            }
-            if (next >= end || stopped) {
-                return;
-            }
-            send(index, producer, topics.get((int) (n % topics.size())), body);
-            next += period;
-        }
-    }
-
     private static void send(int index, DefaultMQProducer producer, String topic, byte[] body) {
         ATTEMPTS.get()[0] = 0;
         LAST_QUEUE.get()[0] = null;
@@ -152,35 +102,11 @@ public final class ScenarioProducer {
                 .put("queue", mq.getQueueId()).put("offset", result.getQueueOffset()).put("msgId", result.getMsgId());
         } catch (Exception e) {
             MessageQueue last = LAST_QUEUE.get()[0];
-            line.put("error", chain(e)).put("code", Clients.responseCode(e));
+            line.put("error", PacedSends.chain(e)).put("code", Clients.responseCode(e));
             if (last != null) {
                 line.put("broker", last.getBrokerName()).put("queue", last.getQueueId());
             }
         }
         line.put("ms", (System.nanoTime() - begin) / 1e6).put("attempts", ATTEMPTS.get()[0]).println();
-    }
-
-    /** The exception and its causes, "Class: message <- Class: message", for the runner to classify. */
-    static String chain(Throwable error) {
-        StringBuilder out = new StringBuilder();
-        for (Throwable t = error; t != null && out.length() < 2000; t = t.getCause()) {
-            if (out.length() > 0) {
-                out.append(" <- ");
-            }
-            out.append(t.getClass().getSimpleName()).append(": ").append(t.getMessage());
-            if (t.getCause() == t) {
-                break;
-            }
-        }
-        return out.toString();
-    }
-
-    private static void sleepNanos(long nanos) {
-        try {
-            Thread.sleep(nanos / 1_000_000L, (int) (nanos % 1_000_000L));
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            stopped = true;
-        }
     }
 }
