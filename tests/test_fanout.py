@@ -270,3 +270,28 @@ def test_cli_consumer_groups_without_consumers_is_a_usage_error() -> None:
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert line == "mqadmin: --consumer-groups needs --consumers"
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the swallowing is the point
+def test_an_interrupt_lost_in_a_finalizer_is_still_noted() -> None:
+    """Python swallows an exception raised in ``__del__`` ("Exception ignored"): a Ctrl-C whose
+    KeyboardInterrupt lands there must still end the run, so the handler notes the signal first."""
+    import gc
+    import os
+    import signal as signals
+
+    from mqadmin.fanout.runner import _signals_as_interrupt
+
+    class RaisesInFinalizer:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signals.SIGINT)
+            for _ in range(1000):  # the handler runs between bytecodes, here, inside the finalizer
+                pass
+
+    received: list[int] = []
+    before = signals.getsignal(signals.SIGINT)
+    with _signals_as_interrupt(received):
+        RaisesInFinalizer()  # collected at once: its KeyboardInterrupt is printed and dropped
+        gc.collect()
+    assert received == [signals.SIGINT]
+    assert signals.getsignal(signals.SIGINT) is before

@@ -85,17 +85,28 @@ class FanoutResult:
 Status = Callable[[str], None]
 
 
+def _interrupt(signum: int) -> KeyboardInterrupt:
+    """Ctrl-C as Python raises it; SIGTERM/SIGHUP named (the command's one line says which)."""
+    return KeyboardInterrupt() if signum == signal.SIGINT else KeyboardInterrupt(f"received {signal.Signals(signum).name}")
+
+
 @contextmanager
-def _term_as_interrupt() -> Iterator[None]:
-    """SIGTERM/SIGHUP end the run like Ctrl-C (so the cleanup below runs)."""
+def _signals_as_interrupt(received: list[int]) -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP end the run (so the cleanup below runs), and are noted in ``received``.
+
+    Why noted: the handler's KeyboardInterrupt is raised wherever the main thread is, and when that
+    is a finalizer (a garbage-collected trio nursery of a load thread, seen in CI) Python prints
+    "Exception ignored" and goes on: the run would not stop. The wait loop raises it again.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"received {signal.Signals(signum).name}")
+        received.append(signum)
+        raise _interrupt(signum)
 
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
@@ -172,6 +183,7 @@ class Driver:
         self.spark_dir: Path | None = None  # the session's work dir (log, code zip, spark.local.dir)
         self.timings: dict[str, float] = {}
         self.notes: list[str] = []
+        self.signals: list[int] = []  # the signals that asked the run to end (see _signals_as_interrupt)
         self.scenario: Scenario | None = None
 
     # ------------------------------------------------------------------ cluster
@@ -263,8 +275,10 @@ class Driver:
     def run(self) -> FanoutResult:
         began = time.monotonic()
         try:
-            with _term_as_interrupt():
+            with _signals_as_interrupt(self.signals):
                 result = self._run()
+                if self.signals:  # lost in a finalizer after the wait: still an interrupted run
+                    raise _interrupt(self.signals[0])
         except FanoutError as exc:
             self.close()
             # A log the error names is kept (the message says where); nothing else is left behind.
@@ -434,6 +448,8 @@ class Driver:
             task = self.progress.add_task("starting", total=total)
         try:
             while not job.done():
+                if self.signals:  # an interrupt lost in a finalizer: raised again here
+                    raise _interrupt(self.signals[0])
                 now = time.time()
                 if now > deadline:
                     job.cancel()

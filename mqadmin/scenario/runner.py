@@ -238,7 +238,10 @@ def run(
             progress(f"cluster up in {result.setup_seconds:.1f} s; running {scn.duration:g} s of load and timeline")
             if state.metrics:
                 progress(f"metrics: watch the run with {prometheus_sd.prometheus_command(workdir)}")
-            trio.run(_run_async, scn, state, result, records_path, progress, consume_records_path)
+            # Ctrl-C at a checkpoint only: raised anywhere, it can land in a finalizer, where Python
+            # prints "Exception ignored" and the run goes on (seen with the fan-out's load threads).
+            trio.run(_run_async, scn, state, result, records_path, progress, consume_records_path,
+                     restrict_keyboard_interrupt_to_checkpoints=True)
     except BaseException as exc:
         interrupt = first_of(exc, KeyboardInterrupt)
         if interrupt is None:
