@@ -87,7 +87,6 @@ func scenarioProduce(argv []string) error {
 	timeoutMs := fs.Int("timeout-ms", 3000, "send timeout")
 	retries := fs.Int("retries", 2, "retries of a failed send")
 	fs.Parse(argv)
-	namesrv, group, useTLS, credentials, topics := common.namesrv, common.group, common.useTLS, common.credentials, common.topics
 	body := make([]byte, *size)
 	rand.Read(body)
 	producers := make([]rocketmq.Producer, 0, *count)
@@ -98,15 +97,15 @@ func scenarioProduce(argv []string) error {
 	}()
 	for i := 0; i < *count; i++ {
 		options := []producer.Option{
-			producer.WithNsResolver(primitive.NewPassthroughResolver(namesrvList(*namesrv))),
-			producer.WithGroupName(*group),
+			producer.WithNsResolver(primitive.NewPassthroughResolver(namesrvList(*common.namesrv))),
+			producer.WithGroupName(*common.group),
 			producer.WithInstanceName(fmt.Sprintf("scenario-producer-%d-%d", os.Getpid(), i)),
 			producer.WithRetry(*retries),
 			producer.WithSendMsgTimeout(time.Duration(*timeoutMs) * time.Millisecond),
 			producer.WithInterceptor(lastQueue),
-			producer.WithTls(*useTLS),
+			producer.WithTls(*common.useTLS),
 		}
-		if creds := credentials(); creds != nil {
+		if creds := common.credentials(); creds != nil {
 			options = append(options, producer.WithCredentials(*creds))
 		}
 		p, err := rocketmq.NewProducer(options...)
@@ -129,7 +128,7 @@ func scenarioProduce(argv []string) error {
 		senders.Add(1)
 		go func(index int, p rocketmq.Producer) {
 			defer senders.Done()
-			produceAtRate(index, p, topics, body, *rate, end, stop)
+			produceAtRate(index, p, common.topics, body, *rate, end, stop)
 		}(i, p)
 	}
 	senders.Wait()
@@ -208,22 +207,21 @@ func scenarioConsume(argv []string) error {
 	delayMs := fs.Int("delay-ms", 0, "time each message takes")
 	failureRate := fs.Float64("failure-rate", 0, "share of consumptions answered RECONSUME_LATER")
 	fs.Parse(argv)
-	namesrv, group, useTLS, credentials, topics := common.namesrv, common.group, common.useTLS, common.credentials, common.topics
 	where := map[string]consumer.ConsumeFromWhere{
 		"first": consumer.ConsumeFromFirstOffset, "timestamp": consumer.ConsumeFromTimestamp,
 	}[*from]
 	options := []consumer.Option{
-		consumer.WithNsResolver(primitive.NewPassthroughResolver(namesrvList(*namesrv))),
-		consumer.WithGroupName(*group),
+		consumer.WithNsResolver(primitive.NewPassthroughResolver(namesrvList(*common.namesrv))),
+		consumer.WithGroupName(*common.group),
 		consumer.WithInstance(fmt.Sprintf("scenario-consumer-%d", os.Getpid())),
 		consumer.WithConsumeFromWhere(where),
 		consumer.WithConsumeGoroutineNums(*threads),
 		consumer.WithPullBatchSize(int32(*batch)),
 		consumer.WithPullThresholdForQueue(*threshold),
 		consumer.WithStrategy(reportingAllocation()),
-		consumer.WithTls(*useTLS),
+		consumer.WithTls(*common.useTLS),
 	}
-	if creds := credentials(); creds != nil {
+	if creds := common.credentials(); creds != nil {
 		options = append(options, consumer.WithCredentials(*creds))
 	}
 	c, err := rocketmq.NewPushConsumer(options...)
@@ -241,7 +239,7 @@ func scenarioConsume(argv []string) error {
 		}
 		return consumer.ConsumeSuccess, nil
 	}
-	for _, topic := range topics {
+	for _, topic := range common.topics {
 		selector := consumer.MessageSelector{Type: consumer.TAG, Expression: *expression}
 		if err := c.Subscribe(topic, selector, listener); err != nil {
 			return err

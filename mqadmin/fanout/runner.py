@@ -277,8 +277,7 @@ class Driver:
         try:
             with _signals_as_interrupt(self.signals):
                 result = self._run()
-                if self.signals:  # lost in a finalizer after the wait: still an interrupted run
-                    raise _interrupt(self.signals[0])
+                self._raise_if_signalled()  # lost in a finalizer after the wait: still an interrupted run
         except FanoutError as exc:
             self.close()
             # A log the error names is kept (the message says where); nothing else is left behind.
@@ -293,6 +292,11 @@ class Driver:
         result.notes.extend(n for n in self.notes if n not in result.notes)
         result.timings["total_s"] = time.monotonic() - began
         return result
+
+    def _raise_if_signalled(self) -> None:
+        """A signal noted by _signals_as_interrupt whose KeyboardInterrupt a finalizer swallowed: raise it again."""
+        if self.signals:
+            raise _interrupt(self.signals[0])
 
     def _temp_dirs(self) -> list[Path]:
         return [d for d in (self.own_cluster_dir, self.spark_dir) if d is not None and d.exists()]
@@ -448,8 +452,7 @@ class Driver:
             task = self.progress.add_task("starting", total=total)
         try:
             while not job.done():
-                if self.signals:  # an interrupt lost in a finalizer: raised again here
-                    raise _interrupt(self.signals[0])
+                self._raise_if_signalled()  # an interrupt lost in a finalizer: raised again here
                 now = time.time()
                 if now > deadline:
                     job.cancel()
