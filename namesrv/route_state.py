@@ -315,7 +315,8 @@ def restore(table: RouteTable, state: Any, now: float, wall_ms: int) -> Restored
         raise StateError("topics: expected strings")
     if refs and not (all(type(i) is int for i in refs) and 0 <= min(refs) and max(refs) < len(templates)):
         raise StateError("topicQueueSets: index out of range")
-    topic_queues = {t: templates[i].copy() for t, i in zip(topics, refs) if templates[i]}
+    # topics of one queue set share its map (the table replaces maps, never changes one: namesrv.queue_maps)
+    topic_queues = {t: templates[i] for t, i in zip(topics, refs) if templates[i]}
 
     filter_servers: dict[tuple[str, str], list[str]] = {}
     for raw in _list(state.get("filterServers", []), "filterServers"):

@@ -19,7 +19,8 @@ it is every write of the route state and nothing else, so that a reader
 finds all of them, and the order they happen in, in one place.
 
 The state is plain dicts: ``topic_queues`` (topic -> broker name ->
-QueueData tuple), ``brokers``, ``clusters``, ``live``, ``filter_servers``,
+QueueData tuple; the maps are shared between topics and replaced, never
+changed in place: :mod:`namesrv.queue_maps`), ``brokers``, ``clusters``, ``live``, ``filter_servers``,
 ``mappings``; besides them, ``_applied`` (broker name -> what its last
 registration wrote, :class:`namesrv.registration.topics.AppliedTable`) and
 ``_epoch`` (broker name -> a counter every change to its QueueData bumps)
@@ -42,6 +43,7 @@ from namesrv.registration.plan import (
     plan_registration,
 )
 from namesrv.registration.topics import AppliedTable, ChunkContent, TopicPlan
+from namesrv.queue_maps import QueueMap, Successors
 from namesrv.route_answers import RouteAnswers
 from namesrv.route_model import (
     DEFAULT_BROKER_CHANNEL_EXPIRED_MS,
@@ -70,7 +72,6 @@ MAX_ATTEMPTS = 3
 APPLY_SLICE = 2048
 
 T = TypeVar("T")
-QueueMap = dict[str, QueueData]
 
 __all__ = [
     "APPLY_SLICE",
@@ -245,30 +246,27 @@ class RouteTable:
         self._removal_epoch[name] = self._removal_epoch.get(name, 0) + 1
         self._touch(name)
 
-    def _set_queue(self, topic: str, name: str, qd: QueueData) -> None:
+    def _set_queue(self, topic: str, name: str, qd: QueueData, successors: Successors | None = None) -> None:
+        """Set one topic's QueueData of ``name`` (``successors``: of a change to many topics of ``name``)."""
         qmap = self.topic_queues.get(topic)
         qd = self.interned(qd)
-        if qmap is None:
-            self.topic_queues[topic] = {name: qd}
-        elif qmap.get(name) is not qd:
-            qmap[name] = qd
-        else:
+        if qmap is not None and qmap.get(name) is qd:
             return
+        self.topic_queues[topic] = (successors or Successors(name)).with_queue(qmap, qd)
         self._invalidate_topic(topic)
         self._touch(name)
 
     def _remove_broker_queues(self, name: str) -> None:
         """Drop ``name``'s QueueData from every topic."""
-        empty = []
-        for topic, qmap in self.topic_queues.items():
-            if name in qmap:
-                del qmap[name]
-                self._invalidate_topic(topic)
-                if not qmap:
-                    empty.append(topic)
-        for topic in empty:
-            del self.topic_queues[topic]
-            self.mappings.pop(topic, None)
+        tq, successors = self.topic_queues, Successors(name)
+        changed = [(topic, successors.without(qmap)) for topic, qmap in tq.items() if name in qmap]
+        for topic, rest in changed:
+            if rest:
+                tq[topic] = rest
+            else:
+                del tq[topic]
+                self.mappings.pop(topic, None)
+        self._invalidate_topics([topic for topic, _ in changed])
         self._note_removal(name)
 
     def _drop_mappings(self, name: str) -> None:
@@ -426,6 +424,7 @@ class RouteTable:
         them; the commit bumps it once.
         """
         tq, before, forget = self.topic_queues, self.before, self.answers.forget_topics
+        successors = Successors(name)
         for part in _slices(plan.added.items()):
             topics = [t for t, _ in part]
             for t in topics:
@@ -435,14 +434,14 @@ class RouteTable:
             forget(topics)
             self._mutations += 1
             yield
+        latest = successors.latest
         for sets in _slices(plan.sets.items()):
             for t, qd in sets:
                 old = tq.get(t)
                 if t not in before:
                     before[t] = old
-                new = dict(old) if old else {}
-                new[name] = qd
-                tq[t] = new
+                made = latest.get(id(old))
+                tq[t] = made[2] if made is not None and made[1] is qd else successors.with_queue(old, qd)
             forget([t for t, _ in sets])
             self._mutations += 1
             yield
@@ -453,12 +452,11 @@ class RouteTable:
                     continue
                 if t not in before:
                     before[t] = old
-                if len(old) == 1:
-                    del tq[t]
+                rest = successors.without(old)
+                if rest:
+                    tq[t] = rest
                 else:
-                    new = dict(old)
-                    del new[name]
-                    tq[t] = new
+                    del tq[t]
             forget(gone)
             self._mutations += 1
             yield
@@ -507,12 +505,14 @@ class RouteTable:
                 self.generation += 1  # the writes behind `before` are answers now
             else:
                 tq.update(plan.added)  # one C-level step: at most APPLY_SLICE topics here
+                successors = Successors(name)
                 for t, qd in plan.sets.items():
-                    tq[t][name] = qd
+                    tq[t] = successors.with_queue(tq[t], qd)
                 for t in plan.gone:
-                    qmap = tq[t]
-                    del qmap[name]
-                    if not qmap:
+                    rest = successors.without(tq[t])
+                    if rest:
+                        tq[t] = rest
+                    else:
                         del tq[t]
                         self.mappings.pop(t, None)
                 self._invalidate_topics(plan.added)
@@ -639,10 +639,7 @@ class RouteTable:
         if not broker.addrs:
             self._remove_broker(cluster, name)
         elif broker.enable_acting_master and min(broker.addrs) > MASTER_ID:
-            for topic, qmap in self.topic_queues.items():
-                qd = qmap.get(name)
-                if qd is not None and qd[3] & PERM_WRITE:
-                    self._set_queue(topic, name, (qd[0], qd[1], qd[2], qd[3] & ~PERM_WRITE, qd[4]))
+            self._rewrite_perm(name, lambda perm: perm & ~PERM_WRITE)
         if info is None and not gone:
             return None
         return Removed(cluster, name, addr, info.conn if info else None, reason)
@@ -732,14 +729,15 @@ class RouteTable:
     # admin changes
 
     def _rewrite_perm(self, name: str, perm_of: Callable[[int], int]) -> int:
-        count = 0
-        for topic, qmap in self.topic_queues.items():
+        """Change the perm of every QueueData of ``name``; the number of topics it has."""
+        count, successors = 0, Successors(name)
+        for topic, qmap in list(self.topic_queues.items()):
             qd = qmap.get(name)
             if qd is not None:
                 count += 1
                 new = perm_of(qd[3])
                 if new != qd[3]:
-                    self._set_queue(topic, name, (qd[0], qd[1], qd[2], new, qd[4]))
+                    self._set_queue(topic, name, (qd[0], qd[1], qd[2], new, qd[4]), successors)
         return count
 
     def wipe_write_perm(self, name: str) -> int:
@@ -753,10 +751,13 @@ class RouteTable:
         if qmap is None:
             return
         if cluster:
-            for name in self.clusters.get(cluster, {}):
-                if qmap.pop(name, None) is not None:
+            members = self.clusters.get(cluster, {})
+            rest = {name: qd for name, qd in qmap.items() if name not in members}
+            if rest:
+                for name in qmap.keys() - rest.keys():
                     self._note_removal(name)
-            if qmap:
+                if len(rest) < len(qmap):
+                    self.topic_queues[topic] = rest
                 self._invalidate_topic(topic)
                 return
         for name in qmap:

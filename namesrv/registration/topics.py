@@ -266,22 +266,27 @@ def _compare(
     repeated = False
     budget = 0
     limit = scanned.max_topics if isinstance(scanned, Scan) else None
+    # This broker's QueueData per value tuple of a chunk (the chunk's equal values are one object), and
+    # the one map of a new topic per QueueData: the new topics share it (see namesrv.queue_maps).
+    qd_of: dict[int, tuple[tuple[int, int, int, int], QueueData]] = {}
+    new_map_of: dict[int, dict[str, QueueData]] = {}  # by id: the QueueData are the table's interned ones
     for chunk in todo:
         content = table.known_chunk(chunk.digest) if chunk is not None else None
         if content is None or not (isinstance(scanned, Scan) and chunk is not None and content.fits(scanned, chunk)):
             content = _read_chunk(scanned, chunk)
             budget += len(content.names) // 2  # parsing the chunk cost about half as much as planning it
         verified = True
-        for t, (r, w, p, s) in zip(content.names, content.values):
-            if t in seen:
-                repeated = True  # the same topic in two chunks: the later one wins
-            seen.add(t)
+        distinct = len(seen)
+        seen.update(content.names)
+        if len(seen) - distinct < len(content.names):
+            repeated = True  # the same topic twice: the later one wins
+        if limit is not None and len(seen) + already > limit:
+            raise BodyLimitError(f"register body has more than {limit} topics, the limit")
+        for t, v in zip(content.names, content.values):
             budget += 1
             if budget >= PLAN_SLICE_TOPICS:
                 budget = 0
-                if limit is not None and len(seen) + already > limit:  # refuse early: do not build a million topics first
-                    raise BodyLimitError(f"register body has more than {limit} topics, the limit")
-                _check_total(tq, added, max_total, delete)
+                _check_total(tq, added, max_total, delete)  # refuse early: do not build a million topics first
                 yield
             if not write:
                 continue
@@ -289,9 +294,15 @@ def _compare(
             cur = qmap.get(name) if qmap is not None else None
             if vanished is not None and cur is not None and t not in vanished:
                 return None
-            qd = intern((name, r, w, p & mask, s))
+            known = qd_of.get(id(v))
+            if known is None:
+                known = qd_of[id(v)] = (v, intern((name, v[0], v[1], v[2] & mask, v[3])))  # (v kept alive: its id)
+            qd = known[1]
             if qmap is None:
-                added[t] = {name: qd}
+                fresh = new_map_of.get(id(qd))
+                if fresh is None:
+                    fresh = new_map_of[id(qd)] = {name: qd}
+                added[t] = fresh
             elif cur is qd:
                 sets.pop(t, None)  # (an earlier duplicate of this topic may have set it)
             elif changed or cur is None:
@@ -301,8 +312,6 @@ def _compare(
                 sets.pop(t, None)
         if chunk is not None:
             records.append((chunk.digest, chunk.items, table.shared_chunk(chunk.digest, content).names, verified))
-        if limit is not None and len(seen) + already > limit:
-            raise BodyLimitError(f"register body has more than {limit} topics, the limit")
     count = len(seen) + already
     if limit is not None and count > limit:
         raise BodyLimitError(f"register body has {count} topics, more than the limit of {limit}")
