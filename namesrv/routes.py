@@ -20,8 +20,8 @@ finds all of them, and the order they happen in, in one place.
 
 The state is plain dicts: ``topic_queues`` (topic -> broker name ->
 QueueData tuple; the maps are shared between topics and replaced, never
-changed in place: :mod:`namesrv.queue_maps`), ``brokers``, ``clusters``, ``live``, ``filter_servers``,
-``mappings``; besides them, ``_applied`` (broker name -> what its last
+changed in place: :mod:`namesrv.queue_maps`), ``brokers``, ``clusters``,
+``live``, ``filter_servers``, ``mappings``; besides them, ``_applied`` (broker name -> what its last
 registration wrote, :class:`namesrv.registration.topics.AppliedTable`) and
 ``_epoch`` (broker name -> a counter every change to its QueueData bumps)
 let an unchanged part of a re-registration be skipped.
@@ -34,6 +34,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 from itertools import islice
 from typing import Any, TypeVar
 
+from namesrv.queue_maps import QueueMap, Successors
 from namesrv.registration.body import QuietGC, RawBody
 from namesrv.registration.plan import (
     LoadedBody,
@@ -43,7 +44,6 @@ from namesrv.registration.plan import (
     plan_registration,
 )
 from namesrv.registration.topics import AppliedTable, ChunkContent, TopicPlan
-from namesrv.queue_maps import QueueMap, Successors
 from namesrv.route_answers import RouteAnswers
 from namesrv.route_model import (
     DEFAULT_BROKER_CHANNEL_EXPIRED_MS,
@@ -414,8 +414,8 @@ class RouteTable:
         CPU here (hashing into a dict of hundreds of thousands of keys, cache
         misses, a resize), and changing 200,000 topics' queue data in place
         about as long, far past what a route query may wait. So each topic
-        written gets a new queue-data map (the old one is never changed in
-        place) and its old map is kept in ``before``, which every reader
+        written gets a new queue-data map (one per distinct old map, shared:
+        :mod:`namesrv.queue_maps`) and its old map is kept in ``before``, which every reader
         consults first (:meth:`queues`): queries see the table as it was
         until the commit swaps ``before`` for an empty dict. Cached answers
         of the topics written are dropped as they are written (and not
