@@ -186,7 +186,9 @@ async def test_in_flight_state_survives_a_restart(start_broker: Callable[..., Br
     assert (await call(broker.addr, create_topic("RT", queues=1))).code == ResponseCode.SUCCESS
     for body in (b"acked", b"not acked"):
         assert (await call(broker.addr, send("RT", 0, body))).code == ResponseCode.SUCCESS
-    msgs = {m["body"]: m for m in await popped_bodies(broker.addr, "RT", "RG", "broker-p", invisible=4000)}
+    # invisible for 15 s: the restart below must end well within it, even on a busy machine (under
+    # stress-ng a restart took longer than the 4 s this was, and the message was visible again)
+    msgs = {m["body"]: m for m in await popped_bodies(broker.addr, "RT", "RG", "broker-p", invisible=15000)}
     assert set(msgs) == {b"acked", b"not acked"}
     assert (await call(broker.addr, ack("RG", "RT", msgs[b"acked"]))).code == ResponseCode.SUCCESS
     assert (await call(broker.addr, pop("RT", "RG"))).code == ResponseCode.POLLING_TIMEOUT
@@ -199,7 +201,7 @@ async def test_in_flight_state_survives_a_restart(start_broker: Callable[..., Br
         back.extend(await popped_bodies(again.addr, "RT", "RG", "broker-p"))
         return bool(back)
 
-    await eventually(revived, 20, "the unacked message comes again after the restart")
+    await eventually(revived, 40, "the unacked message comes again after the restart")
     assert [m["body"] for m in back] == [b"not acked"] and back[0]["reconsumeTimes"] == 1
 
 

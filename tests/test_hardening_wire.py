@@ -254,12 +254,12 @@ def test_fastjson_loads_is_linear(make) -> None:  # type: ignore[no-untyped-def]
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet='"\\{}[],:-0123456789 \naeltrunfs', max_size=3000))
 def test_fastjson_loads_any_text_is_a_value_or_body_error_quickly(text: str) -> None:
-    start = time.process_time()
+    start = time.thread_time()  # this thread's CPU only: a worker's other threads are not the parse
     try:
         fastjson.loads(text.encode())
     except fastjson.BodyError:
         pass
-    assert time.process_time() - start < 0.2
+    assert time.thread_time() - start < 0.2
 
 
 def test_fastjson_legacy_forms_still_parse() -> None:
